@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from metaservice.schemas import Barrier, SnapshotId
+
+
+class NextIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    after: Barrier | None = Field(default=None, description="the barrier last processed")
+
+
+class CommitIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    barrier: Barrier | None = Field(
+        default=None, description="the pinned barrier; optional only for jobs without sources")
+    snapshot_id: SnapshotId
+
+
+class RootReportIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    snapshot_id: SnapshotId
+    barrier: Barrier | None = Field(
+        default=None, description="omitted: assigned max(now_ms, latest + 1)")
+
+
+class AbortIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(default="", max_length=500)
+
+
+class CompletedOut(BaseModel):
+    table: str
+    barrier: int
+    snapshot_id: int
+
+
+class AbortOut(BaseModel):
+    job: str
+    barrier: int
+    attempts: int
+
+
+class BarrierOut(BaseModel):
+    barrier: int
+    snapshot_id: int
+    committed_at: int
+    writer_job: str | None
+    rolled_back: bool
+
+
+class TableBarriersOut(BaseModel):
+    table: str
+    latest_barrier: int | None
+    latest_snapshot_id: int | None
+    writer_job: str | None
+    catching_up: bool
+    barriers: list[BarrierOut]
+
+
+class SinkCommitOut(BaseModel):
+    table: str
+    snapshot_id: int
+    committed_at: int
+
+
+class ProgressOut(BaseModel):
+    barrier: int
+    run: int
+    state: str
+    started_at: int
+    sources_ready_at: int | None
+    finished_at: int | None
+    duration_ms: int | None
+    hop_latency_ms: int | None
+    attempts: int
+    last_abort_reason: str | None
+    snapshots: dict[str, int]
+    previous: dict[str, int]
+    committed: list[SinkCommitOut]
+
+
+class JobProgressOut(BaseModel):
+    job: str
+    progress: list[ProgressOut]

@@ -1,0 +1,353 @@
+"""The rules of the barrier protocol (SPEC §3.3, §3.4 and §5).
+
+Lock order, everywhere: topology → job → tables (by id). Races are resolved by those locks
+(row locks on PostgreSQL, the write lock on SQLite) and by a compare-and-swap on ``latest(T)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from metaservice import errors
+from metaservice.barriers import repository as barriers_repo
+from metaservice.context import ServiceContext
+from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow, TopologyState
+from metaservice.jobs import repository as jobs_repo
+from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
+from metaservice.topology.repository import load_running_topology
+from metaservice.versions.catching_up import clear_if_caught_up
+
+logger = logging.getLogger(__name__)
+
+Action = Literal["process", "wait", "abort", "none"]
+
+
+@dataclass
+class Position:
+    """An answer of ``start`` or ``next``."""
+
+    action: Action
+    barrier: int | None = None
+    snapshots: dict[str, int] = field(default_factory=dict)
+    previous: dict[str, int] = field(default_factory=dict)
+    retry_after_ms: int | None = None
+    reason: str | None = None
+
+
+@dataclass
+class Completed:
+    table: str
+    barrier: int
+    snapshot_id: int
+
+
+# -- recording a completed barrier ---------------------------------------------------------
+
+
+def _lock_table_for_commit(session: Session, name: TableName, *, create: bool,
+                           now_ms: int) -> TableRow | None:
+    """Lock the table row; first take the topology lock when the table is catching up (its flag
+    depends on the topology, and the topology lock comes first in the lock order)."""
+    if create:
+        tables_repo.ensure_tables(session, [name], now_ms)
+    table = tables_repo.find_table(session, name)
+    if table is None:
+        return None
+    if table.catching_up:
+        session.execute(select(TopologyState.id).where(TopologyState.id == 1).with_for_update())
+    return tables_repo.find_table(session, name, for_update=True)
+
+
+def record_completed_barrier(session: Session, ctx: ServiceContext, table: TableRow, *,
+                             barrier: int, snapshot_id: int, writer_job: str | None,
+                             writer_run: int | None) -> tuple[BarrierRow, bool]:
+    """Record that ``snapshot_id`` of ``table`` (locked) completes ``barrier``.
+
+    Returns the row and whether it is new. An exact repeat returns the first row (idempotent).
+    Raises BarrierRegressionError for anything else at or below ``latest(T)``, and for a snapshot
+    already recorded at an earlier barrier unless it is the latest one (a heartbeat).
+    """
+    name = table.qualified_name
+    existing = barriers_repo.get(session, table.id, barrier)
+    if existing is not None and not existing.rolled_back:
+        if existing.snapshot_id == snapshot_id:
+            return existing, False
+        raise errors.BarrierRegressionError(
+            f"barrier {barrier} of {name} is already completed by snapshot "
+            f"{existing.snapshot_id}",
+            table=name, barrier=barrier, snapshot_id=existing.snapshot_id,
+            latest=table.latest_barrier,
+        )
+    if table.latest_barrier is not None and barrier <= table.latest_barrier:
+        raise errors.BarrierRegressionError(
+            f"barrier {barrier} is not after latest({name}) = {table.latest_barrier}",
+            table=name, barrier=barrier, latest=table.latest_barrier,
+        )
+    if snapshot_id != table.latest_snapshot_id:
+        prior = barriers_repo.latest_with_snapshot(session, table.id, snapshot_id)
+        if prior is not None:
+            raise errors.BarrierRegressionError(
+                f"snapshot {snapshot_id} of {name} already completes barrier {prior.barrier}; "
+                "only the latest snapshot may complete a newer barrier (a heartbeat)",
+                table=name, barrier=barrier, snapshot_id=snapshot_id,
+                recorded_barrier=prior.barrier,
+            )
+    now = ctx.clock.now_ms()
+    if existing is not None:  # a rolled-back barrier completed again after a rollback
+        existing.snapshot_id, existing.committed_at = snapshot_id, now
+        existing.writer_job, existing.writer_run, existing.rolled_back = writer_job, writer_run, False
+        row = existing
+    else:
+        row = BarrierRow(table_id=table.id, barrier=barrier, snapshot_id=snapshot_id,
+                         committed_at=now, writer_job=writer_job, writer_run=writer_run)
+        session.add(row)
+    session.flush()
+    if not barriers_repo.advance_latest(session, table, row):
+        raise errors.ConcurrentUpdateError(f"latest({name}) moved concurrently; retry", table=name)
+    if table.catching_up:
+        clear_if_caught_up(session, load_running_topology(session), table)
+    logger.info("barrier_completed", extra={"table": name, "barrier": barrier,
+                                            "snapshot_id": snapshot_id, "job": writer_job})
+    return row, True
+
+
+def assigned_barrier(ctx: ServiceContext, table: TableRow) -> int:
+    """``max(now_ms, latest(T) + 1)``."""
+    now = ctx.clock.now_ms()
+    return now if table.latest_barrier is None else max(now, table.latest_barrier + 1)
+
+
+def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snapshot_id: int,
+                barrier: int | None) -> Completed:
+    """A root snapshot reported by ingestion that is not a registered job (SPEC §5)."""
+    table = _lock_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
+    assert table is not None
+    if table.writer_job is not None:
+        raise errors.TableHasWriterError(
+            f"{name} is written by running job {table.writer_job!r}; it reports its own commits",
+            table=str(name), writer=table.writer_job,
+        )
+    if barrier is None:
+        barrier = assigned_barrier(ctx, table)
+    row, _ = record_completed_barrier(session, ctx, table, barrier=barrier,
+                                      snapshot_id=snapshot_id, writer_job=None, writer_run=None)
+    return Completed(str(name), row.barrier, row.snapshot_id)
+
+
+# -- positions: start and next ---------------------------------------------------------------
+
+
+def _source_tables(session: Session, job: str) -> list[TableRow]:
+    return [t for role, t in jobs_repo.edge_rows(session, job) if role == "source"]
+
+
+def _sink_tables(session: Session, job: str) -> list[TableRow]:
+    return [t for role, t in jobs_repo.edge_rows(session, job) if role == "sink"]
+
+
+def _snap_map(session: Session, sources: list[TableRow], barrier: int) -> dict[str, Any] | None:
+    result: dict[str, Any] = {}
+    for s in sources:
+        row = barriers_repo.snap(session, s.id, barrier)
+        if row is None:
+            return None
+        result[s.qualified_name] = {"barrier": row.barrier, "snapshot_id": row.snapshot_id}
+    return result
+
+
+def _ids(snapshots: dict[str, Any] | None) -> dict[str, int]:
+    return {name: v["snapshot_id"] for name, v in (snapshots or {}).items()}
+
+
+def pinned_position(job: JobRow) -> Position:
+    return Position("process", job.pinned_barrier, _ids(job.pinned_snapshots),
+                    _ids(job.pinned_previous))
+
+
+def _wait(ctx: ServiceContext) -> Position:
+    return Position("wait", retry_after_ms=ctx.settings.wait_retry_after_ms)
+
+
+def _pin(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
+         barrier: int, after: int | None) -> Position:
+    snapshots = _snap_map(session, sources, barrier)
+    if snapshots is None:
+        return _wait(ctx)
+    previous: dict[str, Any] = {}
+    if after is not None:
+        for s in sources:
+            row = barriers_repo.snap(session, s.id, after)
+            if row is not None:
+                previous[s.qualified_name] = {"barrier": row.barrier, "snapshot_id": row.snapshot_id}
+    now = ctx.clock.now_ms()
+    job.pinned_barrier, job.pinned_after, job.pinned_at = barrier, after, now
+    job.pinned_snapshots, job.pinned_previous = snapshots, previous
+    job.pin_invalidated_reason = None
+    job.updated_at = now
+    progress = barriers_repo.progress(session, job.name, job.run, barrier)
+    if progress is None:
+        ready = [barriers_repo.first_at_or_after(session, s.id, barrier) for s in sources]
+        session.add(JobProgressRow(
+            job_name=job.name, run=job.run, barrier=barrier, state="in_progress",
+            started_at=now, attempts=1, snapshots=snapshots, previous=previous,
+            sources_ready_at=max((r.committed_at for r in ready if r is not None), default=None),
+        ))
+    else:
+        progress.state, progress.attempts = "in_progress", progress.attempts + 1
+        progress.snapshots, progress.previous = snapshots, previous
+    session.flush()
+    logger.info("barrier_pinned", extra={"job": job.name, "barrier": barrier, "run": job.run})
+    return pinned_position(job)
+
+
+def start_position(session: Session, ctx: ServiceContext, job: JobRow,
+                   start_from: str | int) -> Position:
+    """The aligned start position of a job that has just started (SPEC §5.2), pinned."""
+    sources = _source_tables(session, job.name)
+    if not sources:
+        return Position("none")
+    latests = [s.latest_barrier for s in sources]
+    if start_from == "latest":
+        if any(b is None for b in latests):
+            return _wait(ctx)
+        return _pin(session, ctx, job, sources, min(latests), None)  # type: ignore[type-var]
+    if start_from == "earliest":
+        firsts = [barriers_repo.earliest(session, s.id) for s in sources]
+        if any(f is None for f in firsts):
+            return _wait(ctx)
+        return _pin(session, ctx, job, sources, max(f.barrier for f in firsts), None)  # type: ignore[union-attr]
+    barrier = int(start_from)
+    behind = sorted(s.qualified_name for s in sources
+                    if s.latest_barrier is None or s.latest_barrier < barrier)
+    if behind:
+        raise errors.BarrierNotCompleteError(
+            f"barrier {barrier} is not complete in {', '.join(behind)}", barrier=barrier,
+            tables=behind)
+    position = _pin(session, ctx, job, sources, barrier, None)
+    if position.action != "process":
+        raise errors.NoVersionError(f"some source has no snapshot at or before barrier {barrier}",
+                                    barrier=barrier)
+    return position
+
+
+def _running_job(session: Session, name: str) -> JobRow:
+    job = jobs_repo.get_job(session, name, for_update=True)
+    if job is None:
+        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    if job.state != "running":
+        raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
+                                        job=name, state=job.state)
+    return job
+
+
+def next_barrier(session: Session, ctx: ServiceContext, name: str, after: int | None) -> Position:
+    """SPEC §5.3: wait, process (pinned until commit or abort) or abort."""
+    job = _running_job(session, name)
+    if job.pin_invalidated_reason is not None and job.pinned_barrier is not None:
+        position = Position("abort", job.pinned_barrier, reason=job.pin_invalidated_reason)
+        progress = barriers_repo.progress(session, job.name, job.run, job.pinned_barrier)
+        if progress is not None:
+            progress.state = "invalidated"
+        _clear_pin(job)
+        return position
+    if job.pinned_barrier is not None:
+        return pinned_position(job)
+    sources = _source_tables(session, name)
+    if not sources:
+        return Position("none")
+    latests = [s.latest_barrier for s in sources]
+    if any(b is None for b in latests):
+        return _wait(ctx)
+    candidates = [b for b in (after, job.last_committed_barrier) if b is not None]
+    effective_after = max(candidates) if candidates else None
+    barrier = min(latests)  # type: ignore[type-var]
+    if effective_after is not None and barrier <= effective_after:
+        return _wait(ctx)
+    return _pin(session, ctx, job, sources, barrier, effective_after)
+
+
+def _clear_pin(job: JobRow) -> None:
+    job.pinned_barrier = job.pinned_after = job.pinned_at = None
+    job.pinned_snapshots = job.pinned_previous = None
+    job.pin_invalidated_reason = None
+
+
+def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableName, *,
+           barrier: int | None, snapshot_id: int) -> Completed:
+    """SPEC §5.4: a job reports that ``snapshot_id`` of its sink completes its pinned barrier."""
+    job = jobs_repo.get_job(session, name, for_update=True)
+    if job is None:
+        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    table = _lock_table_for_commit(session, table_name, create=False, now_ms=ctx.clock.now_ms())
+    edges = jobs_repo.edge_rows(session, name)
+    sinks = [t for role, t in edges if role == "sink"]
+    has_sources = any(role == "source" for role, _ in edges)
+    if table is None or table.id not in {t.id for t in sinks}:
+        raise errors.NotASinkError(f"{table_name} is not a sink of job {name!r}",
+                                   job=name, table=str(table_name))
+    if barrier is not None:
+        existing = barriers_repo.get(session, table.id, barrier)
+        if (existing is not None and not existing.rolled_back
+                and existing.snapshot_id == snapshot_id and existing.writer_job == name):
+            return Completed(str(table_name), existing.barrier, existing.snapshot_id)
+    if job.state != "running":
+        raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
+                                        job=name, state=job.state)
+    if has_sources:
+        if barrier is None:
+            raise errors.InvalidRequestError("barrier is required for a job with sources",
+                                             job=name)
+        if job.pinned_barrier != barrier:
+            raise errors.UnknownBarrierError(
+                f"barrier {barrier} was not handed to job {name!r}",
+                job=name, barrier=barrier, pinned=job.pinned_barrier)
+    elif barrier is None:
+        barrier = assigned_barrier(ctx, table)
+    row, _ = record_completed_barrier(session, ctx, table, barrier=barrier,
+                                      snapshot_id=snapshot_id, writer_job=name,
+                                      writer_run=job.run)
+    now = ctx.clock.now_ms()
+    job.updated_at = now
+    if has_sources:
+        done = barriers_repo.committed_sinks(session, name, job.run, barrier)
+        if {t.id for t in sinks} <= done:
+            progress = barriers_repo.progress(session, name, job.run, barrier)
+            if progress is not None:
+                progress.state, progress.finished_at = "committed", now
+            job.last_committed_barrier = barrier
+            _clear_pin(job)
+            logger.info("barrier_committed", extra={"job": name, "barrier": barrier})
+    elif job.last_committed_barrier is None or barrier > job.last_committed_barrier:
+        job.last_committed_barrier = barrier
+    return Completed(str(table_name), row.barrier, row.snapshot_id)
+
+
+@dataclass
+class AbortResult:
+    job: str
+    barrier: int
+    attempts: int
+
+
+def abort(session: Session, ctx: ServiceContext, name: str, barrier: int,
+          reason: str) -> AbortResult:
+    """SPEC §5.5: the attempt is recorded and the barrier will be handed out again."""
+    job = _running_job(session, name)
+    progress = barriers_repo.progress(session, name, job.run, barrier)
+    if job.pinned_barrier == barrier:
+        _clear_pin(job)
+        job.updated_at = ctx.clock.now_ms()
+        if progress is not None:
+            progress.state, progress.last_abort_reason = "aborted", reason[:500]
+        logger.info("barrier_aborted", extra={"job": name, "barrier": barrier})
+        return AbortResult(name, barrier, progress.attempts if progress else 1)
+    if progress is not None and progress.state in ("aborted", "invalidated"):
+        return AbortResult(name, barrier, progress.attempts)
+    raise errors.UnknownBarrierError(f"barrier {barrier} is not held by job {name!r}",
+                                     job=name, barrier=barrier, pinned=job.pinned_barrier)

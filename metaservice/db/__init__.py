@@ -1,0 +1,1 @@
+"""Storage: the engine, the ORM rows, sessions and migrations."""

@@ -1,0 +1,159 @@
+"""Database rows. The schema itself is created and changed only by Alembic migrations
+(``migrations/``); a test proves ``alembic upgrade head`` matches these models.
+
+Times are integer milliseconds since the Unix epoch, like barriers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class TopologyState(Base):
+    """One row. Its version changes whenever the topology (running jobs) changes; taking its
+    row lock serialises topology changes across every server process."""
+
+    __tablename__ = "topology_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+
+
+class TableRow(Base):
+    __tablename__ = "tables"
+    __table_args__ = (UniqueConstraint("catalog", "database", "name", name="uq_tables_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    catalog: Mapped[str] = mapped_column(String(128), nullable=False)
+    database: Mapped[str] = mapped_column(String(128), nullable=False)
+    name: Mapped[str] = mapped_column(String(128), nullable=False)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    # latest(T): greatest completed barrier not rolled back, and its snapshot (denormalised from
+    # ``barriers`` so a version answer never scans history; updated by compare-and-swap).
+    latest_barrier: Mapped[int | None] = mapped_column(BigInteger)
+    latest_snapshot_id: Mapped[int | None] = mapped_column(BigInteger)
+    latest_committed_at: Mapped[int | None] = mapped_column(BigInteger)
+    # The running job that writes this table, if any (SPEC §3.1).
+    writer_job: Mapped[str | None] = mapped_column(String(200), index=True)
+    # True while the table is behind the strong cut of the component it joined (SPEC §4).
+    catching_up: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default=text("false")
+    )
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.catalog}.{self.database}.{self.name}"
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint("state IN ('planned', 'running', 'terminated')", name="state"),
+    )
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), nullable=False, index=True)
+    run: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    owner: Mapped[str | None] = mapped_column(String(200))
+    registered_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    started_at: Mapped[int | None] = mapped_column(BigInteger)
+    terminated_at: Mapped[int | None] = mapped_column(BigInteger)
+    updated_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    last_committed_barrier: Mapped[int | None] = mapped_column(BigInteger)
+    # The pinned barrier (SPEC §5.3): the same answer until commit or abort.
+    pinned_barrier: Mapped[int | None] = mapped_column(BigInteger)
+    pinned_after: Mapped[int | None] = mapped_column(BigInteger)
+    pinned_at: Mapped[int | None] = mapped_column(BigInteger)
+    # {"c.d.t": {"barrier": b, "snapshot_id": s}} at the pinned barrier and at ``after``.
+    pinned_snapshots: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    pinned_previous: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Set when a rollback invalidated the pinned barrier: the next answer is "abort".
+    pin_invalidated_reason: Mapped[str | None] = mapped_column(String(500))
+
+
+class JobTableRow(Base):
+    """A registered edge: the job reads (source) or writes (sink) the table."""
+
+    __tablename__ = "job_tables"
+    __table_args__ = (CheckConstraint("role IN ('source', 'sink')", name="role"),)
+
+    job_name: Mapped[str] = mapped_column(
+        String(200), ForeignKey("jobs.name", ondelete="CASCADE"), primary_key=True
+    )
+    table_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    role: Mapped[str] = mapped_column(String(8), primary_key=True)
+
+
+class BarrierRow(Base):
+    """Table T completed barrier B with snapshot S (SPEC §2)."""
+
+    __tablename__ = "barriers"
+    __table_args__ = (Index("ix_barriers_table_snapshot", "table_id", "snapshot_id"),)
+
+    table_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True
+    )
+    barrier: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    snapshot_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    committed_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    writer_job: Mapped[str | None] = mapped_column(String(200))
+    writer_run: Mapped[int | None] = mapped_column(Integer)
+    rolled_back: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default=text("false")
+    )
+
+
+class JobProgressRow(Base):
+    """One job's work on one barrier: when it was handed out, committed, how many attempts."""
+
+    __tablename__ = "job_progress"
+    __table_args__ = (
+        CheckConstraint(
+            "state IN ('in_progress', 'aborted', 'committed', 'invalidated')", name="state"
+        ),
+        Index("ix_job_progress_finished_at", "finished_at"),
+    )
+
+    job_name: Mapped[str] = mapped_column(
+        String(200), ForeignKey("jobs.name", ondelete="CASCADE"), primary_key=True
+    )
+    run: Mapped[int] = mapped_column(Integer, primary_key=True)
+    barrier: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    started_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    # When B was complete in all the job's sources (start of the hop latency).
+    sources_ready_at: Mapped[int | None] = mapped_column(BigInteger)
+    finished_at: Mapped[int | None] = mapped_column(BigInteger)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    last_abort_reason: Mapped[str | None] = mapped_column(String(500))
+    snapshots: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    previous: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)

@@ -1,0 +1,46 @@
+"""Sessions: one per request, one transaction per session.
+
+The request-scoped dependency commits when the endpoint returns and rolls back when it raises;
+nothing else calls ``commit()``. The commit happens before the response is sent, so an
+acknowledged write is durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from metaservice.db.engine import WRITE
+
+
+class Database:
+    """The engine and its two session factories (read and write)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._read = sessionmaker(bind=engine, expire_on_commit=False, autoflush=True)
+        self._write = sessionmaker(
+            bind=engine.execution_options(**WRITE), expire_on_commit=False, autoflush=True
+        )
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[Session]:
+        session = (self._write if write else self._read)()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,1 @@
+"""Jobs: registration (plan), start, stop, and their state."""

@@ -1,0 +1,70 @@
+"""HTTP only: plan (register), start, stop and inspect jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Body, Query
+
+from metaservice.barriers.service import Position
+from metaservice.deps import Context, ReadSession, WriteSession
+from metaservice.jobs import service
+from metaservice.jobs.schemas import JobList, JobOut, PositionOut, StartIn, StartOut
+from metaservice.names import CatalogPath, DatabasePath, JobPath, TableName, TablePath
+
+router = APIRouter(tags=["jobs"])
+
+
+def position_out(position: Position) -> dict:
+    out = PositionOut(action=position.action, barrier=position.barrier,
+                      retry_after_ms=position.retry_after_ms, reason=position.reason)
+    if position.action in ("process", "none"):
+        out.snapshots, out.previous = position.snapshots, position.previous
+    return out.model_dump(exclude_none=True)
+
+
+@router.post("/register/source/{job}/{catalog}/{database}/{table}", response_model=JobOut,
+             operation_id="register_source")
+def register_source(job: JobPath, catalog: CatalogPath, database: DatabasePath,
+                    table: TablePath, session: WriteSession, ctx: Context) -> JobOut:
+    """Plan: job reads the table. Idempotent."""
+    view = service.register(session, ctx, job, "source", TableName(catalog, database, table))
+    return JobOut.of(view)
+
+
+@router.post("/register/sink/{job}/{catalog}/{database}/{table}", response_model=JobOut,
+             operation_id="register_sink")
+def register_sink(job: JobPath, catalog: CatalogPath, database: DatabasePath,
+                  table: TablePath, session: WriteSession, ctx: Context) -> JobOut:
+    """Plan: job writes the table. Idempotent."""
+    view = service.register(session, ctx, job, "sink", TableName(catalog, database, table))
+    return JobOut.of(view)
+
+
+@router.post("/jobs/{job}/start", response_model=StartOut, response_model_exclude_none=True,
+             operation_id="start_job")
+def start_job(job: JobPath, session: WriteSession, ctx: Context,
+              body: Annotated[StartIn | None, Body()] = None) -> dict:
+    """The job starts: it becomes the only writer of its sinks and gets its aligned, pinned
+    start position. Starting a running job again answers its pinned position."""
+    started = service.start(session, ctx, job, (body or StartIn()).start_from)
+    return {"job": job, "run": started.view.job.run, "state": started.view.job.state,
+            **position_out(started.position)}
+
+
+@router.post("/unregister/{job}", response_model=JobOut, operation_id="unregister_job")
+def unregister_job(job: JobPath, session: WriteSession, ctx: Context) -> JobOut:
+    """The job terminated: its edges leave the topology; its history stays. Idempotent."""
+    return JobOut.of(service.unregister(session, ctx, job))
+
+
+@router.get("/jobs", response_model=JobList, operation_id="list_jobs")
+def list_jobs(session: ReadSession, ctx: Context,
+              state: Annotated[Literal["planned", "running", "terminated"] | None,
+                               Query()] = None) -> JobList:
+    return JobList(jobs=[JobOut.of(v) for v in service.list_all(session, ctx, state)])
+
+
+@router.get("/jobs/{job}", response_model=JobOut, operation_id="get_job")
+def get_job(job: JobPath, session: ReadSession, ctx: Context) -> JobOut:
+    return JobOut.of(service.get(session, ctx, job))

@@ -1,0 +1,195 @@
+"""The rules of job registration, start and stop (SPEC §2, §3.1, §3.2, §5 steps 1, 2, 6)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sqlalchemy.orm import Session
+
+from metaservice import errors
+from metaservice.barriers import repository as barriers_repo
+from metaservice.barriers.service import Position, pinned_position, start_position
+from metaservice.context import ServiceContext
+from metaservice.db.models import JobRow
+from metaservice.jobs import repository as jobs_repo
+from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
+from metaservice.topology.graph import JobEdges
+from metaservice.topology.repository import load_running_topology, lock_topology
+from metaservice.versions.catching_up import refresh_after_topology_change
+
+logger = logging.getLogger(__name__)
+
+Role = Literal["source", "sink"]
+
+
+@dataclass
+class JobView:
+    job: JobRow
+    sources: list[TableName] = field(default_factory=list)
+    sinks: list[TableName] = field(default_factory=list)
+
+
+def _view(session: Session, job: JobRow) -> JobView:
+    edges = jobs_repo.edges_of(session, [job.name])[job.name]
+    return JobView(job, edges["source"], edges["sink"])
+
+
+def _forget_expired(session: Session, ctx: ServiceContext) -> None:
+    ttl_ms = int(ctx.settings.planned_job_ttl_seconds * 1000)
+    jobs_repo.purge_expired_planned(session, ctx.clock.now_ms() - ttl_ms)
+
+
+def _planned_cutoff(ctx: ServiceContext) -> int:
+    return ctx.clock.now_ms() - int(ctx.settings.planned_job_ttl_seconds * 1000)
+
+
+def _is_forgotten(job: JobRow, ctx: ServiceContext) -> bool:
+    return job.state == "planned" and job.updated_at < _planned_cutoff(ctx)
+
+
+def get(session: Session, ctx: ServiceContext, name: str) -> JobView:
+    job = jobs_repo.get_job(session, name)
+    if job is None or _is_forgotten(job, ctx):
+        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    return _view(session, job)
+
+
+def list_all(session: Session, ctx: ServiceContext, state: str | None) -> list[JobView]:
+    jobs = jobs_repo.list_jobs(session, state=state, planned_since_ms=_planned_cutoff(ctx))
+    edges = jobs_repo.edges_of(session, [j.name for j in jobs])
+    return [JobView(j, edges[j.name]["source"], edges[j.name]["sink"]) for j in jobs]
+
+
+def register(session: Session, ctx: ServiceContext, name: str, role: Role, table: TableName,
+             owner: str | None = None) -> JobView:
+    """Plan: record that job ``name`` reads (source) or writes (sink) ``table``. Idempotent.
+
+    A terminated job registered again is planned afresh (its history stays). New edges are
+    refused once the job runs, and when they would close a cycle with the running topology.
+    """
+    now = ctx.clock.now_ms()
+    _forget_expired(session, ctx)
+    jobs_repo.create_planned_job(session, name, now, owner)
+    job = jobs_repo.get_job(session, name, for_update=True)
+    assert job is not None
+    if job.state == "terminated":
+        jobs_repo.clear_edges(session, name)
+        job.state, job.registered_at, job.terminated_at = "planned", now, None
+        job.started_at = None
+        job.last_committed_barrier = None
+    row = tables_repo.ensure_tables(session, [table], now)[table]
+    edges = jobs_repo.edges_of(session, [name])[name]
+    if table in edges[role]:
+        if job.state == "planned":
+            job.updated_at = now
+        return JobView(job, edges["source"], edges["sink"])
+    if job.state == "running":
+        raise errors.JobNotPlannedError(
+            f"job {name!r} is running: register its sources and sinks before it starts",
+            job=name, state=job.state)
+    sources = {str(t) for t in edges["source"]}
+    sinks = {str(t) for t in edges["sink"]}
+    (sources if role == "source" else sinks).add(str(table))
+    _refuse_cycle(load_running_topology(session).with_job(
+        JobEdges(name, frozenset(sources), frozenset(sinks))))
+    jobs_repo.add_edge(session, name, row.id, role)
+    job.updated_at = now
+    logger.info("job_registered", extra={"job": name, "role": role, "table": str(table)})
+    return _view(session, job)
+
+
+def _refuse_cycle(topology) -> None:  # type: ignore[no-untyped-def]
+    cycle = topology.find_cycle()
+    if cycle is not None:
+        raise errors.CycleError("the topology would contain a cycle: " + " -> ".join(cycle),
+                                path=cycle)
+
+
+@dataclass
+class Started:
+    view: JobView
+    position: Position
+
+
+def start(session: Session, ctx: ServiceContext, name: str,
+          start_from: str | int = "latest") -> Started:
+    """The job becomes running: it becomes the writer of its sinks (exactly one job wins a race
+    for a sink), its edges join the topology (no cycle), and its start position is pinned."""
+    lock_topology(session)
+    _forget_expired(session, ctx)
+    job = jobs_repo.get_job(session, name, for_update=True)
+    if job is None:
+        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    if job.state == "running":
+        view = _view(session, job)
+        if job.pinned_barrier is not None:
+            return Started(view, pinned_position(job))
+        return Started(view, start_position(session, ctx, job, start_from))
+    if job.state == "terminated":
+        raise errors.JobNotPlannedError(
+            f"job {name!r} has terminated: register it again to plan a new run",
+            job=name, state=job.state)
+    edges = jobs_repo.edge_rows(session, name)
+    sink_rows = [t for role, t in edges if role == "sink"]
+    if sink_rows:
+        locked = tables_repo.find_tables(
+            session, [tables_repo.table_name(t) for t in sink_rows], for_update=True)
+        for table_name, row in sorted(locked.items()):
+            if row.writer_job is not None and row.writer_job != name:
+                raise errors.TableHasWriterError(
+                    f"{table_name} is already written by running job {row.writer_job!r}",
+                    table=str(table_name), writer=row.writer_job)
+    before = load_running_topology(session)
+    job_edges = JobEdges(
+        name,
+        frozenset(t.qualified_name for role, t in edges if role == "source"),
+        frozenset(t.qualified_name for role, t in edges if role == "sink"),
+    )
+    after = before.with_job(job_edges)
+    _refuse_cycle(after)
+    now = ctx.clock.now_ms()
+    for row in sink_rows:
+        row.writer_job = name
+    job.state, job.run, job.started_at, job.updated_at = "running", job.run + 1, now, now
+    job.last_committed_barrier = None
+    session.flush()
+    refresh_after_topology_change(session, before, after, job_edges.sources | job_edges.sinks)
+    position = start_position(session, ctx, job, start_from)
+    logger.info("job_started", extra={"job": name, "run": job.run, "barrier": position.barrier})
+    return Started(_view(session, job), position)
+
+
+def unregister(session: Session, ctx: ServiceContext, name: str) -> JobView:
+    """The job terminates: its edges leave the topology, its history stays. Idempotent."""
+    lock_topology(session)
+    job = jobs_repo.get_job(session, name, for_update=True)
+    if job is None or _is_forgotten(job, ctx):
+        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    if job.state == "terminated":
+        return _view(session, job)
+    was_running = job.state == "running"
+    before = load_running_topology(session) if was_running else None
+    now = ctx.clock.now_ms()
+    edges = jobs_repo.edge_rows(session, name)
+    for role, table in edges:
+        if role == "sink" and table.writer_job == name:
+            table.writer_job = None
+    if job.pinned_barrier is not None:
+        progress = barriers_repo.progress(session, name, job.run, job.pinned_barrier)
+        if progress is not None and progress.state == "in_progress":
+            progress.state = "aborted"
+            progress.last_abort_reason = "job unregistered"
+    job.pinned_barrier = job.pinned_after = job.pinned_at = None
+    job.pinned_snapshots = job.pinned_previous = None
+    job.pin_invalidated_reason = None
+    job.state, job.terminated_at, job.updated_at = "terminated", now, now
+    session.flush()
+    if before is not None:
+        after = load_running_topology(session)
+        refresh_after_topology_change(session, before, after,
+                                      {t.qualified_name for _, t in edges})
+    logger.info("job_unregistered", extra={"job": name})
+    return _view(session, job)

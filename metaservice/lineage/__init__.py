@@ -1,0 +1,1 @@
+"""Lineage (SPEC §8): the topology, neighbourhoods of a table, exact data lineage."""

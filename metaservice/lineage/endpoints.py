@@ -1,0 +1,58 @@
+"""HTTP only: lineage."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query
+
+from metaservice.deps import Context, ReadSession
+from metaservice.lineage import service
+from metaservice.lineage.schemas import LineageOut, SnapshotLineage, TableLineageOut
+from metaservice.names import CatalogPath, DatabasePath, TableName, TablePath
+from metaservice.schemas import INT64_MAX
+from metaservice.topology.graph import Neighbourhood
+
+router = APIRouter(tags=["lineage"])
+
+
+@router.get("/lineage", response_model=LineageOut, operation_id="get_lineage")
+def get_lineage(session: ReadSession, ctx: Context) -> LineageOut:
+    """The topology: every running job with the tables it reads and writes."""
+    topology = ctx.topology_cache.get(session)
+    tables, jobs, edges = service.describe(
+        session, topology, {t: None for t in topology.tables}, set(topology.jobs),
+        set(topology.edges))
+    return LineageOut(tables=tables, jobs=jobs, edges=edges)
+
+
+@router.get("/lineage/{catalog}/{database}/{table}", response_model=TableLineageOut,
+            operation_id="get_table_lineage")
+def get_table_lineage(
+    catalog: CatalogPath, database: DatabasePath, table: TablePath, session: ReadSession,
+    ctx: Context,
+    direction: Annotated[Literal["upstream", "downstream", "both"], Query()] = "both",
+    depth: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+) -> TableLineageOut:
+    """Tables and jobs upstream and/or downstream of a table, with distances in hops."""
+    name = str(TableName(catalog, database, table))
+    topology = ctx.topology_cache.get(session)
+    hood = Neighbourhood(tables={name: 0})
+    for walk in (["upstream", "downstream"] if direction == "both" else [direction]):
+        part = (topology.upstream if walk == "upstream" else topology.downstream)(name, depth)
+        for t, d in part.tables.items():
+            hood.tables[t] = min(d, hood.tables.get(t, d))
+        hood.jobs |= part.jobs
+        hood.edges |= part.edges
+    tables, jobs, edges = service.describe(session, topology, hood.tables, hood.jobs, hood.edges)
+    return TableLineageOut(table=name, direction=direction, depth=depth, tables=tables,
+                           jobs=jobs, edges=edges)
+
+
+@router.get("/lineage/{catalog}/{database}/{table}/barriers/{barrier}",
+            response_model=SnapshotLineage, operation_id="get_snapshot_lineage")
+def get_snapshot_lineage(catalog: CatalogPath, database: DatabasePath, table: TablePath,
+                         barrier: Annotated[int, Path(ge=0, le=INT64_MAX)],
+                         session: ReadSession, ctx: Context) -> SnapshotLineage:
+    """Exactly which source snapshots produced the table's snapshot at the barrier."""
+    return service.snapshot_lineage(session, ctx, TableName(catalog, database, table), barrier)

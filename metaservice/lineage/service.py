@@ -1,0 +1,64 @@
+"""Lineage answers: the topology and exact data lineage of a snapshot."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from metaservice import errors
+from metaservice.barriers import repository as barriers_repo
+from metaservice.context import ServiceContext
+from metaservice.lineage.schemas import EdgeOut, JobNode, SnapshotLineage, TableNode
+from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
+from metaservice.topology.graph import Edge, Topology
+
+
+def describe(session: Session, topology: Topology, tables: dict[str, int | None],
+             jobs: set[str], edges: set[Edge]) -> tuple[list[TableNode], list[JobNode], list[EdgeOut]]:
+    rows = tables_repo.find_tables(session, [TableName.parse(t) for t in tables])
+    nodes = []
+    for name in sorted(tables):
+        row = rows.get(TableName.parse(name))
+        nodes.append(TableNode(table=name, latest_barrier=row.latest_barrier if row else None,
+                               writer_job=row.writer_job if row else None,
+                               distance=tables[name]))
+    job_nodes = [JobNode(job=j, sources=sorted(topology.jobs[j].sources),
+                         sinks=sorted(topology.jobs[j].sinks)) for j in sorted(jobs)]
+    edge_out = [EdgeOut(source=e.source, job=e.job, sink=e.sink)
+                for e in sorted(edges, key=lambda e: (e.source, e.job, e.sink))]
+    return nodes, job_nodes, edge_out
+
+
+def snapshot_lineage(session: Session, ctx: ServiceContext, name: TableName, barrier: int,
+                     *, max_depth: int = 64) -> SnapshotLineage:
+    table = tables_repo.find_table(session, name)
+    if table is None:
+        raise errors.UnknownTableError(f"unknown table {name}", table=str(name))
+    result = _lineage_of(session, table.id, str(name), barrier, max_depth)
+    if result is None:
+        raise errors.NoVersionError(f"{name} has no snapshot at or before barrier {barrier}",
+                                    table=str(name), barrier=barrier)
+    return result
+
+
+def _lineage_of(session: Session, table_id: int, name: str, barrier: int,
+                depth_left: int) -> SnapshotLineage | None:
+    row = barriers_repo.snap(session, table_id, barrier)
+    if row is None:
+        return None
+    inputs: list[SnapshotLineage] = []
+    if row.writer_job is not None and row.writer_run is not None and depth_left > 0:
+        progress = barriers_repo.progress(session, row.writer_job, row.writer_run, row.barrier)
+        if progress is not None:
+            sources = tables_repo.find_tables(session,
+                                              [TableName.parse(s) for s in progress.snapshots])
+            for source_name, read in sorted(progress.snapshots.items()):
+                source = sources.get(TableName.parse(source_name))
+                if source is None:
+                    continue
+                child = _lineage_of(session, source.id, source_name, read["barrier"],
+                                    depth_left - 1)
+                if child is not None:
+                    inputs.append(child)
+    return SnapshotLineage(table=name, requested_barrier=barrier, barrier=row.barrier,
+                           snapshot_id=row.snapshot_id, writer_job=row.writer_job, inputs=inputs)

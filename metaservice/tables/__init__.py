@@ -1,0 +1,1 @@
+"""Iceberg tables known to the service, and their completed barriers."""

@@ -1,0 +1,1 @@
+"""The topology: the graph table → job → table formed by running jobs (pure code)."""

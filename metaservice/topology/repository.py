@@ -1,0 +1,64 @@
+"""All SQL about the topology: the running jobs' edges and the topology lock."""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from metaservice.db.models import JobRow, JobTableRow, TableRow, TopologyState
+from metaservice.topology.graph import JobEdges, Topology
+
+
+def lock_topology(session: Session) -> int:
+    """Take the topology lock (a row lock on PostgreSQL, the database write lock on SQLite) and
+    bump its version: every change to the set of running jobs goes through here, so changes made
+    by several server processes are serialised and caches see them."""
+    session.execute(update(TopologyState).where(TopologyState.id == 1)
+                    .values(version=TopologyState.version + 1))
+    return session.scalar(select(TopologyState.version).where(TopologyState.id == 1)) or 0
+
+
+def topology_version(session: Session) -> int:
+    return session.scalar(select(TopologyState.version).where(TopologyState.id == 1)) or 0
+
+
+def load_running_topology(session: Session) -> Topology:
+    rows = session.execute(
+        select(JobTableRow.job_name, JobTableRow.role, TableRow.catalog, TableRow.database,
+               TableRow.name)
+        .join(JobRow, JobRow.name == JobTableRow.job_name)
+        .join(TableRow, TableRow.id == JobTableRow.table_id)
+        .where(JobRow.state == "running")
+    ).all()
+    sources: dict[str, set[str]] = {}
+    sinks: dict[str, set[str]] = {}
+    for job, role, catalog, database, name in rows:
+        qualified = f"{catalog}.{database}.{name}"
+        sources.setdefault(job, set())
+        sinks.setdefault(job, set())
+        (sources if role == "source" else sinks)[job].add(qualified)
+    return Topology(
+        JobEdges(job, frozenset(sources[job]), frozenset(sinks[job])) for job in sources
+    )
+
+
+class TopologyCache:
+    """The running topology, reloaded only when the topology version changes. Safe to share
+    between threads; each server process has its own and they agree through the version row."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._version: int | None = None
+        self._topology: Topology | None = None
+
+    def get(self, session: Session) -> Topology:
+        version = topology_version(session)
+        with self._lock:
+            if self._version == version and self._topology is not None:
+                return self._topology
+        topology = load_running_topology(session)
+        with self._lock:
+            self._version, self._topology = version, topology
+        return topology

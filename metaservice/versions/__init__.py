@@ -1,0 +1,1 @@
+"""Consistent versions (SPEC §4): strong, weak and explicit-barrier cuts."""

@@ -1,0 +1,1 @@
+"""Alembic migrations: the only way the MetaService schema is created or changed."""

@@ -1,0 +1,180 @@
+"""Shared fixtures: both storage backends, the app, a real server over loopback.
+
+Every behaviour test that takes ``database`` runs once on SQLite and once on PostgreSQL.
+PostgreSQL comes from ``METASERVICE_TEST_POSTGRES_URL`` (default: the local server, database
+``test``); each test session uses its own schema. When PostgreSQL is unreachable its tests are
+skipped, unless ``CI`` or ``METASERVICE_REQUIRE_POSTGRES`` is set: then they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from sqlalchemy import create_engine, text
+
+from metaservice.app import create_app
+from metaservice.clock import ManualClock
+from metaservice.db.engine import build_engine
+from metaservice.db.migrate import upgrade_to_head
+from metaservice.db.models import Base
+from metaservice.db.session import Database
+from metaservice.settings import Settings
+
+POSTGRES_URL = os.environ.get("METASERVICE_TEST_POSTGRES_URL",
+                              "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REQUIRE_POSTGRES = bool(os.environ.get("CI") or os.environ.get("METASERVICE_REQUIRE_POSTGRES"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--backend", default="all", choices=["all", "sqlite", "postgresql"],
+                     help="storage backends to run the behaviour suite on")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        chosen = metafunc.config.getoption("--backend")
+        backends = ["sqlite", "postgresql"] if chosen == "all" else [chosen]
+        metafunc.parametrize("backend", backends, scope="session")
+
+
+# -- PostgreSQL: one schema per test session --------------------------------------------------
+
+def _postgres_schema_url(schema: str) -> str:
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:  # noqa: BLE001
+        admin.dispose()
+        message = f"PostgreSQL unreachable at {POSTGRES_URL}: {type(exc).__name__}"
+        if REQUIRE_POSTGRES:
+            pytest.fail(message + " (required under CI)")
+        pytest.skip(message)
+    schema = f"ms_test_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield _postgres_schema_url(schema)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def database_url(backend: str, tmp_path_factory: pytest.TempPathFactory,
+                 request: pytest.FixtureRequest) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'metaservice.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture(scope="session")
+def migrated_database(database_url: str) -> Iterator[Database]:
+    database = Database(build_engine(database_url))
+    upgrade_to_head(database.engine)
+    yield database
+    database.dispose()
+
+
+def wipe(database: Database) -> None:
+    """Delete every row (children first) and reset the topology version."""
+    with database.engine.begin() as conn:
+        for table in reversed(Base.metadata.sorted_tables):
+            if table.name == "topology_state":
+                conn.execute(text("UPDATE topology_state SET version = 0"))
+            else:
+                conn.execute(table.delete())
+
+
+@pytest.fixture
+def database(migrated_database: Database) -> Iterator[Database]:
+    wipe(migrated_database)
+    yield migrated_database
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url)
+
+
+@pytest.fixture
+def app(database: Database, settings: Settings, clock: ManualClock):  # type: ignore[no-untyped-def]
+    return create_app(settings, clock=clock, database=database)
+
+
+# -- a real server over loopback --------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerThread:
+    """uvicorn serving an app in a thread on a free loopback port."""
+
+    def __init__(self, app) -> None:  # type: ignore[no-untyped-def]
+        self.port = free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def client(app) -> Iterator[httpx.Client]:  # type: ignore[no-untyped-def]
+    """An HTTP client talking to the app over a real loopback socket."""
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        yield http
+
+
+@pytest.fixture(scope="session")
+def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server on its own SQLite file with the real clock, shared by a whole test session
+    (used by the Spark plugin's end-to-end tests)."""
+    path: Path = tmp_path_factory.mktemp("live") / "metaservice.db"
+    url = f"sqlite:///{path}"
+    database = Database(build_engine(url))
+    upgrade_to_head(database.engine)
+    app = create_app(Settings(database_url=url), database=database)
+    with ServerThread(app) as server:
+        yield server.url
+    database.dispose()
