@@ -303,6 +303,10 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
         if barrier is None:
             raise errors.InvalidRequestError("barrier is required for a job with sources",
                                              job=name)
+        if table.latest_barrier is not None and barrier <= table.latest_barrier:
+            raise errors.BarrierRegressionError(
+                f"barrier {barrier} is not after latest({table_name}) = {table.latest_barrier}",
+                table=str(table_name), barrier=barrier, latest=table.latest_barrier)
         if job.pinned_barrier != barrier:
             raise errors.UnknownBarrierError(
                 f"barrier {barrier} was not handed to job {name!r}",
