@@ -53,7 +53,12 @@ class PositionOut(BaseModel):
     reason: str | None = None
 
 
-class StartOut(PositionOut):
+class StartOut(BaseModel):
     job: str
     run: int
     state: str
+    action: Literal["process", "wait", "abort", "none"]
+    barrier: int | None = None
+    snapshots: dict[str, int] | None = None
+    previous: dict[str, int] | None = None
+    retry_after_ms: int | None = None
