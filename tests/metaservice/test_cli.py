@@ -1,0 +1,62 @@
+"""The `metaservice` command as an operator uses it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import free_port
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "metaservice", *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **(env or {})})
+
+
+def test_db_upgrade_then_current(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert run_cli("--database-url", url, "db", "current").stdout.startswith("(empty)")
+    upgraded = run_cli("--database-url", url, "db", "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "up to date" in run_cli("--database-url", url, "db", "current").stdout
+
+
+def test_unreachable_database_is_one_clear_line() -> None:
+    result = run_cli("--database-url", "postgresql+psycopg://nobody@127.0.0.1:1/x", "db",
+                     "upgrade")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unreachable" in lines[0] and "Traceback" not in result.stderr
+
+
+def test_bad_database_url_is_one_clear_line() -> None:
+    result = run_cli("db", "upgrade", env={"METASERVICE_DATABASE_URL": "mysql://x/y"})
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "unsupported database URL" in result.stderr
+
+
+def test_serve_migrates_and_becomes_ready(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "METASERVICE_DATABASE_URL": f"sqlite:///{tmp_path / 's.db'}"}
+    process = subprocess.Popen([sys.executable, "-m", "metaservice", "serve", "--port", str(port)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.1)
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "ok"}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
