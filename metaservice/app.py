@@ -14,6 +14,7 @@ from metaservice.errors import install_error_handlers
 from metaservice.health.endpoints import router as health_router
 from metaservice.jobs.endpoints import router as jobs_router
 from metaservice.lineage.endpoints import router as lineage_router
+from metaservice.schemas import ERROR_RESPONSES
 from metaservice.settings import Settings, get_settings
 from metaservice.versions.endpoints import router as versions_router
 
@@ -30,6 +31,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
         version=__version__,
         description="Consistent versions across Iceberg tables written by many Spark jobs: "
                     "lineage, timestamp barriers, snapshot leases, delay and rollback plans.",
+        responses=ERROR_RESPONSES,
     )
     app.state.settings = settings
     app.state.database = database

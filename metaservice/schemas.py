@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import BaseModel, Field
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -16,3 +18,26 @@ QualifiedTable = Annotated[
                   r"\.[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$",
           description="catalog.database.table"),
 ]
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="machine-readable, e.g. table_has_writer")
+    message: str
+    details: dict[str, Any]
+
+
+class ErrorBody(BaseModel):
+    """Every error answer (SPEC §9)."""
+
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        401: "missing or unknown token", 403: "the token's role or ownership does not allow it",
+        404: "unknown job, table, version or route", 409: "conflict with an invariant",
+        410: "the snapshot was approved for expiration", 413: "request body too large",
+        422: "invalid request", 429: "rate limited", 503: "database unavailable",
+    }.items()
+}
