@@ -1,0 +1,235 @@
+"""What every benchmark needs around it: the machine's description, a scratch PostgreSQL schema
+or SQLite file migrated to head, and a real server on a loopback port.
+
+PostgreSQL comes from ``METASERVICE_BENCH_POSTGRES_URL`` (default: the local server, database
+``test``, the same one the tests use); each benchmark works in its own schema, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+POSTGRES_URL = os.environ.get("METASERVICE_BENCH_POSTGRES_URL",
+                              "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+# -- the machine ------------------------------------------------------------------------------
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1024 / 1024
+    except OSError:
+        pass
+    return None
+
+
+def postgres_version() -> str:
+    try:
+        import psycopg
+
+        with psycopg.connect(libpq_url(POSTGRES_URL), connect_timeout=3) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+            return f"PostgreSQL {row[0]}" if row else "unknown"
+    except Exception as exc:  # noqa: BLE001 - only described
+        return f"unreachable ({type(exc).__name__})"
+
+
+def machine_description() -> dict[str, str]:
+    memory = memory_gib()
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu_model(),
+        "cores": str(os.cpu_count() or "?"),
+        "memory": f"{memory:.1f} GiB" if memory is not None else "unknown",
+        "os": f"{platform.system()} {platform.release()}",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "postgresql": postgres_version(),
+        "sqlite": _sqlite_version(),
+    }
+
+
+def _sqlite_version() -> str:
+    import sqlite3
+
+    return f"SQLite {sqlite3.sqlite_version}"
+
+
+# -- databases --------------------------------------------------------------------------------
+
+def libpq_url(sqlalchemy_url: str) -> str:
+    """The same URL for psycopg/libpq tools (no ``+driver``)."""
+    scheme, rest = sqlalchemy_url.split("://", 1)
+    return f"{scheme.split('+', 1)[0]}://{rest}"
+
+
+def schema_url(schema: str, base: str = POSTGRES_URL) -> str:
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options=-csearch_path%3D{schema}"
+
+
+@contextmanager
+def postgres_schema(prefix: str) -> Iterator[str]:
+    """A fresh schema, migrated to head; yields its SQLAlchemy URL; dropped afterwards."""
+    import psycopg
+
+    from metaservice.db.engine import build_engine
+    from metaservice.db.migrate import upgrade_to_head
+
+    schema = f"bench_{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(libpq_url(POSTGRES_URL), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = schema_url(schema)
+    try:
+        engine = build_engine(url)
+        try:
+            upgrade_to_head(engine)
+        finally:
+            engine.dispose()
+        yield url
+    finally:
+        with psycopg.connect(libpq_url(POSTGRES_URL), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@contextmanager
+def sqlite_file(prefix: str) -> Iterator[str]:
+    """A fresh SQLite file, migrated to head; yields its SQLAlchemy URL; deleted afterwards."""
+    from metaservice.db.engine import build_engine
+    from metaservice.db.migrate import upgrade_to_head
+
+    with tempfile.TemporaryDirectory(prefix=f"bench_{prefix}_") as directory:
+        url = f"sqlite:///{Path(directory) / 'metaservice.db'}"
+        engine = build_engine(url)
+        try:
+            upgrade_to_head(engine)
+        finally:
+            engine.dispose()
+        yield url
+
+
+def postgres_reachable() -> bool:
+    return not postgres_version().startswith("unreachable")
+
+
+# -- servers ----------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerThread:
+    """uvicorn serving an app in a thread of this process on a free loopback port."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                lifespan="off", access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+@contextmanager
+def server_thread(database_url: str) -> Iterator[str]:
+    """The app on ``database_url`` (already migrated), served in this process; yields its URL."""
+    from metaservice.app import create_app
+    from metaservice.settings import Settings
+
+    app = create_app(Settings(database_url=database_url))
+    try:
+        with ServerThread(app) as server:
+            yield server.url
+    finally:
+        app.state.database.dispose()
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    process: subprocess.Popen[bytes]
+
+
+@contextmanager
+def server_processes(database_url: str, *, workers: int, log: Path | None = None,
+                     extra_env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
+    """``uvicorn --workers N`` on the app factory in child processes, on a loopback port."""
+    import httpx
+
+    port = free_port()
+    env = {**os.environ, "METASERVICE_DATABASE_URL": database_url,
+           "METASERVICE_LOG_LEVEL": "warning", **(extra_env or {})}
+    command = [sys.executable, "-m", "uvicorn", "--factory", "metaservice.app:app_from_env",
+               "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+               "--log-level", "warning", "--no-access-log", "--lifespan", "off"]
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"uvicorn exited with {process.returncode}")
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not become healthy")
+            time.sleep(0.1)
+        yield ServerProcess(url, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        if log:
+            out.close()  # type: ignore[union-attr]
