@@ -8,7 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 import migrations
 
@@ -21,9 +21,18 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
+# Any constant: serialises `upgrade` across server processes starting at once on PostgreSQL.
+_MIGRATION_LOCK_KEY = 0x6D657461
+
+
 def upgrade_to_head(engine: Engine) -> None:
+    """Migrate to the newest revision. Safe when several processes start together: on
+    PostgreSQL they take turns on an advisory lock (SQLite serialises writers itself)."""
     config = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                               {"key": _MIGRATION_LOCK_KEY})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 
