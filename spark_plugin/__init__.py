@@ -1,0 +1,112 @@
+"""spark_plugin: Spark jobs and OLAP reads that stay consistent across Iceberg tables.
+
+The public surface (SPEC §10)::
+
+    import spark_plugin as sp
+
+    client = sp.MetaServiceClient("http://127.0.0.1:8000", token=None)
+    sp.append_root(spark, df, "lake.db.orders", client=client, catalog=catalog)
+    with sp.BarrierJob(spark, "enrich", sources=[...], sinks=[...], client=client) as job:
+        step = job.next()
+        ...
+        step.commit()
+    with sp.consistent_read(spark, ["lake.db.a", "lake.db.b"], client=client) as frames:
+        ...
+
+Tables are named ``<pyiceberg catalog>.<database>.<table>``. Every exception derives from
+:class:`MetaServiceError` (the tree is drawn in ``spark_plugin._errors``). pyspark is imported
+only by the functions that need it, so the client and the Iceberg layer work without it.
+"""
+
+from spark_plugin._batch_job import BarrierJob, BarrierStep
+from spark_plugin._client import DEFAULT_TIMEOUT, MetaServiceClient
+from spark_plugin._consistent_read import ConsistentFrames, consistent_read
+from spark_plugin._errors import (
+    APIError,
+    AuthenticationError,
+    BarrierNotCompleteError,
+    BarrierRegressionError,
+    CatchingUpError,
+    ConcurrentUpdateError,
+    ConflictError,
+    CycleError,
+    DatabaseUnavailableError,
+    InternalServerError,
+    InvalidRequestError,
+    JobNotPlannedError,
+    JobNotRunningError,
+    LakeStateError,
+    MetaServiceError,
+    NotAppendOnlyError,
+    NotASinkError,
+    NotFoundError,
+    NoVersionError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    RateLimitedError,
+    SinkCommitConflictError,
+    SnapshotExpiredError,
+    SnapshotNotFoundError,
+    TableHasWriterError,
+    TransportError,
+    UnknownBarrierError,
+    UnknownJobError,
+    UnknownLeaseError,
+    UnknownTableError,
+    UnsupportedSchemaError,
+)
+from spark_plugin._models import Commit, Position, TableVersion, Versions
+from spark_plugin._names import TableName
+from spark_plugin._root import append_root, heartbeat_root
+from spark_plugin._spark_io import create_table_from_spark_schema
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "APIError",
+    "AuthenticationError",
+    "BarrierJob",
+    "BarrierNotCompleteError",
+    "BarrierRegressionError",
+    "BarrierStep",
+    "CatchingUpError",
+    "Commit",
+    "ConcurrentUpdateError",
+    "ConflictError",
+    "ConsistentFrames",
+    "CycleError",
+    "DEFAULT_TIMEOUT",
+    "DatabaseUnavailableError",
+    "InternalServerError",
+    "InvalidRequestError",
+    "JobNotPlannedError",
+    "JobNotRunningError",
+    "LakeStateError",
+    "MetaServiceClient",
+    "MetaServiceError",
+    "NoVersionError",
+    "NotASinkError",
+    "NotAppendOnlyError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "Position",
+    "RateLimitedError",
+    "SinkCommitConflictError",
+    "SnapshotExpiredError",
+    "SnapshotNotFoundError",
+    "TableHasWriterError",
+    "TableName",
+    "TableVersion",
+    "TransportError",
+    "UnknownBarrierError",
+    "UnknownJobError",
+    "UnknownLeaseError",
+    "UnknownTableError",
+    "UnsupportedSchemaError",
+    "Versions",
+    "append_root",
+    "consistent_read",
+    "create_table_from_spark_schema",
+    "heartbeat_root",
+]

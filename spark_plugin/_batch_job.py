@@ -1,0 +1,398 @@
+"""A Spark batch job that processes aligned barriers (SPEC §5), one step at a time.
+
+Life cycle::
+
+    BarrierJob(...)          plan: registers every source and sink (idempotent)
+    with job:                start: the job runs; the server pins its start position
+        step = job.next()    process → a BarrierStep; wait → None; abort → discarded, asked again
+        step.read(t) / step.read_changes(t) / step.write(t, df)
+        step.commit()        one Iceberg commit per sink, then one report per sink
+    (exit)                   an open step is aborted; the job is unregistered
+
+Guarantees:
+
+- ``step.read(t)`` returns exactly the snapshot the service pinned for barrier B;
+  ``step.read_changes(t)`` exactly the rows appended between the pinned previous snapshot and
+  it, or raises :class:`~spark_plugin.NotAppendOnlyError` when that would be wrong.
+- ``step.commit()`` commits every sink exactly once for B, also across crashes: each sink
+  commit carries ``metaservice.job``/``metaservice.barrier`` and the table property
+  ``metaservice.sink.<job>.last-barrier`` in the same atomic Iceberg commit; a replay of B (the
+  server hands a pinned barrier out again after a crash) finds it and only reports it.
+- A sink that was not written in a step still gets a (empty) snapshot for B, so every sink
+  completes every barrier.
+
+A start position has no ``previous`` (``step.is_initial``): the job reads full snapshots and
+should write full results (``mode="overwrite"``); later steps are incremental.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from spark_plugin._client import MetaServiceClient, client_or_default
+from spark_plugin._errors import UnknownTableError
+from spark_plugin._iceberg import (
+    SinkCommit,
+    commit_sink,
+    delete_files_quietly,
+    last_commit_of,
+    load_table,
+    plan_appended_read,
+    plan_snapshot_read,
+    resolve_catalog,
+)
+from spark_plugin._models import Commit, Position
+from spark_plugin._names import TableName, validate_job_id
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+    from pyspark.sql import DataFrame, SparkSession
+
+logger = logging.getLogger(__name__)
+
+WriteMode = Literal["append", "overwrite"]
+
+
+@dataclass
+class _PendingSink:
+    overwrite: bool = False
+    files: list[DataFile] = field(default_factory=list)
+
+
+class BarrierStep:
+    """The work of one job for one barrier ``B``: what to read, what was written.
+
+    Attributes:
+        job: the job id.
+        barrier: ``B``.
+        snapshots: per source, the snapshot completing ``B`` (``snap(s, B)``).
+        previous: per source, the snapshot at the previous barrier (empty at a start position).
+        state: ``"open"``, ``"committed"`` or ``"aborted"``.
+    """
+
+    def __init__(self, job: BarrierJob, barrier: int, snapshots: dict[str, int],
+                 previous: dict[str, int]) -> None:
+        self._job = job
+        self.job = job.job
+        self.barrier = barrier
+        self.snapshots = dict(snapshots)
+        self.previous = dict(previous)
+        self.state: Literal["open", "committed", "aborted"] = "open"
+        self._pending: dict[str, _PendingSink] = {}
+        self.commits: dict[str, Commit] = {}
+
+    def __repr__(self) -> str:
+        return f"BarrierStep(job={self.job!r}, barrier={self.barrier}, state={self.state!r})"
+
+    @property
+    def is_initial(self) -> bool:
+        """True at a start position: no previous barrier; full snapshots are the input."""
+        return not self.previous
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _source(self, table: str | TableName) -> tuple[str, int]:
+        name = str(TableName.parse(table))
+        if name not in self.snapshots:
+            raise ValueError(f"{name} is not a source of job {self.job!r} "
+                             f"(sources: {sorted(self.snapshots)})")
+        return name, self.snapshots[name]
+
+    def read(self, table: str | TableName) -> DataFrame:
+        """The full content of source ``table`` at ``B`` (the snapshot the service pinned)."""
+        from spark_plugin._spark_io import dataframe_from_plan
+
+        name, snapshot_id = self._source(table)
+        tbl = self._job._table(name)
+        return dataframe_from_plan(self._job.spark, tbl, plan_snapshot_read(tbl, snapshot_id))
+
+    def read_changes(self, table: str | TableName) -> DataFrame:
+        """The rows appended to source ``table`` after the previous barrier, up to ``B``.
+
+        Without a previous snapshot (a start position, or a source that had no snapshot at the
+        previous barrier) this is the full content at ``B``.
+
+        Raises:
+            NotAppendOnlyError: a snapshot in between overwrote, deleted or rewrote data, or the
+                previous snapshot is not an ancestor (rollback): read the full snapshot instead.
+        """
+        from spark_plugin._spark_io import dataframe_from_plan
+
+        name, snapshot_id = self._source(table)
+        previous = self.previous.get(name)
+        if previous is None:
+            return self.read(name)
+        tbl = self._job._table(name)
+        plan = plan_appended_read(tbl, previous, snapshot_id)
+        return dataframe_from_plan(self._job.spark, tbl, plan)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _require_open(self) -> None:
+        if self.state != "open":
+            raise RuntimeError(f"step for barrier {self.barrier} is {self.state}")
+
+    def write(self, table: str | TableName, df: DataFrame, mode: WriteMode = "append") -> None:
+        """Write ``df`` to sink ``table`` for this barrier (data files now, commit later).
+
+        ``mode="overwrite"`` makes the sink's snapshot for ``B`` hold only what this step writes
+        (earlier writes of this step to the same sink are discarded); ``"append"`` adds to it.
+        Several writes to one sink are committed together as one snapshot.
+        """
+        from spark_plugin._spark_io import write_data_files
+
+        self._require_open()
+        if mode not in ("append", "overwrite"):
+            raise ValueError("mode must be 'append' or 'overwrite'")
+        name = str(TableName.parse(table))
+        if name not in self._job.sinks:
+            raise ValueError(f"{name} is not a sink of job {self.job!r} "
+                             f"(sinks: {list(self._job.sinks)})")
+        tbl = self._job._table(name)
+        files = write_data_files(self._job.spark, df, tbl)
+        pending = self._pending.setdefault(name, _PendingSink())
+        if mode == "overwrite":
+            delete_files_quietly(tbl, [f.file_path for f in pending.files])
+            pending.files, pending.overwrite = [], True
+        pending.files.extend(files)
+
+    def commit(self) -> dict[str, Commit]:
+        """Commit ``B`` to every sink (one Iceberg snapshot each), then report each commit.
+
+        Safe to call again after a failure (for example a lost report): sinks already holding
+        ``B`` are not committed again, and reports are idempotent.
+
+        Returns:
+            Per sink, the commit recorded by the service.
+        """
+        self._require_open()
+        lineage = json.dumps(self.snapshots, sort_keys=True, separators=(",", ":"))
+        done: dict[str, SinkCommit] = {}
+        for sink in self._job.sinks:
+            pending = self._pending.get(sink, _PendingSink())
+            tbl = self._job._table(sink)
+            result = commit_sink(tbl, job=self.job, barrier=self.barrier,
+                                 data_files=pending.files, overwrite=pending.overwrite,
+                                 summary={"metaservice.source-snapshots": lineage})
+            if result.already_committed:
+                delete_files_quietly(tbl, [f.file_path for f in pending.files])
+            pending.files = []
+            done[sink] = result
+        for sink, result in done.items():
+            self.commits[sink] = self._job.client.commit(self.job, sink, result.snapshot_id,
+                                                         self.barrier)
+        self.state = "committed"
+        self._job._committed(self)
+        logger.info("step_committed", extra={"job": self.job, "barrier": self.barrier})
+        return dict(self.commits)
+
+    def abort(self, reason: str = "") -> None:
+        """Give barrier ``B`` back to the service (it will be handed out again) and drop the
+        data files written for it."""
+        if self.state != "open":
+            return
+        self._discard()
+        self._job.client.abort_barrier(self.job, self.barrier, reason)
+        self.state = "aborted"
+        self._job._aborted(self)
+
+    def _discard(self) -> None:
+        for sink, pending in self._pending.items():
+            delete_files_quietly(self._job._table(sink), [f.file_path for f in pending.files])
+        self._pending.clear()
+
+
+class BarrierJob:
+    """A batch job processing aligned barriers; see the module docstring.
+
+    Args:
+        spark: the session.
+        job: the job id (``^[A-Za-z0-9_.:-]{1,200}$``), stable across restarts.
+        sources: tables read, ``catalog.database.table``.
+        sinks: tables written.
+        client: the MetaService client (default: from ``$METASERVICE_URL``).
+        catalog: a pyiceberg catalog, a mapping of them, or ``None`` (load by name).
+        start_from: ``"latest"``, ``"earliest"`` or a barrier.
+
+    Registers every source and sink when constructed (plan time).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        job: str,
+        sources: Iterable[str | TableName] = (),
+        sinks: Iterable[str | TableName] = (),
+        *,
+        client: MetaServiceClient | None = None,
+        catalog: Any = None,
+        start_from: str | int = "latest",
+    ) -> None:
+        self.spark = spark
+        self.job = validate_job_id(job)
+        self.sources = tuple(dict.fromkeys(str(TableName.parse(t)) for t in sources))
+        self.sinks = tuple(dict.fromkeys(str(TableName.parse(t)) for t in sinks))
+        if not self.sinks:
+            raise ValueError("a BarrierJob needs at least one sink")
+        self.client = client_or_default(client)
+        self.catalog = catalog
+        self.start_from = start_from
+        for t in (*self.sources, *self.sinks):
+            resolve_catalog(TableName.parse(t), catalog)  # fail fast on a wrong catalog
+        self._tables: dict[str, Table] = {}
+        self._pending_position: Position | None = None
+        self._step: BarrierStep | None = None
+        self._started = False
+        self.last_committed_barrier: int | None = None
+        self.retry_after_ms: int | None = None
+        self.run: int | None = None
+        for t in self.sources:
+            self.client.register_source(self.job, t)
+        for t in self.sinks:
+            self.client.register_sink(self.job, t)
+        logger.info("job_planned", extra={"job": self.job, "sources": self.sources,
+                                          "sinks": self.sinks})
+
+    def __repr__(self) -> str:
+        return f"BarrierJob({self.job!r}, sources={self.sources}, sinks={self.sinks})"
+
+    def _table(self, name: str) -> Table:
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = load_table(name, self.catalog)
+        return table
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> BarrierJob:
+        """Start the job (idempotent on the server: a running job gets its pinned position)."""
+        position = self.client.start_job(self.job, self.start_from)
+        self._started = True
+        self.run = position.run
+        self._pending_position = position if position.action in ("process", "abort") else None
+        if position.action == "wait":
+            self.retry_after_ms = position.retry_after_ms
+        logger.info("job_started", extra={"job": self.job, "run": self.run,
+                                          "action": position.action,
+                                          "barrier": position.barrier})
+        return self
+
+    def close(self, reason: str | None = None) -> None:
+        """Abort an open step (with ``reason``) and unregister the job."""
+        try:
+            if self._step is not None and self._step.state == "open":
+                self._step.abort(reason or "job closed before commit")
+        finally:
+            self.client.unregister(self.job)
+            self._started = False
+            logger.info("job_unregistered", extra={"job": self.job})
+
+    def __enter__(self) -> BarrierJob:
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close(f"{type(exc).__name__}: {exc}"[:500])
+        except Exception:  # noqa: BLE001 - the original exception matters more
+            logger.warning("job_close_failed", extra={"job": self.job}, exc_info=True)
+
+    # -- barriers -----------------------------------------------------------------------------
+
+    def next(self) -> BarrierStep | None:
+        """The step for the next aligned barrier, or ``None`` while the answer is ``wait``
+        (``retry_after_ms`` says when to ask again). An open step is returned again until it is
+        committed or aborted. A barrier invalidated upstream (``abort``) is discarded and the
+        service is asked again."""
+        if not self._started:
+            raise RuntimeError("start the job first (use it as a context manager)")
+        if self._step is not None and self._step.state == "open":
+            return self._step
+        position = self._pending_position or self.client.next_barrier(
+            self.job, self.last_committed_barrier)
+        self._pending_position = None
+        for _ in range(10):
+            if position.action == "process" and position.barrier is not None:
+                barrier = position.barrier
+                if (self.last_committed_barrier is not None
+                        and barrier <= self.last_committed_barrier):
+                    # Already committed by this job: give the pin back and ask again.
+                    self.client.abort_barrier(self.job, barrier, "already committed")
+                    position = self.client.next_barrier(self.job, self.last_committed_barrier)
+                    continue
+                self._step = BarrierStep(self, barrier, position.snapshots, position.previous)
+                self.retry_after_ms = None
+                logger.info("step_started", extra={"job": self.job, "barrier": barrier,
+                                                   "initial": self._step.is_initial})
+                return self._step
+            if position.action == "abort":
+                logger.info("barrier_invalidated", extra={"job": self.job,
+                                                          "barrier": position.barrier,
+                                                          "reason": position.reason})
+                if self._step is not None and self._step.barrier == position.barrier:
+                    self._step._discard()
+                    self._step.state = "aborted"
+                position = self.client.next_barrier(self.job, self.last_committed_barrier)
+                continue
+            if position.action == "none":
+                self._step = self._sourceless_step()
+                return self._step
+            self.retry_after_ms = position.retry_after_ms
+            return None
+        raise RuntimeError(f"job {self.job!r}: the service keeps answering {position.action}")
+
+    def wait_next(self, timeout_seconds: float | None = None) -> BarrierStep | None:
+        """Like :meth:`next`, sleeping ``retry_after_ms`` between answers, until a step comes or
+        ``timeout_seconds`` pass (then ``None``)."""
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        while True:
+            step = self.next()
+            if step is not None:
+                return step
+            delay = (self.retry_after_ms or 500) / 1000
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                delay = min(delay, remaining)
+            time.sleep(delay)
+
+    def _sourceless_step(self) -> BarrierStep:
+        """A job without sources chooses its barrier: ``max(now_ms, latest + 1)`` over its sinks
+        (as the service and its Iceberg commits know them). A commit of this job that reached
+        Iceberg but was never reported (a crash) is reported first."""
+        floor = self.last_committed_barrier if self.last_committed_barrier is not None else -1
+        for sink in self.sinks:
+            table = self._table(sink)
+            table.refresh()
+            last = last_commit_of(table.metadata, self.job)
+            try:
+                latest = self.client.table_barriers(sink, limit=1).get("latest_barrier")
+            except UnknownTableError:
+                latest = None
+            if (last is not None and last.snapshot_id is not None
+                    and (latest is None or last.barrier > int(latest))):
+                self.client.commit(self.job, sink, last.snapshot_id, last.barrier)
+                latest = last.barrier
+                logger.info("sink_commit_recovered", extra={"job": self.job, "table": sink,
+                                                            "barrier": last.barrier})
+            for b in (None if last is None else last.barrier, latest):
+                if b is not None:
+                    floor = max(floor, int(b))
+        return BarrierStep(self, max(int(time.time() * 1000), floor + 1), {}, {})
+
+    # -- hooks of the step ----------------------------------------------------------------------
+
+    def _committed(self, step: BarrierStep) -> None:
+        self.last_committed_barrier = step.barrier
+
+    def _aborted(self, step: BarrierStep) -> None:
+        pass

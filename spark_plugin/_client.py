@@ -1,0 +1,315 @@
+"""The synchronous HTTP client of the MetaService REST API (SPEC §4–§6).
+
+Guarantees:
+
+- Every request has explicit timeouts (connect, read, write, pool).
+- A request that certainly did not reach the server (connection refused, connect timeout, no
+  free connection), or that the server refused without acting on it (429, 503), is retried with
+  exponential backoff and jitter, whatever the call. A request whose fate is unknown (read
+  timeout, connection dropped mid-answer) is retried only when the call is idempotent on the
+  server (registrations, start, next, commit, unregister, reads, explicit-barrier root reports).
+- Every error answer is raised as the exception class for its ``code`` (``_errors.py``).
+- The bearer token is sent on every request and never logged or shown in ``repr``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import httpx
+
+from spark_plugin._errors import (
+    APIError,
+    DatabaseUnavailableError,
+    RateLimitedError,
+    TransportError,
+    UnknownLeaseError,
+    error_from_response,
+)
+from spark_plugin._models import Commit, JobRegistration, Lease, Position, TableVersion, Versions
+from spark_plugin._names import TableName, validate_job_id
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=30.0, pool=5.0)
+"""Timeouts used when none are given: 5 s to connect or get a pooled connection, 30 s per read
+or write. Server calls are short transactions; a read of 30 s means the server is in trouble."""
+
+# The request certainly did not reach the server: safe to repeat for any call.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# The server did not act on the request: safe to repeat for any call.
+_REFUSED_WITHOUT_EFFECT = (RateLimitedError, DatabaseUnavailableError)
+
+TableLike = str | TableName
+
+
+class MetaServiceClient:
+    """Client of one MetaService server.
+
+    Args:
+        base_url: the server, e.g. ``"http://127.0.0.1:8000"``; default ``$METASERVICE_URL``.
+        token: a bearer token; default ``$METASERVICE_TOKEN`` (none when unset or empty).
+        timeout: an ``httpx.Timeout`` or seconds for every phase.
+        max_retries: repetitions after the first attempt for retryable failures.
+        backoff_seconds: first backoff; doubles per attempt, with jitter, up to
+            ``max_backoff_seconds`` (a server ``Retry-After`` is honoured up to that cap).
+        transport: an ``httpx.BaseTransport`` (tests use ``httpx.MockTransport``).
+        headers: extra headers sent with every request.
+
+    The client is thread-safe (one ``httpx.Client`` with a connection pool) and a context
+    manager; ``close()`` releases the connections.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        max_retries: int = 3,
+        backoff_seconds: float = 0.2,
+        max_backoff_seconds: float = 5.0,
+        transport: httpx.BaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        base_url = base_url or os.environ.get("METASERVICE_URL")
+        if not base_url:
+            raise ValueError("no MetaService URL: pass base_url or set METASERVICE_URL")
+        if token is None:
+            token = os.environ.get("METASERVICE_TOKEN") or None
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self.max_retries = max_retries
+        self.backoff_seconds = backoff_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self._sleep = sleep
+        all_headers = {"Accept": "application/json", "User-Agent": "metaservice-spark-plugin"}
+        all_headers.update(headers or {})
+        if token:
+            all_headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport,
+                                  headers=all_headers)
+
+    def __repr__(self) -> str:
+        return f"MetaServiceClient({self.base_url!r})"
+
+    def __enter__(self) -> MetaServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- the wire --------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                params: Mapping[str, Any] | None = None, idempotent: bool) -> Any:
+        """Send one API call with the retry rules of this module; return the decoded JSON.
+
+        Raises:
+            APIError: (a subclass for the answer's code) when the server answered an error.
+            TransportError: when no usable answer came after the allowed retries.
+        """
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(method, path, json=json, params=params)
+            except httpx.TransportError as exc:
+                retryable = isinstance(exc, _NOT_SENT) or idempotent
+                if retryable and attempt < self.max_retries:
+                    self._backoff(attempt, None, method, path, type(exc).__name__)
+                    attempt += 1
+                    continue
+                raise TransportError(
+                    f"{method} {path}: {type(exc).__name__}: {exc}"
+                    + ("" if retryable else " (not repeated: the call is not idempotent)")
+                ) from exc
+            if response.is_success:
+                if response.status_code == 204 or not response.content:
+                    return None
+                try:
+                    return response.json()
+                except ValueError as exc:
+                    raise TransportError(f"{method} {path}: the answer is not JSON") from exc
+            error = self._error(response)
+            if isinstance(error, _REFUSED_WITHOUT_EFFECT) and attempt < self.max_retries:
+                self._backoff(attempt, _retry_after_seconds(response, error), method, path,
+                              error.code)
+                attempt += 1
+                continue
+            raise error
+
+    @staticmethod
+    def _error(response: httpx.Response) -> APIError:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        return error_from_response(response.status_code, body, response.text)
+
+    def _backoff(self, attempt: int, server_hint: float | None, method: str, path: str,
+                 why: str) -> None:
+        delay = min(self.max_backoff_seconds, self.backoff_seconds * (2 ** attempt))
+        delay = delay / 2 + random.uniform(0, delay / 2)
+        if server_hint is not None:
+            delay = min(self.max_backoff_seconds, max(delay, server_hint))
+        logger.info("metaservice_retry", extra={"method": method, "path": path, "reason": why,
+                                                "attempt": attempt + 1, "delay_s": delay})
+        self._sleep(delay)
+
+    # -- health ------------------------------------------------------------------------------
+
+    def healthz(self) -> dict[str, Any]:
+        return self.request("GET", "/healthz", idempotent=True) or {}
+
+    def readyz(self) -> dict[str, Any]:
+        return self.request("GET", "/readyz", idempotent=True) or {}
+
+    # -- plan, start, stop (SPEC §5.1, §5.2, §5.6) ---------------------------------------------
+
+    def register_source(self, job: str, table: TableLike) -> JobRegistration:
+        """Plan: ``job`` reads ``table``. Idempotent."""
+        return self._register("source", job, table)
+
+    def register_sink(self, job: str, table: TableLike) -> JobRegistration:
+        """Plan: ``job`` writes ``table``. Idempotent."""
+        return self._register("sink", job, table)
+
+    def _register(self, role: str, job: str, table: TableLike) -> JobRegistration:
+        path = f"/register/{role}/{validate_job_id(job)}/{TableName.parse(table).path}"
+        return JobRegistration.from_json(self.request("POST", path, idempotent=True))
+
+    def start_job(self, job: str, start_from: str | int = "latest") -> Position:
+        """Start ``job`` (``"latest"``, ``"earliest"`` or a barrier); its pinned start position.
+
+        Starting a running job again answers its pinned position (idempotent).
+        """
+        body = {"from": start_from}
+        return Position.from_json(
+            self.request("POST", f"/jobs/{validate_job_id(job)}/start", json=body,
+                         idempotent=True))
+
+    def unregister(self, job: str) -> JobRegistration:
+        """The job terminated. Idempotent."""
+        return JobRegistration.from_json(
+            self.request("POST", f"/unregister/{validate_job_id(job)}", idempotent=True))
+
+    def get_job(self, job: str) -> dict[str, Any]:
+        return self.request("GET", f"/jobs/{validate_job_id(job)}", idempotent=True)
+
+    # -- barriers (SPEC §5.3–§5.5) -------------------------------------------------------------
+
+    def next_barrier(self, job: str, after: int | None) -> Position:
+        """wait, process or abort. A process answer stays pinned until commit or abort."""
+        return Position.from_json(
+            self.request("POST", f"/jobs/{validate_job_id(job)}/barriers/next",
+                         json={"after": after}, idempotent=True))
+
+    def commit(self, job: str, table: TableLike, snapshot_id: int,
+               barrier: int | None) -> Commit:
+        """Report that ``snapshot_id`` of sink ``table`` completes ``barrier``.
+
+        Exact repeats answer as the first did, so a lost answer is safely repeated; without a
+        barrier (jobs without sources) the server assigns one and the call is not repeated.
+        """
+        body: dict[str, Any] = {"snapshot_id": int(snapshot_id)}
+        if barrier is not None:
+            body["barrier"] = int(barrier)
+        path = f"/commit/{validate_job_id(job)}/{TableName.parse(table).path}"
+        return Commit.from_json(
+            self.request("POST", path, json=body, idempotent=barrier is not None))
+
+    def abort_barrier(self, job: str, barrier: int, reason: str = "") -> dict[str, Any]:
+        """Give back the pinned ``barrier``; it will be handed out again."""
+        return self.request("POST", f"/jobs/{validate_job_id(job)}/barriers/{int(barrier)}/abort",
+                            json={"reason": reason[:500]}, idempotent=True)
+
+    def report_root_barrier(self, table: TableLike, snapshot_id: int,
+                            barrier: int | None = None) -> Commit:
+        """Root ingestion: ``snapshot_id`` completes ``barrier`` (default: assigned by the
+        server as ``max(now_ms, latest + 1)``). The latest snapshot again is a heartbeat."""
+        body: dict[str, Any] = {"snapshot_id": int(snapshot_id)}
+        if barrier is not None:
+            body["barrier"] = int(barrier)
+        return Commit.from_json(
+            self.request("POST", f"/tables/{TableName.parse(table).path}/barriers", json=body,
+                         idempotent=barrier is not None))
+
+    def table_barriers(self, table: TableLike, *, limit: int = 100,
+                       before: int | None = None) -> dict[str, Any]:
+        """Completed barriers of one table, newest first."""
+        params: dict[str, Any] = {"limit": limit}
+        if before is not None:
+            params["before"] = before
+        return self.request("GET", f"/tables/{TableName.parse(table).path}/barriers",
+                            params=params, idempotent=True)
+
+    # -- versions and leases (SPEC §4, §6) --------------------------------------------------
+
+    def get_version(self, table: TableLike, consistency: str = "strong") -> TableVersion:
+        data = self.request("GET", f"/version/{consistency}/{TableName.parse(table).path}",
+                            idempotent=True)
+        return TableVersion(str(data["table"]), int(data["barrier"]), int(data["snapshot_id"]))
+
+    def get_versions(self, tables: Iterable[TableLike], consistency: str = "strong", *,
+                     barrier: int | None = None, lease_seconds: float | None = None,
+                     holder: str | None = None) -> Versions:
+        """Versions of many tables; with ``lease_seconds`` they are leased in the same
+        transaction (then the call creates a lease and is not repeated on an unknown fate)."""
+        body: dict[str, Any] = {"consistency": consistency,
+                                "tables": [str(TableName.parse(t)) for t in tables]}
+        if barrier is not None:
+            body["barrier"] = int(barrier)
+        if lease_seconds is not None:
+            body["lease_seconds"] = lease_seconds
+        if holder is not None:
+            body["holder"] = holder
+        return Versions.from_json(self.request("POST", "/versions", json=body,
+                                               idempotent=lease_seconds is None))
+
+    def create_lease(self, holder: str, ttl_seconds: float,
+                     snapshots: Mapping[str, int]) -> Lease:
+        body = {"holder": holder, "ttl_seconds": ttl_seconds,
+                "snapshots": [{"table": str(TableName.parse(t)), "snapshot_id": int(s)}
+                              for t, s in snapshots.items()]}
+        return Lease.from_json(self.request("POST", "/leases", json=body, idempotent=False))
+
+    def renew_lease(self, lease_id: str, ttl_seconds: float | None = None) -> dict[str, Any]:
+        body = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
+        return self.request("POST", f"/leases/{lease_id}/renew", json=body, idempotent=True)
+
+    def release_lease(self, lease_id: str, *, missing_ok: bool = True) -> None:
+        """Release a lease. With ``missing_ok`` an unknown (expired, already released) lease is
+        not an error, so a repeated release after a lost answer succeeds."""
+        try:
+            self.request("DELETE", f"/leases/{lease_id}", idempotent=True)
+        except UnknownLeaseError:
+            if not missing_ok:
+                raise
+
+
+def _retry_after_seconds(response: httpx.Response, error: APIError) -> float | None:
+    header = response.headers.get("Retry-After")
+    if header:
+        try:
+            return max(0.0, float(header))
+        except ValueError:
+            pass
+    hint = error.details.get("retry_after_ms")
+    if isinstance(hint, (int, float)):
+        return max(0.0, hint / 1000)
+    return None
+
+
+def client_or_default(client: MetaServiceClient | None) -> MetaServiceClient:
+    """``client``, or one built from ``$METASERVICE_URL`` and ``$METASERVICE_TOKEN``."""
+    return client if client is not None else MetaServiceClient()

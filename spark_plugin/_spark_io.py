@@ -1,0 +1,425 @@
+"""The Spark side of the Iceberg layer: schemas both ways, DataFrames written as Iceberg data
+files, and read plans executed as DataFrames.
+
+Writing (``write_data_files``):
+    Unpartitioned tables are written by Spark's native Parquet writer straight into the table's
+    data location: every column is cast to the Spark type of its Iceberg column and carries the
+    Iceberg field id (``parquet.field.id``), timestamps are written as INT64 microseconds
+    (``TimestampType`` for Iceberg ``timestamptz``, ``TimestampNTZType`` for ``timestamp``; never
+    INT96), required columns are written as required and fail the job on a null. Partitioned
+    tables (and nested required fields) go through pyiceberg's Arrow writer on the driver, which
+    splits files by partition. Nothing is committed here: the result is a list of data files.
+
+Reading (``dataframe_from_plan``):
+    ``native`` plans become ``spark.read.parquet`` over exactly the planned files, with an
+    explicit schema (matched by field id when the plan says so, which needs
+    ``spark.sql.parquet.fieldId.read.enabled=true``: set on the session on first use).
+    ``arrow`` plans are read by pyiceberg on the driver and handed to Spark as Arrow.
+
+pyspark is imported lazily so that the rest of the plugin works without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from spark_plugin._errors import UnsupportedSchemaError
+from spark_plugin._iceberg import (
+    ReadPlan,
+    data_files_from_arrow,
+    data_files_from_parquet,
+    data_location,
+    delete_files_quietly,
+    qualified_name,
+    read_arrow,
+    resolve_catalog,
+    unsupported_columns,
+)
+from spark_plugin._names import TableName
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+logger = logging.getLogger(__name__)
+
+FIELD_ID_KEY = "parquet.field.id"
+FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
+
+
+def _types() -> Any:
+    try:
+        from pyspark.sql import types
+    except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
+        raise ModuleNotFoundError(
+            "this part of spark_plugin needs pyspark: pip install 'metaservice[spark]'") from exc
+    return types
+
+
+# -- schemas ----------------------------------------------------------------------------------
+
+
+def iceberg_type_to_spark(t: Any, *, with_ids: bool = False) -> DataType:
+    """The Spark type holding an Iceberg type (``timestamp`` → ``TimestampNTZType``,
+    ``timestamptz`` → ``TimestampType``); nested struct fields carry their field ids when
+    ``with_ids``."""
+    from pyiceberg import types as it
+
+    T = _types()
+    simple = {
+        it.BooleanType: T.BooleanType, it.IntegerType: T.IntegerType, it.LongType: T.LongType,
+        it.FloatType: T.FloatType, it.DoubleType: T.DoubleType, it.DateType: T.DateType,
+        it.TimestampType: T.TimestampNTZType, it.TimestamptzType: T.TimestampType,
+        it.StringType: T.StringType, it.BinaryType: T.BinaryType, it.FixedType: T.BinaryType,
+    }
+    for iceberg_cls, spark_cls in simple.items():
+        if isinstance(t, iceberg_cls):
+            return spark_cls()
+    if isinstance(t, it.DecimalType):
+        return T.DecimalType(t.precision, t.scale)
+    if isinstance(t, it.StructType):
+        return T.StructType([_spark_field(f, with_ids) for f in t.fields])
+    if isinstance(t, it.ListType):
+        return T.ArrayType(iceberg_type_to_spark(t.element_type, with_ids=with_ids),
+                           containsNull=not t.element_required)
+    if isinstance(t, it.MapType):
+        return T.MapType(iceberg_type_to_spark(t.key_type, with_ids=with_ids),
+                         iceberg_type_to_spark(t.value_type, with_ids=with_ids),
+                         valueContainsNull=not t.value_required)
+    raise UnsupportedSchemaError(f"Iceberg type {t} has no Spark equivalent")
+
+
+def _spark_field(f: Any, with_ids: bool) -> Any:
+    T = _types()
+    metadata = {FIELD_ID_KEY: f.field_id} if with_ids else {}
+    return T.StructField(f.name, iceberg_type_to_spark(f.field_type, with_ids=with_ids),
+                         nullable=not f.required, metadata=metadata)
+
+
+def iceberg_schema_to_spark(schema: Schema, *, with_ids: bool = False) -> StructType:
+    """The Spark schema of an Iceberg schema; with field ids in column metadata if asked."""
+    T = _types()
+    return T.StructType([_spark_field(f, with_ids) for f in schema.fields])
+
+
+def spark_schema_to_iceberg(schema: StructType) -> Schema:
+    """An Iceberg schema for a Spark schema (fresh field ids; ``nullable=False`` → required).
+
+    Byte and short become ``int``; ``TimestampType`` becomes ``timestamptz`` and
+    ``TimestampNTZType`` becomes ``timestamp``; char/varchar become ``string``.
+
+    Raises:
+        UnsupportedSchemaError: a type Iceberg cannot hold (interval, variant, ...).
+    """
+    from pyiceberg import types as it
+    from pyiceberg.schema import Schema
+
+    T = _types()
+    counter = iter(range(1, 1_000_000))
+
+    def convert(dt: Any) -> Any:
+        if isinstance(dt, T.BooleanType):
+            return it.BooleanType()
+        if isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType)):
+            return it.IntegerType()
+        if isinstance(dt, T.LongType):
+            return it.LongType()
+        if isinstance(dt, T.FloatType):
+            return it.FloatType()
+        if isinstance(dt, T.DoubleType):
+            return it.DoubleType()
+        if isinstance(dt, T.DecimalType):
+            return it.DecimalType(dt.precision, dt.scale)
+        if isinstance(dt, T.DateType):
+            return it.DateType()
+        if isinstance(dt, T.TimestampNTZType):
+            return it.TimestampType()
+        if isinstance(dt, T.TimestampType):
+            return it.TimestamptzType()
+        if isinstance(dt, (T.StringType, T.CharType, T.VarcharType)):
+            return it.StringType()
+        if isinstance(dt, T.BinaryType):
+            return it.BinaryType()
+        if isinstance(dt, T.StructType):
+            return it.StructType(*fields(dt))
+        if isinstance(dt, T.ArrayType):
+            return it.ListType(next(counter), convert(dt.elementType),
+                               element_required=not dt.containsNull)
+        if isinstance(dt, T.MapType):
+            key_id, value_id = next(counter), next(counter)
+            return it.MapType(key_id, convert(dt.keyType), value_id, convert(dt.valueType),
+                              value_required=not dt.valueContainsNull)
+        raise UnsupportedSchemaError(f"Spark type {dt.simpleString()} has no Iceberg equivalent")
+
+    def fields(struct: Any) -> list[Any]:
+        ids = [next(counter) for _ in struct.fields]
+        return [it.NestedField(i, f.name, convert(f.dataType), required=not f.nullable)
+                for i, f in zip(ids, struct.fields, strict=True)]
+
+    return Schema(*fields(schema))
+
+
+_TRANSFORM = re.compile(r"^\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([^\s)]+)\s*\)\s*$")
+
+
+def _partition_spec(schema: Schema, partition_by: Sequence[str]) -> Any:
+    """A partition spec from ``["col", "day(ts)", "bucket(16, id)", "truncate(4, s)"]``."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import (
+        BucketTransform,
+        DayTransform,
+        HourTransform,
+        IdentityTransform,
+        MonthTransform,
+        TruncateTransform,
+        YearTransform,
+    )
+
+    fields = []
+    for i, expr in enumerate(partition_by):
+        match = _TRANSFORM.match(expr)
+        if match:
+            fn, arg, column = match.group(1).lower(), match.group(2), match.group(3)
+        else:
+            fn, arg, column = "identity", None, expr.strip()
+        source = schema.find_field(column)
+        transforms = {"identity": IdentityTransform, "year": YearTransform,
+                      "month": MonthTransform, "day": DayTransform, "hour": HourTransform}
+        if fn in transforms:
+            transform = transforms[fn]()
+        elif fn == "bucket" and arg:
+            transform = BucketTransform(int(arg))
+        elif fn == "truncate" and arg:
+            transform = TruncateTransform(int(arg))
+        else:
+            raise ValueError(f"unknown partition transform {expr!r}")
+        name = column if fn == "identity" else f"{column}_{fn}"
+        fields.append(PartitionField(source_id=source.field_id, field_id=1000 + i,
+                                     transform=transform, name=name))
+    return PartitionSpec(*fields)
+
+
+def create_table_from_spark_schema(
+    table: str | TableName,
+    schema: StructType | DataFrame,
+    *,
+    catalog: Any = None,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    exist_ok: bool = False,
+) -> Table:
+    """Create an Iceberg table whose columns are those of a Spark schema (or DataFrame).
+
+    Args:
+        table: ``catalog.database.table``; the database is created if missing.
+        schema: a Spark ``StructType``, or a DataFrame whose schema is used.
+        catalog: a pyiceberg catalog (named like the table's first part), a mapping of them,
+            or ``None`` to load it by name from pyiceberg's configuration.
+        partition_by: partition fields: ``"col"`` (identity), ``"day(ts)"``, ``"hour(ts)"``,
+            ``"month(ts)"``, ``"year(ts)"``, ``"bucket(16, id)"``, ``"truncate(4, s)"``.
+        properties: table properties.
+        exist_ok: return the existing table instead of failing when it exists.
+
+    Returns:
+        The pyiceberg table.
+    """
+    from pyiceberg.exceptions import TableAlreadyExistsError
+
+    name = TableName.parse(table)
+    struct: Any = schema if hasattr(schema, "fields") else schema.schema  # type: ignore[union-attr]
+    iceberg_schema = spark_schema_to_iceberg(struct)
+    cat = resolve_catalog(name, catalog)
+    cat.create_namespace_if_not_exists(name.database)
+    try:
+        return cat.create_table(name.identifier, schema=iceberg_schema,
+                                partition_spec=_partition_spec(iceberg_schema, partition_by),
+                                properties=dict(properties or {}))
+    except TableAlreadyExistsError:
+        if exist_ok:
+            return cat.load_table(name.identifier)
+        raise
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scoped_spark_conf(spark: SparkSession, values: Mapping[str, str]) -> Iterator[None]:
+    """Set session confs for the duration of a block, then restore them. Not isolated from
+    other threads using the same session at the same moment."""
+    previous: dict[str, str | None] = {k: spark.conf.get(k, None) for k in values}
+    for key, value in values.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def _has_nested_required(t: Any) -> bool:
+    from pyiceberg import types as it
+
+    if isinstance(t, it.StructType):
+        return any(f.required or _has_nested_required(f.field_type) for f in t.fields)
+    if isinstance(t, it.ListType):
+        return t.element_required or _has_nested_required(t.element_type)
+    if isinstance(t, it.MapType):
+        return (t.value_required or _has_nested_required(t.key_type)
+                or _has_nested_required(t.value_type))
+    return False
+
+
+def native_write_refusal(table: Table) -> str | None:
+    """Why Spark's writer cannot write this table's files directly (``None`` when it can)."""
+    if table.spec().fields:
+        return "partitioned table"
+    if any(_has_nested_required(f.field_type) for f in table.schema().fields):
+        return "required fields inside nested columns"
+    return None
+
+
+def _zero(dt: Any) -> Column:
+    """A non-null value of a Spark type (never used as data: only to make a column required)."""
+    from pyspark.sql import functions as F
+
+    T = _types()
+    if isinstance(dt, T.StructType):
+        return F.struct(*[(_zero(f.dataType) if not f.nullable else F.lit(None).cast(f.dataType))
+                          .alias(f.name) for f in dt.fields])
+    if isinstance(dt, T.ArrayType):
+        return F.array().cast(dt)
+    if isinstance(dt, T.MapType):
+        return F.create_map().cast(dt)
+    if isinstance(dt, (T.StringType,)):
+        return F.lit("")
+    if isinstance(dt, T.BinaryType):
+        return F.lit(bytearray()).cast(dt)
+    if isinstance(dt, T.BooleanType):
+        return F.lit(False)
+    if isinstance(dt, (T.DateType,)):
+        return F.lit("1970-01-01").cast(dt)
+    if isinstance(dt, (T.TimestampType, T.TimestampNTZType)):
+        return F.lit(0).cast("timestamp").cast(dt)
+    return F.lit(0).cast(dt)
+
+
+def align_to_schema(df: DataFrame, schema: Schema, *, table: str = "") -> DataFrame:
+    """``df`` with exactly the table's columns, in order, cast to their Spark types, carrying
+    field ids; missing optional columns are null; required columns are non-nullable and fail
+    the Spark job on a null.
+
+    Raises:
+        UnsupportedSchemaError: ``df`` has columns the table does not have, or lacks a required
+            one.
+    """
+    from pyspark.sql import functions as F
+
+    by_name = {c: c for c in df.columns}
+    wanted = [f.name for f in schema.fields]
+    extra = [c for c in df.columns if c not in wanted]
+    if extra:
+        raise UnsupportedSchemaError(f"columns {extra} are not in table {table} "
+                                     f"(columns: {wanted})")
+    columns = []
+    for f in schema.fields:
+        spark_type = iceberg_type_to_spark(f.field_type, with_ids=True)
+        if f.name in by_name:
+            col = F.col(f"`{f.name}`").cast(spark_type)
+        elif f.required:
+            raise UnsupportedSchemaError(f"required column {f.name!r} of {table} is missing")
+        else:
+            col = F.lit(None).cast(spark_type)
+        if f.required:
+            message = f"null in required column {f.name!r} of {table}"
+            col = F.coalesce(col, F.raise_error(F.lit(message)).cast(spark_type),
+                             _zero(spark_type))
+        columns.append(col.alias(f.name, metadata={FIELD_ID_KEY: f.field_id}))
+    return df.select(*columns)
+
+
+_SPARK_CODECS = {"uncompressed": "none", "none": "none", "zstd": "zstd", "snappy": "snappy",
+                 "gzip": "gzip", "lz4": "lz4", "lz4_raw": "lz4_raw", "brotli": "brotli"}
+
+
+def write_data_files(spark: SparkSession, df: DataFrame, table: Table) -> list[DataFile]:
+    """Write ``df`` as data files of ``table`` (not committed); see the module docstring."""
+    name = qualified_name(table)
+    schema = table.schema()
+    bad = unsupported_columns(schema)
+    if bad:
+        raise UnsupportedSchemaError(f"{name}: columns {bad} have types Spark cannot hold")
+    aligned = align_to_schema(df, schema, table=name)
+    refusal = native_write_refusal(table)
+    if refusal is not None:
+        logger.info("arrow_write", extra={"table": name, "reason": refusal})
+        return _write_with_arrow(aligned, table)
+    paths = write_parquet(spark, aligned, table)
+    files = data_files_from_parquet(table, paths)
+    empty = [f.file_path for f in files if f.record_count == 0]
+    delete_files_quietly(table, empty)
+    return [f for f in files if f.record_count > 0]
+
+
+def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list[str]:
+    """Spark's Parquet writer into a fresh directory under the table's data location; the
+    paths of the files written."""
+    codec = table.metadata.properties.get("write.parquet.compression-codec", "zstd").lower()
+    out = f"{data_location(table)}/ms-{uuid.uuid4().hex}"
+    with scoped_spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+                                   "spark.sql.parquet.fieldId.write.enabled": "true"}):
+        (aligned.write.mode("errorifexists")
+         .option("compression", _SPARK_CODECS.get(codec, "zstd"))
+         .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+         .parquet(out))
+    try:
+        paths = spark.read.schema(aligned.schema).parquet(out).inputFiles()
+    except Exception:  # noqa: BLE001 - nothing was written (no rows, no partitions)
+        return []
+    return sorted(_same_scheme(p, out) for p in paths)
+
+
+def _same_scheme(path: str, like: str) -> str:
+    """Spark may answer ``file:/x`` for ``file:///x``; keep the table location's spelling."""
+    if like.startswith("file:///") and path.startswith("file:/") and not path.startswith("file://"):
+        return "file://" + path[len("file:"):]
+    return path
+
+
+def _write_with_arrow(aligned: DataFrame, table: Table) -> list[DataFile]:
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    data = aligned.toArrow()
+    target = schema_to_pyarrow(table.schema(), include_field_ids=False)
+    data = data.select(target.names).cast(target)
+    return data_files_from_arrow(table, data)
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def dataframe_from_plan(spark: SparkSession, table: Table, plan: ReadPlan) -> DataFrame:
+    """The DataFrame of a read plan: exactly the planned files, columns of the plan's schema."""
+    schema = plan.schema
+    if not plan.file_paths:
+        return spark.createDataFrame([], iceberg_schema_to_spark(schema))
+    if plan.method == "native":
+        if plan.by_field_id and spark.conf.get(FIELD_ID_READ_CONF, "false") != "true":
+            spark.conf.set(FIELD_ID_READ_CONF, "true")
+        spark_schema = iceberg_schema_to_spark(schema, with_ids=plan.by_field_id)
+        return (spark.read.schema(spark_schema)
+                .option("recursiveFileLookup", "true")
+                .parquet(*plan.file_paths))
+    data = read_arrow(table, plan)
+    return spark.createDataFrame(data, schema=iceberg_schema_to_spark(schema))
