@@ -157,3 +157,66 @@ class JobProgressRow(Base):
     last_abort_reason: Mapped[str | None] = mapped_column(String(500))
     snapshots: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     previous: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+
+
+# -- Snapshot usage (SPEC §6): leases and two-phase expiration ---------------------------------
+
+class LeaseRow(Base):
+    """A holder's promise to read some snapshots until ``expires_at``; while it is live, none of
+    them may be approved for expiration. An expired lease protects nothing."""
+
+    __tablename__ = "leases"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200), nullable=False, index=True)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    expires_at: Mapped[int] = mapped_column(BigInteger, nullable=False, index=True)
+
+
+class LeaseSnapshotRow(Base):
+    """One snapshot held by a lease."""
+
+    __tablename__ = "lease_snapshots"
+    __table_args__ = (Index("ix_lease_snapshots_table_snapshot", "table_id", "snapshot_id"),)
+
+    lease_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("leases.id", ondelete="CASCADE"), primary_key=True
+    )
+    table_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True
+    )
+    snapshot_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+
+
+class ExpirationRow(Base):
+    """One maintenance run's request to expire snapshots of one table (phase one), completed
+    when the tool reports what it really deleted (phase two)."""
+
+    __tablename__ = "expirations"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    table_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("tables.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    requested_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    completed_at: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class SnapshotExpirationRow(Base):
+    """A snapshot approved for expiration (``approved``), later confirmed deleted
+    (``expired``). From approval on it is never handed out or leased again (SPEC §3.5); the
+    primary key makes one snapshot's approval a single row whoever races for it."""
+
+    __tablename__ = "snapshot_expirations"
+    __table_args__ = (CheckConstraint("state IN ('approved', 'expired')", name="state"),)
+
+    table_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True
+    )
+    snapshot_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    expiration_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("expirations.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    approved_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    expired_at: Mapped[int | None] = mapped_column(BigInteger)
