@@ -10,6 +10,7 @@ from metaservice.clock import Clock, SystemClock
 from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
 from metaservice.db.session import Database
+from metaservice.delay.endpoints import router as delay_router
 from metaservice.errors import install_error_handlers
 from metaservice.health.endpoints import router as health_router
 from metaservice.jobs.endpoints import router as jobs_router
@@ -37,6 +38,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     app.state.database = database
     app.state.context = ServiceContext(settings=settings, clock=clock or SystemClock())
     install_error_handlers(app)
-    for router in (health_router, jobs_router, barriers_router, versions_router, lineage_router):
+    for router in (health_router, jobs_router, barriers_router, versions_router, lineage_router,
+                   delay_router):
         app.include_router(router)
     return app

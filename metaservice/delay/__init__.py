@@ -1,0 +1,1 @@
+"""Delay (SPEC §7): table lag, job local lag, hop latency, the bottleneck, percentiles."""

@@ -1,0 +1,147 @@
+"""Delay answers (SPEC §7): read the few rows they need, then apply ``delay/formulas.py``."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from sqlalchemy.orm import Session
+
+from metaservice import errors
+from metaservice.context import ServiceContext
+from metaservice.delay import formulas
+from metaservice.delay import repository as delay_repo
+from metaservice.delay.formulas import JobDelayInput, Percentiles
+from metaservice.delay.schemas import (
+    DelayOut,
+    HopOut,
+    JobDelayOut,
+    PercentilesOut,
+    RootOut,
+    TableDelayDetailOut,
+    TableDelayOut,
+)
+from metaservice.names import TableName
+from metaservice.topology.graph import Topology
+
+DEFAULT_WINDOW_SECONDS = 3600.0
+
+
+def _percentiles_out(values: list[int]) -> PercentilesOut:
+    p = Percentiles.of(values)
+    return PercentilesOut(count=p.count, p50=p.p50, p95=p.p95, p99=p.p99, max=p.max)
+
+
+class _JobFigures:
+    """Per job: local lag, most recent finished hop, hop latencies in the window."""
+
+    def __init__(self, topology: Topology, jobs: Iterable[str], latest: dict[str, int | None],
+                 hops: list[delay_repo.FinishedHop]) -> None:
+        self.topology = topology
+        self.local_lag: dict[str, int | None] = {}
+        self.recent: dict[str, delay_repo.FinishedHop] = {}
+        self.latencies: dict[str, list[int]] = defaultdict(list)
+        for h in hops:
+            value = formulas.hop_latency(h.sources_ready_at, h.finished_at)
+            if value is not None:
+                self.latencies[h.job].append(value)
+            current = self.recent.get(h.job)
+            if current is None or (h.finished_at, h.barrier) > (current.finished_at, current.barrier):
+                self.recent[h.job] = h
+        for job in jobs:
+            edges = topology.jobs[job]
+            self.local_lag[job] = formulas.job_local_lag(
+                (latest.get(s) for s in edges.sources), (latest.get(k) for k in edges.sinks))
+
+    def recent_hop(self, job: str) -> int | None:
+        h = self.recent.get(job)
+        return None if h is None else formulas.hop_latency(h.sources_ready_at, h.finished_at)
+
+    def out(self, job: str) -> JobDelayOut:
+        edges = self.topology.jobs[job]
+        h = self.recent.get(job)
+        return JobDelayOut(job=job, sources=sorted(edges.sources), sinks=sorted(edges.sinks),
+                           local_lag_ms=self.local_lag[job],
+                           recent_barrier=h.barrier if h else None,
+                           recent_hop_latency_ms=self.recent_hop(job),
+                           hop_latency_ms=_percentiles_out(self.latencies.get(job, [])))
+
+    def ranked(self, jobs: Iterable[str]) -> list[str]:
+        return sorted(jobs, reverse=True, key=lambda j: formulas.bottleneck_key(
+            self.local_lag[j], self.recent_hop(j), j))
+
+
+def _writer_inputs(topology: Topology) -> dict[str, JobDelayInput]:
+    writer_of: dict[str, JobDelayInput] = {}
+    for j in topology.jobs.values():
+        for sink in j.sinks:
+            writer_of[sink] = JobDelayInput(j.job, j.sources, j.sinks)
+    return writer_of
+
+
+def _window_start(now: int, window_seconds: float) -> int:
+    return now - int(window_seconds * 1000)
+
+
+def overview(session: Session, ctx: ServiceContext, window_seconds: float) -> DelayOut:
+    """Every table and running job, with percentiles over the window."""
+    now = ctx.clock.now_ms()
+    since = _window_start(now, window_seconds)
+    topology = ctx.topology_cache.get(session)
+    tables = delay_repo.all_tables(session)
+    latest = {t.name: t.latest_barrier for t in tables}
+    figures = _JobFigures(topology, topology.jobs, latest,
+                          delay_repo.finished_hops(session, since_ms=since))
+    samples: dict[int, list[int]] = defaultdict(list)
+    for table_id, value in delay_repo.end_to_end_samples(session, since_ms=since):
+        samples[table_id].append(value)
+    writer_of = _writer_inputs(topology)
+    names = sorted(latest)
+    bottlenecks = formulas.bottlenecks_by_table(
+        names, writer_of, figures.local_lag, {j: figures.recent_hop(j) for j in topology.jobs})
+    table_out = [
+        TableDelayOut(table=t.name, latest_barrier=t.latest_barrier,
+                      latest_committed_at=t.latest_committed_at,
+                      lag_ms=formulas.table_lag(now, t.latest_barrier),
+                      writer_job=writer_of[t.name].job if t.name in writer_of else None,
+                      bottleneck_job=bottlenecks.get(t.name),
+                      end_to_end_latency_ms=_percentiles_out(samples.get(t.id, [])))
+        for t in sorted(tables, key=lambda t: t.name)
+    ]
+    worst = figures.ranked(topology.jobs)
+    return DelayOut(now=now, window_seconds=window_seconds,
+                    bottleneck=figures.out(worst[0]) if worst else None,
+                    tables=table_out, jobs=[figures.out(j) for j in sorted(topology.jobs)])
+
+
+def table_delay(session: Session, ctx: ServiceContext, name: TableName,
+                window_seconds: float) -> TableDelayDetailOut:
+    """One table's lag decomposed hop by hop along its critical path, and its bottleneck."""
+    now = ctx.clock.now_ms()
+    since = _window_start(now, window_seconds)
+    topology = ctx.topology_cache.get(session)
+    qualified = str(name)
+    upstream = topology.upstream(qualified)
+    tables = delay_repo.tables_named(session, upstream.tables)
+    this = next((t for t in tables if t.name == qualified), None)
+    if this is None:
+        raise errors.UnknownTableError(f"unknown table {qualified}", table=qualified)
+    latest = {t.name: t.latest_barrier for t in tables}
+    figures = _JobFigures(topology, upstream.jobs, latest,
+                          delay_repo.finished_hops(session, since_ms=since, jobs=upstream.jobs))
+    decomposition = formulas.decompose_lag(qualified, now, latest, _writer_inputs(topology))
+    ranked = figures.ranked(upstream.jobs)
+    e2e = [v for _, v in delay_repo.end_to_end_samples(session, since_ms=since,
+                                                        table_ids=[this.id])]
+    return TableDelayDetailOut(
+        table=qualified, now=now, window_seconds=window_seconds,
+        latest_barrier=this.latest_barrier, lag_ms=decomposition.lag_ms,
+        path=[HopOut(job=h.job, source=h.source, sink=h.sink, source_latest=h.source_latest,
+                     sink_latest=h.sink_latest, lag_ms=h.lag_ms,
+                     recent_hop_latency_ms=figures.recent_hop(h.job))
+              for h in decomposition.hops],
+        root=(RootOut(table=decomposition.root, latest_barrier=decomposition.root_latest,
+                      lag_ms=decomposition.root_lag_ms) if decomposition.root else None),
+        bottleneck=figures.out(ranked[0]) if ranked else None,
+        upstream_jobs=[figures.out(j) for j in ranked],
+        end_to_end_latency_ms=_percentiles_out(e2e))
