@@ -544,11 +544,11 @@ def choose_read_method(table: Table, schema: Schema,
     Returns:
         ``(method, by_field_id, reason)``.
     """
-    metadata = table.metadata
     if not tasks:
         return "native", False, "no data files"
     if any(t.delete_files for t in tasks):
         return "arrow", False, "delete files must be applied"
+    metadata = table.metadata
     if any(_GLOB_CHARS & set(t.file.file_path) for t in tasks):
         return "arrow", False, "file paths with glob characters"
     if any(str(t.file.file_format).upper().find("PARQUET") < 0 for t in tasks):

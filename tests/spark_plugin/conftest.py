@@ -1,39 +1,49 @@
 """Spark and Iceberg fixtures of the plugin's tests.
 
 One local SparkSession per test session (``local[2]``, two shuffle partitions, UTC), one
-temporary warehouse with a pyiceberg SQL catalog on SQLite named ``lake`` (also reachable by
-name through ``PYICEBERG_CATALOG__LAKE__*``, as executors reach it), and a fresh database
+temporary warehouse with a pyiceberg SQL catalog on SQLite named ``lake``, and a fresh database
 (namespace) per test so tests never see each other's tables.
+
+The catalog is also configured through ``PYICEBERG_CATALOG__LAKE__*``, as executors and tools
+find it by name; pyiceberg reads that environment once, when ``pyiceberg.catalog`` is first
+imported, so it is set here at import time, before any test module imports pyiceberg and before
+Spark starts its Python workers (they inherit it).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+WAREHOUSE = Path(tempfile.mkdtemp(prefix="spark_plugin_warehouse_"))
+CATALOG_PROPERTIES = {"uri": f"sqlite:///{WAREHOUSE / 'catalog.db'}",
+                      "warehouse": f"file://{WAREHOUSE}"}
+os.environ["PYICEBERG_CATALOG__LAKE__TYPE"] = "sql"
+for _key, _value in CATALOG_PROPERTIES.items():
+    os.environ[f"PYICEBERG_CATALOG__LAKE__{_key.upper()}"] = _value
+
 
 @pytest.fixture(scope="session")
-def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("warehouse")
+def warehouse() -> Iterator[Path]:
+    yield WAREHOUSE
+    shutil.rmtree(WAREHOUSE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def catalog(warehouse: Path):  # type: ignore[no-untyped-def]
+def catalog(warehouse: Path):
     from pyiceberg.catalog.sql import SqlCatalog
 
-    props = {"uri": f"sqlite:///{warehouse / 'catalog.db'}", "warehouse": f"file://{warehouse}"}
-    for key, value in props.items():
-        os.environ[f"PYICEBERG_CATALOG__LAKE__{key.upper()}"] = value
-    os.environ["PYICEBERG_CATALOG__LAKE__TYPE"] = "sql"
-    return SqlCatalog("lake", **props)
+    return SqlCatalog("lake", **CATALOG_PROPERTIES)
 
 
 @pytest.fixture
-def database(catalog) -> str:  # type: ignore[no-untyped-def]
+def database(catalog) -> str:
     """A fresh namespace; tables of a test are named ``lake.<database>.<table>``."""
     name = f"db_{uuid.uuid4().hex[:10]}"
     catalog.create_namespace(name)

@@ -1,0 +1,163 @@
+"""Spark's writer and reader on real Iceberg tables: field ids, timestamp rules, required
+columns, partitioned tables, and reads that stay correct after schema evolution."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow.parquet as pq
+import pytest
+
+import spark_plugin as sp
+from spark_plugin import _iceberg as ice
+from spark_plugin import _spark_io as sio
+
+pytestmark = pytest.mark.spark
+
+ROWS = [
+    (1, "a", dt.datetime(2024, 1, 1, 12, 30), dt.datetime(2024, 1, 1, 12, 30), Decimal("1.50")),
+    (2, "b", None, dt.datetime(2024, 1, 2), Decimal("2.25")),
+    (3, None, dt.datetime(2024, 1, 3), None, None),
+]
+DDL = ("id long not null, name string, local_ts timestamp_ntz, utc_ts timestamp, "
+       "amount decimal(10,2)")
+
+
+def rows_of(df) -> list[tuple]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+@pytest.fixture
+def source_df(spark):
+    return spark.createDataFrame(ROWS, DDL)
+
+
+def commit(table, spark, df, barrier: int, overwrite: bool = False):
+    files = sio.write_data_files(spark, df, table)
+    return ice.commit_sink(table, job="test", barrier=barrier, data_files=files,
+                           overwrite=overwrite)
+
+
+def test_schema_mapping_from_spark(spark, catalog, database, source_df) -> None:
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog)
+    fields = {f.name: (str(f.field_type), f.required) for f in table.schema().fields}
+    assert fields == {"id": ("long", True), "name": ("string", False),
+                      "local_ts": ("timestamp", False), "utc_ts": ("timestamptz", False),
+                      "amount": ("decimal(10, 2)", False)}
+    again = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df.schema,
+                                              catalog=catalog, exist_ok=True)
+    assert again.metadata.table_uuid == table.metadata.table_uuid
+
+
+def test_native_write_carries_field_ids_and_micros(spark, catalog, database, source_df) -> None:
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog)
+    files = sio.write_data_files(spark, source_df, table)
+    assert files and all(f.file_path.startswith(table.location()) for f in files)
+    for f in files:
+        meta = pq.read_metadata(f.file_path.removeprefix("file://"))
+        arrow_schema = meta.schema.to_arrow_schema()
+        ids = {field.name: int(field.metadata[b"PARQUET:field_id"]) for field in arrow_schema}
+        assert ids == {f2.name: f2.field_id for f2 in table.schema().fields}
+        physical = {meta.schema.column(i).name: meta.schema.column(i).physical_type
+                    for i in range(meta.num_columns)}
+        assert physical["local_ts"] == physical["utc_ts"] == "INT64"  # never INT96
+        assert str(arrow_schema.field("local_ts").type) == "timestamp[us]"
+        assert str(arrow_schema.field("utc_ts").type) == "timestamp[us, tz=UTC]"
+        assert not arrow_schema.field("id").nullable
+
+
+def test_native_read_equals_pyiceberg_read(spark, catalog, database, source_df) -> None:
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog)
+    done = commit(table, spark, source_df, 1)
+    plan = ice.plan_snapshot_read(table, done.snapshot_id)
+    assert plan.method == "native"
+    native = sio.dataframe_from_plan(spark, table, plan)
+    arrow = sio.dataframe_from_plan(spark, table,
+                                    ice.plan_snapshot_read(table, done.snapshot_id,
+                                                           allow_native=False))
+    assert native.schema.simpleString() == arrow.schema.simpleString()
+    assert rows_of(native) == rows_of(arrow) == rows_of(source_df)
+    assert table.scan(snapshot_id=done.snapshot_id).to_arrow().num_rows == 3
+
+
+def test_a_null_in_a_required_column_fails_the_write(spark, catalog, database, source_df) -> None:
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog)
+    bad = spark.createDataFrame([(None, "x")], "id long, name string")
+    with pytest.raises(Exception, match="null in required column 'id'"):
+        sio.write_data_files(spark, bad, table)
+
+
+def test_unknown_columns_are_refused_and_missing_optional_ones_are_null(
+        spark, catalog, database, source_df) -> None:
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog)
+    with pytest.raises(sp.UnsupportedSchemaError, match="not in table"):
+        sio.write_data_files(spark, spark.createDataFrame([(1, 2)], "id long, surprise int"),
+                             table)
+    done = commit(table, spark, spark.createDataFrame([(7,)], "id int"), 1)
+    df = sio.dataframe_from_plan(spark, table, ice.plan_snapshot_read(table, done.snapshot_id))
+    assert rows_of(df) == [(7, None, None, None, None)]
+
+
+def test_partitioned_table_is_written_by_pyiceberg_and_read_back(
+        spark, catalog, database, source_df) -> None:
+    table = sp.create_table_from_spark_schema(f"lake.{database}.p", source_df, catalog=catalog,
+                                              partition_by=["name"])
+    assert sio.native_write_refusal(table) == "partitioned table"
+    done = commit(table, spark, source_df, 1)
+    table.refresh()
+    assert len(list(table.scan().plan_files())) == 3  # one file per partition value
+    plan = ice.plan_snapshot_read(table, done.snapshot_id)
+    assert rows_of(sio.dataframe_from_plan(spark, table, plan)) == rows_of(source_df)
+
+
+def test_a_renamed_column_reads_correct_values(spark, catalog, database, source_df) -> None:
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog)
+    commit(table, spark, source_df, 1)
+    with table.update_schema() as update:
+        update.rename_column("name", "label")
+    table.refresh()
+    newer = spark.createDataFrame([(4, "d")], "id long, label string")
+    done = commit(table, spark, newer, 2)
+    plan = ice.plan_snapshot_read(table, done.snapshot_id)
+    assert (plan.method, plan.by_field_id) == ("native", True)
+    df = sio.dataframe_from_plan(spark, table, plan)
+    assert df.columns == ["id", "label", "local_ts", "utc_ts", "amount"]
+    labels = sorted((r.id, r.label) for r in df.select("id", "label").collect())
+    assert labels == [(1, "a"), (2, "b"), (3, None), (4, "d")]
+    arrow_df = sio.dataframe_from_plan(
+        spark, table, ice.plan_snapshot_read(table, done.snapshot_id, allow_native=False))
+    assert rows_of(arrow_df) == rows_of(df)
+
+
+def test_a_dropped_and_re_added_column_is_not_confused(spark, catalog, database, source_df) -> None:
+    """Reading by name would return the dropped column's old values under the new column."""
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog)
+    commit(table, spark, source_df, 1)
+    with table.update_schema() as update:
+        update.delete_column("name")
+    with table.update_schema() as update:
+        update.add_column("name", sp_string())
+    table.refresh()
+    done = commit(table, spark, spark.createDataFrame([(9, "new")], "id long, name string"), 2)
+    df = sio.dataframe_from_plan(spark, table, ice.plan_snapshot_read(table, done.snapshot_id))
+    assert sorted((r.id, r.name) for r in df.select("id", "name").collect()) == [
+        (1, None), (2, None), (3, None), (9, "new")]
+
+
+def sp_string():
+    from pyiceberg.types import StringType
+
+    return StringType()
+
+
+def test_changes_between_snapshots(spark, catalog, database, source_df) -> None:
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog)
+    first = commit(table, spark, source_df.where("id = 1"), 1)
+    commit(table, spark, source_df.where("id = 2"), 2)
+    third = commit(table, spark, source_df.where("id = 3"), 3)
+    plan = ice.plan_appended_read(table, first.snapshot_id, third.snapshot_id)
+    assert sorted(r.id for r in sio.dataframe_from_plan(spark, table, plan).collect()) == [2, 3]
+    empty = ice.plan_appended_read(table, third.snapshot_id, third.snapshot_id)
+    df = sio.dataframe_from_plan(spark, table, empty)
+    assert df.count() == 0 and df.columns == ["id", "name", "local_ts", "utc_ts", "amount"]
