@@ -170,6 +170,8 @@ class LeaseRow(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     holder: Mapped[str] = mapped_column(String(200), nullable=False, index=True)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    # The term granted at creation; a renewal without a TTL grants it again.
+    ttl_ms: Mapped[int] = mapped_column(BigInteger, nullable=False)
     expires_at: Mapped[int] = mapped_column(BigInteger, nullable=False, index=True)
 
 

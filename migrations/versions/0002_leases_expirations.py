@@ -21,6 +21,7 @@ def upgrade() -> None:
         sa.Column("id", sa.String(length=36), nullable=False),
         sa.Column("holder", sa.String(length=200), nullable=False),
         sa.Column("created_at", sa.BigInteger(), nullable=False),
+        sa.Column("ttl_ms", sa.BigInteger(), nullable=False),
         sa.Column("expires_at", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_leases")),
     )
