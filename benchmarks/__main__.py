@@ -20,7 +20,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks._environment import machine_description
+from benchmarks._environment import load_average, machine_description
 from benchmarks._report import Result, markdown_table, text_table
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -40,10 +40,12 @@ class Outcome:
     results: list[Result]
     seconds: float
     quick: bool
+    load_before: str = ""
     error: str | None = None
 
 
 def run_one(name: str, quick: bool) -> Outcome:
+    load_before = load_average()
     started = time.monotonic()
     try:
         module = importlib.import_module(f"benchmarks.{name}")
@@ -61,8 +63,8 @@ def run_one(name: str, quick: bool) -> Outcome:
         traceback.print_exc()
         detail = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         return Outcome(name, [Result(f"{name}: failed", None, "", met=False, notes=detail)],
-                       time.monotonic() - started, quick, detail)
-    return Outcome(name, results, time.monotonic() - started, quick)
+                       time.monotonic() - started, quick, load_before, detail)
+    return Outcome(name, results, time.monotonic() - started, quick, load_before)
 
 
 def _run_main(main, name: str, quick: bool) -> None:  # type: ignore[no-untyped-def]
@@ -89,7 +91,7 @@ def render_block(outcome: Outcome, machine: dict[str, str]) -> str:
     head = (f"### {outcome.name}\n\n"
             f"`python -m benchmarks {outcome.name}{' --quick' if outcome.quick else ''}` — "
             f"{mode} run, {machine['date']}, {outcome.seconds:.0f} s on {machine['cores']} "
-            f"cores.\n\n")
+            f"cores, load average {outcome.load_before} (1/5/15 min) before it started.\n\n")
     return head + markdown_table(outcome.results) + "\n\n"
 
 

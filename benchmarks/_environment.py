@@ -19,7 +19,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +70,17 @@ def machine_description() -> dict[str, str]:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "postgresql": postgres_version(),
         "sqlite": _sqlite_version(),
+        "load average": load_average(),
     }
+
+
+def load_average() -> str:
+    """1/5/15-minute load averages: other work on the machine skews every figure."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "unknown"
+    return f"{one:.1f} / {five:.1f} / {fifteen:.1f}"
 
 
 def _sqlite_version() -> str:
@@ -189,47 +198,52 @@ def server_thread(database_url: str) -> Iterator[str]:
         app.state.database.dispose()
 
 
-@dataclass
-class ServerProcess:
-    url: str
-    process: subprocess.Popen[bytes]
-
-
 @contextmanager
-def server_processes(database_url: str, *, workers: int, log: Path | None = None,
-                     extra_env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
-    """``uvicorn --workers N`` on the app factory in child processes, on a loopback port."""
+def server_processes(database_url: str, *, count: int = 1,
+                     extra_env: dict[str, str] | None = None) -> Iterator[list[str]]:
+    """``count`` server processes (``metaservice serve --no-migrate``, one uvicorn worker each,
+    as deployed) sharing ``database_url`` (already migrated), each on its own loopback port;
+    yields their URLs once every one answers ``/readyz``."""
     import httpx
 
-    port = free_port()
     env = {**os.environ, "METASERVICE_DATABASE_URL": database_url,
-           "METASERVICE_LOG_LEVEL": "warning", **(extra_env or {})}
-    command = [sys.executable, "-m", "uvicorn", "--factory", "metaservice.app:app_from_env",
-               "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-               "--log-level", "warning", "--no-access-log", "--lifespan", "off"]
-    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+           "METASERVICE_LOG_LEVEL": "warning", "METASERVICE_AUTH": "disabled",
+           "METASERVICE_HOST": "127.0.0.1", **(extra_env or {})}
+    processes: list[subprocess.Popen[bytes]] = []
+    logs: list[Any] = []
+    urls: list[str] = []
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"uvicorn exited with {process.returncode}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not become healthy")
-            time.sleep(0.1)
-        yield ServerProcess(url, process)
+        for _ in range(count):
+            port = free_port()
+            logs.append(tempfile.TemporaryFile())  # a file, not a pipe: a full pipe blocks
+            processes.append(subprocess.Popen(
+                [sys.executable, "-m", "metaservice", "serve", "--no-migrate", "--port", str(port)],
+                env=env, stdout=subprocess.DEVNULL, stderr=logs[-1]))
+            urls.append(f"http://127.0.0.1:{port}")
+        for url, process, log in zip(urls, processes, logs, strict=True):
+            deadline = time.monotonic() + 60
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    err = log.read().decode(errors="replace")
+                    raise RuntimeError(f"server exited with {process.returncode}: {err[-500:]}")
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"server at {url} did not become ready")
+                time.sleep(0.1)
+        yield urls
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        if log:
-            out.close()  # type: ignore[union-attr]
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        for log in logs:
+            log.close()

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select, update
+from collections.abc import Mapping
+
+from sqlalchemy import func, select, union_all, update
 from sqlalchemy.orm import Session
 
 from metaservice.db.models import BarrierRow, JobProgressRow, TableRow
@@ -18,6 +20,34 @@ def snap(session: Session, table_id: int, barrier: int) -> BarrierRow | None:
         .order_by(BarrierRow.barrier.desc())
         .limit(1)
     ).first()
+
+
+# SQLite refuses compound SELECTs of more than 500 members (SQLITE_MAX_COMPOUND_SELECT).
+_SNAPS_PER_STATEMENT = 200
+
+
+def snaps(session: Session, cuts: Mapping[int, int]) -> dict[int, BarrierRow]:
+    """``snap(T, B)`` of many tables (``{table_id: B}``) in one round trip per 200 tables: a
+    UNION ALL of the same indexed seeks as :func:`snap`. Tables with no such row are absent."""
+    found: dict[int, BarrierRow] = {}
+    items = list(cuts.items())
+    for start in range(0, len(items), _SNAPS_PER_STATEMENT):
+        seeks = [
+            select(BarrierRow.table_id, BarrierRow.barrier)
+            .where(BarrierRow.table_id == table_id, BarrierRow.barrier <= barrier,
+                   BarrierRow.rolled_back.is_(False))
+            .order_by(BarrierRow.barrier.desc())
+            .limit(1)
+            .subquery()
+            .select()
+            for table_id, barrier in items[start:start + _SNAPS_PER_STATEMENT]
+        ]
+        keys = union_all(*seeks).subquery() if len(seeks) > 1 else seeks[0].subquery()
+        rows = session.scalars(
+            select(BarrierRow).join(keys, (BarrierRow.table_id == keys.c.table_id)
+                                    & (BarrierRow.barrier == keys.c.barrier)))
+        found.update((row.table_id, row) for row in rows)
+    return found
 
 
 def first_at_or_after(session: Session, table_id: int, barrier: int) -> BarrierRow | None:

@@ -59,8 +59,9 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
     by_name = {str(n): r for n, r in rows.items()}
     result: dict[str, Version] = {}
     missing: list[str] = []
+    found = barriers_repo.snaps(session, {by_name[name].id: cuts[name] for name in names})
     for name in names:
-        row = barriers_repo.snap(session, by_name[name].id, cuts[name])
+        row = found.get(by_name[name].id)
         if row is None:
             missing.append(name)
             continue
