@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_plugin._client import MetaServiceClient, client_or_default
-from spark_plugin._errors import BarrierRegressionError, LakeStateError, UnknownTableError
+from spark_plugin._errors import (
+    BarrierRegressionError,
+    LakeStateError,
+    TableHasWriterError,
+    UnknownTableError,
+)
 from spark_plugin._iceberg import (
     commit_sink,
     delete_files_quietly,
@@ -48,10 +53,17 @@ class _ServerLatest:
 
 
 def _server_latest(client: MetaServiceClient, name: TableName) -> _ServerLatest:
+    """What the service knows of the root; refuses a table a running job writes (its barriers
+    come from that job), before anything is written."""
     try:
         data = client.table_barriers(name, limit=1)
     except UnknownTableError:
         return _ServerLatest(None, None)
+    writer = data.get("writer_job")
+    if writer:
+        raise TableHasWriterError(
+            f"{name} is written by running job {writer!r}: it is not a root table",
+            details={"table": str(name), "writer": writer})
     return _ServerLatest(data.get("latest_barrier"), data.get("latest_snapshot_id"))
 
 

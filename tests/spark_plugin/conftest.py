@@ -16,9 +16,10 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 WAREHOUSE = Path(tempfile.mkdtemp(prefix="spark_plugin_warehouse_"))
@@ -68,3 +69,51 @@ def spark() -> Iterator[object]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+# -- the real server over loopback -------------------------------------------------------------
+
+
+@pytest.fixture
+def client(live_server_url: str) -> Iterator[object]:
+    import spark_plugin as sp
+
+    with sp.MetaServiceClient(live_server_url) as c:
+        yield c
+
+
+class CrashingTransport(httpx.BaseTransport):
+    """The real HTTP transport, except that requests matching ``crash_on`` never leave the
+    process (as when the process dies just before sending them)."""
+
+    def __init__(self, crash_on: Callable[[httpx.Request], bool]) -> None:
+        self._inner = httpx.HTTPTransport()
+        self._crash_on = crash_on
+        self.crashed: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self._crash_on(request):
+            self.crashed.append(f"{request.method} {request.url.path}")
+            raise httpx.ConnectError("injected crash before sending", request=request)
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+@pytest.fixture
+def crashing_client(live_server_url: str) -> Iterator[Callable[..., object]]:
+    """``crashing_client(predicate)``: a client whose matching requests are never sent."""
+    import spark_plugin as sp
+
+    made = []
+
+    def make(crash_on: Callable[[httpx.Request], bool]) -> object:
+        c = sp.MetaServiceClient(live_server_url, max_retries=0,
+                                 transport=CrashingTransport(crash_on))
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
