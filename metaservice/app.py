@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from metaservice import __version__
+from metaservice.auth.endpoints import router as auth_router
+from metaservice.auth.service import TokenCache, authorize, ensure_bootstrap_admin
 from metaservice.barriers.endpoints import router as barriers_router
 from metaservice.clock import Clock, SystemClock
 from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
 from metaservice.db.session import Database
 from metaservice.delay.endpoints import router as delay_router
+from metaservice.expirations.endpoints import router as expirations_router
 from metaservice.errors import install_error_handlers
 from metaservice.health.endpoints import router as health_router
 from metaservice.jobs.endpoints import router as jobs_router
+from metaservice.limits import BodySizeLimit, TokenBucket
+from metaservice.leases.endpoints import router as leases_router
 from metaservice.lineage.endpoints import router as lineage_router
+from metaservice.rollback.endpoints import router as rollback_router
 from metaservice.schemas import ERROR_RESPONSES
 from metaservice.settings import Settings, get_settings
 from metaservice.versions.endpoints import router as versions_router
@@ -33,12 +39,48 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
         description="Consistent versions across Iceberg tables written by many Spark jobs: "
                     "lineage, timestamp barriers, snapshot leases, delay and rollback plans.",
         responses=ERROR_RESPONSES,
+        dependencies=[Depends(authorize)],
     )
     app.state.settings = settings
     app.state.database = database
     app.state.context = ServiceContext(settings=settings, clock=clock or SystemClock())
+    app.state.token_cache = TokenCache()
+    app.state.rate_limiter = (
+        TokenBucket(settings.rate_limit_per_second, settings.rate_limit_burst)
+        if settings.rate_limit_per_second > 0 else None)
+    if settings.admin_token is not None:
+        with database.transaction(write=True) as session:
+            ensure_bootstrap_admin(session, settings.admin_token.get_secret_value(),
+                                   app.state.context.clock.now_ms())
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
-    for router in (health_router, jobs_router, barriers_router, versions_router, lineage_router,
-                   delay_router):
+    _document_security(app, settings)
+    for router in (health_router, auth_router, jobs_router, barriers_router, versions_router, lineage_router,
+                   delay_router, rollback_router, leases_router, expirations_router):
         app.include_router(router)
     return app
+
+
+def _document_security(app: FastAPI, settings: Settings) -> None:
+    """OpenAPI tells the truth about authentication: no bearer token when it is disabled, and
+    none on the public routes (probes, metrics, documents, dashboard)."""
+    from metaservice.auth.policy import PUBLIC, required_role
+
+    generate = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()
+        for path, operations in schema.get("paths", {}).items():
+            for method, operation in operations.items():
+                if settings.auth == "disabled":
+                    operation.pop("security", None)
+                elif required_role(method.upper(), path) == PUBLIC:
+                    operation["security"] = []
+        if settings.auth == "disabled":
+            schema.get("components", {}).pop("securitySchemes", None)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -57,9 +57,8 @@ def _upgrade(settings: Settings) -> str | None:
         upgrade_to_head(engine)
         return current_revision(engine)
     except SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
         raise CommandError(f"database {_safe_url(settings.database_url)} is unreachable or "
-                           f"unusable: {reason}") from None
+                           f"unusable: {_first_line(exc)}") from None
     finally:
         engine.dispose()
 
@@ -69,7 +68,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     from metaservice.app import create_app
 
+    from metaservice.settings import is_loopback
+
     settings = _settings(args)
+    if settings.auth == "disabled" and not is_loopback(settings.host):
+        raise CommandError(
+            f"refusing to serve on {settings.host} without authentication: set "
+            "METASERVICE_AUTH=required (and create tokens with `metaservice token create`), "
+            "or listen on a loopback address such as 127.0.0.1")
     if not args.no_migrate:
         revision = _upgrade(settings)
         logger.info("database at revision %s (%s)", revision, _safe_url(settings.database_url))
@@ -91,14 +97,70 @@ def cmd_db_current(args: argparse.Namespace) -> None:
     try:
         current = current_revision(engine)
     except SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
         raise CommandError(f"database {_safe_url(settings.database_url)} is unreachable: "
-                           f"{reason}") from None
+                           f"{_first_line(exc)}") from None
     finally:
         engine.dispose()
     head = head_revision()
     state = "up to date" if current == head else f"head is {head}: run `metaservice db upgrade`"
     print(f"{current or '(empty)'} ({state})")
+
+
+def _write_transaction(settings: Settings):  # type: ignore[no-untyped-def]
+    from metaservice.db.session import Database
+
+    return Database(_engine(settings)).transaction(write=True)
+
+
+def cmd_token_create(args: argparse.Namespace) -> None:
+    from metaservice.auth.policy import Role
+    from metaservice.auth.service import TokenExistsError, create_token
+    from metaservice.clock import SystemClock
+
+    settings = _settings(args)
+    try:
+        with _write_transaction(settings) as session:
+            created = create_token(session, args.name, Role[args.role], SystemClock().now_ms())
+    except TokenExistsError as exc:
+        raise CommandError(exc.message) from None
+    except SQLAlchemyError as exc:
+        raise CommandError(f"cannot store the token: {_first_line(exc)} "
+                           "(is the database migrated? `metaservice db upgrade`)") from None
+    print(f"created {created.role.name} token {created.name!r}; it is shown only once:",
+          file=sys.stderr)
+    print(created.token)
+
+
+def cmd_token_list(args: argparse.Namespace) -> None:
+    from metaservice.auth.service import list_tokens
+
+    settings = _settings(args)
+    try:
+        with _write_transaction(settings) as session:
+            tokens = [(t.name, t.role, t.revoked_at) for t in list_tokens(session)]
+    except SQLAlchemyError as exc:
+        raise CommandError(f"cannot list tokens: {_first_line(exc)}") from None
+    for name, role, revoked_at in tokens:
+        print(f"{name}\t{role}\t{'revoked' if revoked_at else 'active'}")
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> None:
+    from metaservice.auth.service import UnknownTokenError, revoke_token
+    from metaservice.clock import SystemClock
+
+    settings = _settings(args)
+    try:
+        with _write_transaction(settings) as session:
+            revoke_token(session, args.name, SystemClock().now_ms())
+    except UnknownTokenError as exc:
+        raise CommandError(exc.message) from None
+    except SQLAlchemyError as exc:
+        raise CommandError(f"cannot revoke the token: {_first_line(exc)}") from None
+    print(f"revoked token {args.name!r}")
+
+
+def _first_line(exc: Exception) -> str:
+    return str(getattr(exc, "orig", exc)).strip().splitlines()[0]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,6 +180,18 @@ def build_parser() -> argparse.ArgumentParser:
         func=cmd_db_upgrade)
     db_sub.add_parser("current", help="print the current revision").set_defaults(
         func=cmd_db_current)
+
+    token = sub.add_parser("token", help="bearer tokens (stored hashed)")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    create = token_sub.add_parser("create", help="create a token and print it once")
+    create.add_argument("--name", required=True)
+    create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
+    create.set_defaults(func=cmd_token_create)
+    token_sub.add_parser("list", help="list tokens (names and roles, never values)").set_defaults(
+        func=cmd_token_list)
+    revoke = token_sub.add_parser("revoke", help="revoke a token by name")
+    revoke.add_argument("name")
+    revoke.set_defaults(func=cmd_token_revoke)
     return parser
 
 

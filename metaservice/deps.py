@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from metaservice.auth.service import Principal, authorize
 from metaservice.context import ServiceContext
 from metaservice.db.session import Database
 
@@ -35,3 +36,4 @@ ReadSession = Annotated[Session, Depends(_read_session, scope="function")]
 WriteSession = Annotated[Session, Depends(_write_session, scope="function")]
 Context = Annotated[ServiceContext, Depends(get_context)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
+CurrentPrincipal = Annotated[Principal, Depends(authorize)]

@@ -33,6 +33,7 @@ class MetaServiceError(Exception):
         super().__init__(message)
         self.message = message
         self.details = details
+        self.headers: dict[str, str] | None = None
 
     def to_body(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message, "details": self.details}}
@@ -108,6 +109,37 @@ class SnapshotExpiredError(MetaServiceError):
     code = "snapshot_expired"
 
 
+class UnknownSnapshotError(MetaServiceError):
+    """A snapshot that completes no barrier of its table (never reported, or rolled back)."""
+
+    status_code = 404
+    code = "unknown_snapshot"
+
+
+class UnknownLeaseError(MetaServiceError):
+    status_code = 404
+    code = "unknown_lease"
+
+
+class LeaseExpiredError(MetaServiceError):
+    """The lease ran out: it no longer protects anything and cannot be renewed."""
+
+    status_code = 410
+    code = "lease_expired"
+
+
+class UnknownExpirationError(MetaServiceError):
+    status_code = 404
+    code = "unknown_expiration"
+
+
+class SnapshotNotApprovedError(MetaServiceError):
+    """An expiration reported as done a snapshot that was never approved for expiration."""
+
+    status_code = 409
+    code = "snapshot_not_approved"
+
+
 class DatabaseUnavailableError(MetaServiceError):
     status_code = 503
     code = "database_unavailable"
@@ -118,6 +150,37 @@ class ConcurrentUpdateError(MetaServiceError):
 
     status_code = 409
     code = "concurrent_update"
+
+
+class RollbackInProgressError(MetaServiceError):
+    """The table is fenced by an applied rollback plan until the plan is completed."""
+
+    status_code = 409
+    code = "rollback_in_progress"
+
+
+class BarrierRolledBackError(MetaServiceError):
+    """The barrier was invalidated by a rollback: the job discards its work and asks again."""
+
+    status_code = 409
+    code = "barrier_rolled_back"
+
+
+class UnknownRollbackPlanError(MetaServiceError):
+    status_code = 404
+    code = "unknown_rollback_plan"
+
+
+class RollbackPlanOutdatedError(MetaServiceError):
+    """The topology or the targets changed since the plan was made: make a new plan."""
+
+    status_code = 409
+    code = "rollback_plan_outdated"
+
+
+class RollbackPlanNotAppliedError(MetaServiceError):
+    status_code = 409
+    code = "rollback_plan_not_applied"
 
 
 _FRAMEWORK_CODES = {
@@ -162,7 +225,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(MetaServiceError)
     async def _domain(_: Request, exc: MetaServiceError) -> JSONResponse:
-        return JSONResponse(status_code=exc.status_code, content=exc.to_body())
+        return JSONResponse(status_code=exc.status_code, content=exc.to_body(),
+                            headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

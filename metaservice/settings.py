@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field, field_validator
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///metaservice.db"
@@ -25,6 +27,16 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     wait_retry_after_ms: int = Field(default=500, ge=1)
     log_level: str = "info"
+    auth: Literal["required", "disabled"] = Field(
+        default="disabled",
+        description="bearer tokens with roles; may be disabled only on a loopback address")
+    admin_token: SecretStr | None = Field(
+        default=None, description="a bootstrap admin token (its hash is stored at start)")
+    max_body_bytes: int = Field(default=1_048_576, ge=1024,
+                                description="larger request bodies are refused with 413")
+    rate_limit_per_second: float = Field(
+        default=0.0, ge=0, description="per token (or client address); 0 turns it off")
+    rate_limit_burst: int = Field(default=100, ge=1)
 
     @field_validator("database_url")
     @classmethod
@@ -39,6 +51,17 @@ class Settings(BaseSettings):
             # Only the psycopg (v3) driver is installed: pick it for a bare URL.
             value = "postgresql+psycopg:" + value.split(":", 1)[1]
         return value
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @lru_cache

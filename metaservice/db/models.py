@@ -222,3 +222,66 @@ class SnapshotExpirationRow(Base):
     state: Mapped[str] = mapped_column(String(16), nullable=False)
     approved_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     expired_at: Mapped[int | None] = mapped_column(BigInteger)
+
+
+# -- Delay and rollback (SPEC §7, §8) --------------------------------------------------------
+
+# The delay percentiles read the barriers committed within a window.
+Index("ix_barriers_committed_at", BarrierRow.committed_at)
+
+
+class RollbackPlanRow(Base):
+    """A rollback of ``table`` at ``barrier`` and everything downstream (SPEC §8).
+
+    ``planned`` → ``applied`` (barriers > B rolled back, the affected tables fenced: no commit,
+    no root report, jobs wait) → ``completed`` (the Iceberg tables were rolled back; the fence
+    is lifted). ``document`` is the plan as answered, refreshed when it is applied.
+    """
+
+    __tablename__ = "rollback_plans"
+    __table_args__ = (
+        CheckConstraint("state IN ('planned', 'applied', 'completed')", name="state"),
+        CheckConstraint("mode IN ('incremental', 'full')", name="mode"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    table_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("tables.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    barrier: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    mode: Mapped[str] = mapped_column(String(16), nullable=False)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    applied_at: Mapped[int | None] = mapped_column(BigInteger)
+    completed_at: Mapped[int | None] = mapped_column(BigInteger)
+    document: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+
+
+class RollbackFenceRow(Base):
+    """A table fenced by an applied rollback plan until the plan is completed."""
+
+    __tablename__ = "rollback_fences"
+
+    table_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True
+    )
+    plan_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("rollback_plans.id", ondelete="CASCADE"), nullable=False,
+        index=True
+    )
+
+
+class ApiTokenRow(Base):
+    """A bearer token: its name, role and SHA-256 hash (the value itself is never stored)."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (
+        CheckConstraint("role IN ('reader', 'writer', 'admin')", name="role"),
+        UniqueConstraint("token_hash", name="uq_api_tokens_token_hash"),
+    )
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    token_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    revoked_at: Mapped[int | None] = mapped_column(BigInteger)

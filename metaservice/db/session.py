@@ -30,6 +30,10 @@ class Database:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    def read_session(self) -> Session:
+        """A plain session for short reads outside a request's transaction."""
+        return self._read()
+
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[Session]:
         session = (self._write if write else self._read)()

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query
 
 from metaservice.barriers.service import Position
-from metaservice.deps import Context, ReadSession, WriteSession
+from metaservice.deps import Context, CurrentPrincipal, ReadSession, WriteSession
 from metaservice.jobs import service
 from metaservice.jobs.schemas import JobList, JobOut, PositionOut, StartIn, StartOut
 from metaservice.names import CatalogPath, DatabasePath, JobPath, TableName, TablePath
@@ -17,7 +17,8 @@ router = APIRouter(tags=["jobs"])
 
 def position_out(position: Position) -> dict:
     out = PositionOut(action=position.action, barrier=position.barrier,
-                      retry_after_ms=position.retry_after_ms, reason=position.reason)
+                      retry_after_ms=position.retry_after_ms, reason=position.reason,
+                      restart_after=position.restart_after)
     if position.action in ("process", "none"):
         out.snapshots, out.previous = position.snapshots, position.previous
     return out.model_dump(exclude_none=True)
@@ -26,18 +27,22 @@ def position_out(position: Position) -> dict:
 @router.post("/register/source/{job}/{catalog}/{database}/{table}", response_model=JobOut,
              operation_id="register_source")
 def register_source(job: JobPath, catalog: CatalogPath, database: DatabasePath,
-                    table: TablePath, session: WriteSession, ctx: Context) -> JobOut:
+                    table: TablePath, session: WriteSession, ctx: Context,
+                    principal: CurrentPrincipal) -> JobOut:
     """Plan: job reads the table. Idempotent."""
-    view = service.register(session, ctx, job, "source", TableName(catalog, database, table))
+    view = service.register(session, ctx, job, "source", TableName(catalog, database, table),
+                            owner=principal.name)
     return JobOut.of(view)
 
 
 @router.post("/register/sink/{job}/{catalog}/{database}/{table}", response_model=JobOut,
              operation_id="register_sink")
 def register_sink(job: JobPath, catalog: CatalogPath, database: DatabasePath,
-                  table: TablePath, session: WriteSession, ctx: Context) -> JobOut:
+                  table: TablePath, session: WriteSession, ctx: Context,
+                  principal: CurrentPrincipal) -> JobOut:
     """Plan: job writes the table. Idempotent."""
-    view = service.register(session, ctx, job, "sink", TableName(catalog, database, table))
+    view = service.register(session, ctx, job, "sink", TableName(catalog, database, table),
+                            owner=principal.name)
     return JobOut.of(view)
 
 

@@ -60,3 +60,28 @@ def test_serve_migrates_and_becomes_ready(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_serving_beyond_loopback_without_authentication_is_refused(tmp_path: Path) -> None:
+    result = run_cli("serve", "--host", "0.0.0.0", "--port", str(free_port()),
+                     env={"METASERVICE_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
+                          "METASERVICE_AUTH": "disabled"})
+    assert result.returncode == 2
+    assert "without authentication" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_token_create_list_revoke(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    assert run_cli("--database-url", url, "db", "upgrade").returncode == 0
+    created = run_cli("--database-url", url, "token", "create", "--role", "writer",
+                      "--name", "spark-etl")
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    assert token.startswith("mst_") and "shown only once" in created.stderr
+    listed = run_cli("--database-url", url, "token", "list").stdout
+    assert "spark-etl\twriter\tactive" in listed and token not in listed
+    again = run_cli("--database-url", url, "token", "create", "--role", "reader",
+                    "--name", "spark-etl")
+    assert again.returncode == 2 and "exists" in again.stderr
+    assert run_cli("--database-url", url, "token", "revoke", "spark-etl").returncode == 0
+    assert "revoked" in run_cli("--database-url", url, "token", "list").stdout

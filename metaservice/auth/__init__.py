@@ -1,0 +1,1 @@
+"""Authentication and authorisation: bearer tokens with roles (SPEC §9)."""

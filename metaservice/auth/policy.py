@@ -1,0 +1,72 @@
+"""Which role each route needs (pure code).
+
+Roles are ordered: ``reader`` < ``writer`` < ``admin``. Reads, versions and leases need a reader;
+the barrier protocol and root reports a writer; tokens, expirations and rollbacks an admin.
+Probes, metrics, the API documents and the dashboard page are public. A route that is not in
+:data:`ROUTE_ROLES` needs ``admin`` if it changes anything and ``reader`` otherwise, so a new
+mutating route is never left open by accident.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+
+
+class Role(IntEnum):
+    reader = 1
+    writer = 2
+    admin = 3
+
+
+PUBLIC = "public"
+
+# (method, route template) → role, or PUBLIC.
+ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+    ("GET", "/openapi.json"): PUBLIC,
+    ("GET", "/docs"): PUBLIC,
+    ("GET", "/docs/oauth2-redirect"): PUBLIC,
+    ("GET", "/redoc"): PUBLIC,
+    ("GET", "/ui"): PUBLIC,
+    ("GET", "/ui/{path:path}"): PUBLIC,
+    # Token administration reads need an admin too.
+    ("GET", "/admin/tokens"): Role.admin,
+    # Readers: versions and leases change nothing but usage records.
+    ("POST", "/versions"): Role.reader,
+    ("POST", "/leases"): Role.reader,
+    ("POST", "/leases/{lease_id}/renew"): Role.reader,
+    ("DELETE", "/leases/{lease_id}"): Role.reader,
+    # Writers: the job protocol and root ingestion.
+    ("POST", "/register/source/{job}/{catalog}/{database}/{table}"): Role.writer,
+    ("POST", "/register/sink/{job}/{catalog}/{database}/{table}"): Role.writer,
+    ("POST", "/jobs/{job}/start"): Role.writer,
+    ("POST", "/jobs/{job}/barriers/next"): Role.writer,
+    ("POST", "/jobs/{job}/barriers/{barrier}/abort"): Role.writer,
+    ("POST", "/commit/{job}/{catalog}/{database}/{table}"): Role.writer,
+    ("POST", "/unregister/{job}"): Role.writer,
+    ("POST", "/tables/{catalog}/{database}/{table}/barriers"): Role.writer,
+}
+
+_PARAM = re.compile(r"\{[^}]*\}")
+
+
+def _shape(path: str) -> str:
+    """A route template with its parameter names erased: ``/leases/{}/renew``."""
+    return _PARAM.sub("{}", path)
+
+
+_ROLES_BY_SHAPE = {(method, _shape(path)): role for (method, path), role in ROUTE_ROLES.items()}
+
+
+def required_role(method: str, path: str) -> Role | str:
+    """The role a request to ``path`` (a route template) with ``method`` needs."""
+    method = "GET" if method == "HEAD" else method
+    role = _ROLES_BY_SHAPE.get((method, _shape(path)))
+    if role is not None:
+        return role
+    if path.startswith("/ui/") and method == "GET":
+        return PUBLIC
+    return Role.reader if method == "GET" else Role.admin
