@@ -17,6 +17,7 @@ from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
 from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow, TopologyState
+from metaservice.expirations import handout
 from metaservice.jobs import repository as jobs_repo
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
@@ -185,6 +186,9 @@ def _pin(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Table
             row = barriers_repo.snap(session, s.id, after)
             if row is not None:
                 previous[s.qualified_name] = {"barrier": row.barrier, "snapshot_id": row.snapshot_id}
+    if handout.position_hands_out_expired(session, sources, snapshots, previous):  # SPEC §3.5
+        return Position("wait", retry_after_ms=ctx.settings.wait_retry_after_ms,
+                        reason=handout.SNAPSHOT_EXPIRED)
     now = ctx.clock.now_ms()
     job.pinned_barrier, job.pinned_after, job.pinned_at = barrier, after, now
     job.pinned_snapshots, job.pinned_previous = snapshots, previous
@@ -218,9 +222,11 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
             return _wait(ctx)
         return _pin(session, ctx, job, sources, min(latests), None)  # type: ignore[type-var]
     if start_from == "earliest":
-        firsts = [barriers_repo.earliest(session, s.id) for s in sources]
+        firsts = [handout.earliest_retained(session, s.id) for s in sources]
         if any(f is None for f in firsts):
             return _wait(ctx)
+        if max(f.barrier for f in firsts) > min(latests):  # type: ignore[union-attr, type-var]
+            return _wait(ctx)  # a source's retained history starts after another's latest
         return _pin(session, ctx, job, sources, max(f.barrier for f in firsts), None)  # type: ignore[union-attr]
     barrier = int(start_from)
     behind = sorted(s.qualified_name for s in sources
@@ -230,6 +236,9 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
             f"barrier {barrier} is not complete in {', '.join(behind)}", barrier=barrier,
             tables=behind)
     position = _pin(session, ctx, job, sources, barrier, None)
+    if position.reason == handout.SNAPSHOT_EXPIRED:
+        raise errors.SnapshotExpiredError(
+            f"a source snapshot at barrier {barrier} is approved for expiration", barrier=barrier)
     if position.action != "process":
         raise errors.NoVersionError(f"some source has no snapshot at or before barrier {barrier}",
                                     barrier=barrier)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from metaservice.deps import Context, ReadSession
+from metaservice.deps import Context, DatabaseDep, ReadSession
+from metaservice.leases import service as leases
 from metaservice.names import CatalogPath, DatabasePath, TableName, TablePath
 from metaservice.versions import service
 from metaservice.versions.cuts import Consistency
@@ -25,11 +26,21 @@ def get_version(consistency: Consistency, catalog: CatalogPath, database: Databa
 
 @router.post("/versions", response_model=VersionsOut, response_model_exclude_none=True,
              operation_id="get_versions")
-def get_versions(body: VersionsIn, session: ReadSession, ctx: Context) -> VersionsOut:
-    """Versions of many tables that reflect the same barrier per component."""
+def get_versions(body: VersionsIn, database: DatabaseDep, ctx: Context) -> VersionsOut:
+    """Versions of many tables that reflect the same barrier per component. With
+    ``lease_seconds`` they are leased in the same (write) transaction; plain reads stay on a
+    read transaction. Either way the transaction ends before the response is sent."""
     names = [TableName.parse(t) for t in body.tables]
-    versions = service.resolve(session, ctx, names, body.consistency, body.barrier)
+    lease = None
+    with database.transaction(write=body.lease_seconds is not None) as session:
+        if body.lease_seconds is None:
+            versions = service.resolve(session, ctx, names, body.consistency, body.barrier)
+        else:
+            versions, lease = leases.lease_versions(session, ctx, names, body.consistency,
+                                                    body.barrier, body.lease_seconds, body.holder)
     return VersionsOut(
         consistency="barrier" if body.barrier is not None else body.consistency.value,
         versions={n: TableVersion(barrier=v.barrier, snapshot_id=v.snapshot_id)
-                  for n, v in versions.items()})
+                  for n, v in versions.items()},
+        lease_id=lease.lease_id if lease else None,
+        expires_at=lease.expires_at if lease else None)

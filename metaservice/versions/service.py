@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
+from metaservice.expirations import handout
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
 from metaservice.versions.catching_up import table_states
@@ -70,6 +71,8 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
         raise errors.NoVersionError(
             f"no snapshot at or before the cut for {', '.join(missing)}",
             tables=missing, barriers={n: cuts[n] for n in missing})
+    handout.refuse_approved(
+        session, ((n, by_name[n].id, v.snapshot_id) for n, v in result.items()))
     return result
 
 

@@ -1,0 +1,74 @@
+"""The rule every path that hands out or leases a snapshot follows (SPEC §3.5): a snapshot
+approved for expiration is never handed out or leased again.
+
+A path that *commits to* snapshots (a lease, a pinned barrier) first calls :func:`hold` on
+their tables, then checks with :func:`refuse_approved` / :func:`approved`: the hold orders it
+against approvals of those tables (see ``repository.py``), so either the approval comes first
+and the check sees it, or the hand-out comes first and the approval sees the lease or the pin.
+A plain version read holds nothing: it only checks, and a snapshot it answers is protected for
+the reader only if the request asked for a lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from metaservice import errors
+from metaservice.db.models import BarrierRow, TableRow
+from metaservice.expirations import repository as repo
+
+
+def hold(session: Session, table_ids: Iterable[int]) -> None:
+    """Order this transaction against approvals of these tables (call before checking)."""
+    repo.hold_tables(session, table_ids)
+
+
+def approved(session: Session, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The ``(table_id, snapshot_id)`` pairs approved for expiration."""
+    return repo.approved_among(session, pairs)
+
+
+def refuse_approved(session: Session, snapshots: Iterable[tuple[str, int, int]]) -> None:
+    """Raise :class:`~metaservice.errors.SnapshotExpiredError` (410) when one of the
+    ``(table name, table_id, snapshot_id)`` is approved for expiration."""
+    wanted = list(snapshots)
+    gone = approved(session, ((t, s) for _, t, s in wanted))
+    if not gone:
+        return
+    expired = [{"table": name, "snapshot_id": s} for name, t, s in wanted if (t, s) in gone]
+    first = expired[0]
+    raise errors.SnapshotExpiredError(
+        f"snapshot {first['snapshot_id']} of {first['table']} is approved for expiration"
+        + (f" (and {len(expired) - 1} more)" if len(expired) > 1 else ""),
+        snapshots=expired)
+
+
+SNAPSHOT_EXPIRED = "snapshot_expired"
+"""The ``reason`` of a ``wait`` answer whose barrier would have handed out an approved snapshot."""
+
+
+def position_hands_out_expired(session: Session, sources: Sequence[TableRow],
+                               snapshots: Mapping[str, Mapping[str, Any]],
+                               previous: Mapping[str, Mapping[str, Any]]) -> bool:
+    """For a barrier about to be pinned: hold the source tables, then tell whether one of the
+    ``snapshots`` is approved for expiration. The caller answers ``wait``: a newer barrier
+    will be complete once the sources move on, and each source's latest snapshot is protected.
+
+    Raises:
+        SnapshotExpiredError: a ``previous`` snapshot is approved: the changes since it cannot
+            be read any more (it is protected while it is the job's last committed barrier, so
+            only a client that claims a later ``after`` than the service recorded gets here).
+    """
+    ids = {s.qualified_name: s.id for s in sources}
+    hold(session, ids.values())
+    refuse_approved(session, ((n, ids[n], int(v["snapshot_id"])) for n, v in previous.items()))
+    return bool(approved(session, ((ids[n], int(v["snapshot_id"])) for n, v in snapshots.items())))
+
+
+def earliest_retained(session: Session, table_id: int) -> BarrierRow | None:
+    """The table's earliest barrier whose snapshot is not approved for expiration (where a job
+    started from ``earliest`` can begin)."""
+    return repo.earliest_retained(session, table_id)

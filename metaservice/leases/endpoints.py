@@ -1,0 +1,71 @@
+"""HTTP only: snapshot leases."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Path, Query, Response
+
+from metaservice.deps import Context, ReadSession, WriteSession
+from metaservice.leases import service
+from metaservice.leases.schemas import (
+    LeasedSnapshotOut,
+    LeaseIn,
+    LeaseOut,
+    LeasesOut,
+    RenewIn,
+)
+from metaservice.names import TableName
+from metaservice.schemas import QualifiedTable
+
+router = APIRouter(tags=["leases"])
+
+LeasePath = Annotated[str, Path(min_length=1, max_length=36)]
+
+
+def lease_out(lease: service.Lease, now_ms: int) -> LeaseOut:
+    return LeaseOut(lease_id=lease.lease_id, holder=lease.holder, created_at=lease.created_at,
+                    expires_at=lease.expires_at, expired=lease.expires_at <= now_ms,
+                    snapshots=[LeasedSnapshotOut(table=s.table, snapshot_id=s.snapshot_id)
+                               for s in lease.snapshots])
+
+
+@router.post("/leases", response_model=LeaseOut, status_code=201, operation_id="create_lease")
+def create_lease(body: LeaseIn, session: WriteSession, ctx: Context) -> LeaseOut:
+    """Protect snapshots from expiration until ``expires_at``."""
+    lease = service.create_lease(
+        session, ctx, body.holder, body.ttl_seconds,
+        [(TableName.parse(s.table), s.snapshot_id) for s in body.snapshots])
+    return lease_out(lease, ctx.clock.now_ms())
+
+
+@router.post("/leases/{lease_id}/renew", response_model=LeaseOut, operation_id="renew_lease")
+def renew_lease(lease_id: LeasePath, session: WriteSession, ctx: Context,
+                body: Annotated[RenewIn | None, Body()] = None) -> LeaseOut:
+    """A live lease runs ``ttl_seconds`` (default: its original term) from now."""
+    lease = service.renew_lease(session, ctx, lease_id, (body or RenewIn()).ttl_seconds)
+    return lease_out(lease, ctx.clock.now_ms())
+
+
+@router.delete("/leases/{lease_id}", status_code=204, response_class=Response,
+               operation_id="release_lease")
+def release_lease(lease_id: LeasePath, session: WriteSession) -> Response:
+    service.release_lease(session, lease_id)
+    return Response(status_code=204)
+
+
+@router.get("/leases/{lease_id}", response_model=LeaseOut, operation_id="get_lease")
+def get_lease(lease_id: LeasePath, session: ReadSession, ctx: Context) -> LeaseOut:
+    return lease_out(service.get_lease(session, lease_id), ctx.clock.now_ms())
+
+
+@router.get("/leases", response_model=LeasesOut, operation_id="list_leases")
+def list_leases(session: ReadSession, ctx: Context,
+                table: Annotated[QualifiedTable | None, Query()] = None,
+                holder: Annotated[str | None, Query(max_length=200)] = None,
+                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> LeasesOut:
+    """Live leases, soonest to expire first, optionally of one table or one holder."""
+    name = TableName.parse(table) if table is not None else None
+    now = ctx.clock.now_ms()
+    return LeasesOut(leases=[lease_out(lease, now) for lease in service.list_leases(
+        session, ctx, table=name, holder=holder, limit=limit)])

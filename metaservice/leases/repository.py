@@ -1,0 +1,80 @@
+"""All SQL about leases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from metaservice.db.models import LeaseRow, LeaseSnapshotRow, TableRow
+
+
+def add_lease(session: Session, lease: LeaseRow, snapshots: Iterable[tuple[int, int]]) -> None:
+    session.add(lease)
+    session.flush()
+    session.add_all(LeaseSnapshotRow(lease_id=lease.id, table_id=t, snapshot_id=s)
+                    for t, s in sorted(set(snapshots)))
+    session.flush()
+
+
+def get_lease(session: Session, lease_id: str, *, for_update: bool = False) -> LeaseRow | None:
+    stmt = select(LeaseRow).where(LeaseRow.id == lease_id)
+    if for_update:
+        stmt = stmt.with_for_update().execution_options(populate_existing=True)
+    return session.scalars(stmt).first()
+
+
+def lease_snapshots(session: Session, lease_ids: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
+    """``{lease_id: [(table name, table_id, snapshot_id), ...]}``."""
+    ids = list(set(lease_ids))
+    result: dict[str, list[tuple[str, int, int]]] = {i: [] for i in ids}
+    if not ids:
+        return result
+    rows = session.execute(
+        select(LeaseSnapshotRow.lease_id, LeaseSnapshotRow.table_id, LeaseSnapshotRow.snapshot_id,
+               TableRow.catalog, TableRow.database, TableRow.name)
+        .join(TableRow, TableRow.id == LeaseSnapshotRow.table_id)
+        .where(LeaseSnapshotRow.lease_id.in_(ids))
+        .order_by(TableRow.catalog, TableRow.database, TableRow.name, LeaseSnapshotRow.snapshot_id)
+    ).all()
+    for lease_id, table_id, snapshot_id, c, d, t in rows:
+        result[lease_id].append((f"{c}.{d}.{t}", table_id, snapshot_id))
+    return result
+
+
+def delete_lease(session: Session, lease_id: str) -> bool:
+    session.execute(delete(LeaseSnapshotRow).where(LeaseSnapshotRow.lease_id == lease_id))
+    return session.execute(delete(LeaseRow).where(LeaseRow.id == lease_id)).rowcount == 1
+
+
+def purge_expired(session: Session, expired_before_ms: int, *, limit: int = 500) -> int:
+    """Forget up to ``limit`` leases that expired before ``expired_before_ms``."""
+    ids = list(session.scalars(
+        select(LeaseRow.id).where(LeaseRow.expires_at < expired_before_ms).limit(limit)))
+    if ids:
+        session.execute(delete(LeaseSnapshotRow).where(LeaseSnapshotRow.lease_id.in_(ids)))
+        session.execute(delete(LeaseRow).where(LeaseRow.id.in_(ids)))
+    return len(ids)
+
+
+def live_leases(session: Session, now_ms: int, *, table_id: int | None = None,
+                holder: str | None = None, limit: int = 1000) -> list[LeaseRow]:
+    """Leases not yet expired, soonest to expire first."""
+    stmt = select(LeaseRow).where(LeaseRow.expires_at > now_ms)
+    if holder is not None:
+        stmt = stmt.where(LeaseRow.holder == holder)
+    if table_id is not None:
+        stmt = stmt.where(LeaseRow.id.in_(
+            select(LeaseSnapshotRow.lease_id).where(LeaseSnapshotRow.table_id == table_id)))
+    return list(session.scalars(stmt.order_by(LeaseRow.expires_at, LeaseRow.id).limit(limit)))
+
+
+def live_leased_snapshots(session: Session, table_id: int, now_ms: int) -> list[tuple[int, str]]:
+    """``(snapshot_id, lease_id)`` of every live lease on the table."""
+    return list(session.execute(
+        select(LeaseSnapshotRow.snapshot_id, LeaseSnapshotRow.lease_id)
+        .join(LeaseRow, LeaseRow.id == LeaseSnapshotRow.lease_id)
+        .where(LeaseSnapshotRow.table_id == table_id, LeaseRow.expires_at > now_ms)
+        .order_by(LeaseRow.expires_at.desc(), LeaseSnapshotRow.lease_id)
+    ).tuples())

@@ -1,0 +1,168 @@
+"""The lease rules (SPEC §6).
+
+- A lease holds snapshots that complete a barrier of their table (not rolled back); anything
+  else is ``404 unknown_snapshot``. A snapshot approved for expiration cannot be leased
+  (``410 snapshot_expired``).
+- Its term comes from the service clock; an expired lease protects nothing, cannot be renewed
+  (``410 lease_expired``) and is forgotten an hour after it expired (then ``404
+  unknown_lease``). Renewal without a TTL grants the lease's original term again.
+- Creation, renewal and ``POST /versions`` with ``lease_seconds`` hold their tables' rows
+  against approvals (``expirations/handout.py``), so a lease and an approval of the same
+  snapshot racing never both win, whichever server process runs them. A renewal also checks
+  that none of its snapshots was approved: a server whose clock ran ahead may have seen the
+  lease expired and approved one of them, and then the lease has lapsed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from metaservice import errors
+from metaservice.context import ServiceContext
+from metaservice.db.models import LeaseRow
+from metaservice.expirations import handout
+from metaservice.expirations import repository as expirations_repo
+from metaservice.leases import repository as repo
+from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
+from metaservice.versions import service as versions
+from metaservice.versions.cuts import Consistency
+
+logger = logging.getLogger(__name__)
+
+FORGET_EXPIRED_AFTER_MS = 3_600_000
+DEFAULT_HOLDER = "anonymous"
+
+
+@dataclass(frozen=True)
+class LeasedSnapshot:
+    table: str
+    snapshot_id: int
+
+
+@dataclass(frozen=True)
+class Lease:
+    lease_id: str
+    holder: str
+    created_at: int
+    expires_at: int
+    snapshots: tuple[LeasedSnapshot, ...]
+
+
+def _ttl_ms(seconds: float) -> int:
+    return max(1, math.ceil(seconds * 1000))
+
+
+def _lease(row: LeaseRow, snapshots: Sequence[tuple[str, int, int]]) -> Lease:
+    return Lease(row.id, row.holder, row.created_at, row.expires_at,
+                 tuple(LeasedSnapshot(name, s) for name, _, s in snapshots))
+
+
+def _grant(session: Session, ctx: ServiceContext, holder: str, ttl_seconds: float,
+           snapshots: Sequence[tuple[str, int, int]]) -> Lease:
+    """Insert a lease on ``(table name, table_id, snapshot_id)`` already held and checked."""
+    now = ctx.clock.now_ms()
+    repo.purge_expired(session, now - FORGET_EXPIRED_AFTER_MS)
+    ttl = _ttl_ms(ttl_seconds)
+    row = LeaseRow(id=str(uuid.uuid4()), holder=holder, created_at=now, ttl_ms=ttl,
+                   expires_at=now + ttl)
+    repo.add_lease(session, row, [(t, s) for _, t, s in snapshots])
+    logger.info("lease_granted", extra={"lease_id": row.id, "holder": holder,
+                                        "snapshots": len(snapshots), "expires_at": row.expires_at})
+    unique = sorted(set(snapshots))
+    return _lease(row, unique)
+
+
+def create_lease(session: Session, ctx: ServiceContext, holder: str, ttl_seconds: float,
+                 snapshots: Sequence[tuple[TableName, int]]) -> Lease:
+    """Lease the snapshots for ``ttl_seconds``."""
+    rows = tables_repo.find_tables(session, [t for t, _ in snapshots])
+    unknown_tables = sorted({str(t) for t, _ in snapshots if t not in rows})
+    if unknown_tables:
+        raise errors.UnknownTableError(f"unknown table {', '.join(unknown_tables)}",
+                                       tables=unknown_tables)
+    wanted = sorted({(str(t), rows[t].id, int(s)) for t, s in snapshots})
+    handout.hold(session, (t for _, t, _ in wanted))
+    recorded = expirations_repo.recorded_pairs(session, ((t, s) for _, t, s in wanted))
+    handout.refuse_approved(session, wanted)
+    unknown = [{"table": n, "snapshot_id": s} for n, t, s in wanted if (t, s) not in recorded]
+    if unknown:
+        first = unknown[0]
+        raise errors.UnknownSnapshotError(
+            f"snapshot {first['snapshot_id']} of {first['table']} completes no barrier of the "
+            "table; only snapshots recorded by MetaService can be leased", snapshots=unknown)
+    return _grant(session, ctx, holder, ttl_seconds, wanted)
+
+
+def lease_versions(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
+                   consistency: Consistency | None, barrier: int | None, lease_seconds: float,
+                   holder: str | None) -> tuple[dict[str, versions.Version], Lease]:
+    """Resolve versions and lease them in the same (write) transaction: nothing can be approved
+    for expiration between the answer and the read."""
+    rows = tables_repo.find_tables(session, tables)
+    handout.hold(session, (r.id for r in rows.values()))
+    answer = versions.resolve(session, ctx, tables, consistency, barrier)
+    ids = {str(n): r.id for n, r in rows.items()}
+    lease = _grant(session, ctx, holder or DEFAULT_HOLDER, lease_seconds,
+                   [(n, ids[n], v.snapshot_id) for n, v in answer.items()])
+    return answer, lease
+
+
+def _get(session: Session, lease_id: str, *, for_update: bool = False) -> LeaseRow:
+    row = repo.get_lease(session, lease_id, for_update=for_update)
+    if row is None:
+        raise errors.UnknownLeaseError(f"unknown lease {lease_id!r}", lease_id=lease_id)
+    return row
+
+
+def renew_lease(session: Session, ctx: ServiceContext, lease_id: str,
+                ttl_seconds: float | None) -> Lease:
+    """A live lease runs ``ttl_seconds`` (default: its original term) from now."""
+    row = _get(session, lease_id, for_update=True)
+    now = ctx.clock.now_ms()
+    snapshots = repo.lease_snapshots(session, [lease_id])[lease_id]
+    if row.expires_at <= now:
+        raise errors.LeaseExpiredError(f"lease {lease_id} expired at {row.expires_at}",
+                                       lease_id=lease_id, expires_at=row.expires_at)
+    handout.hold(session, (t for _, t, _ in snapshots))
+    gone = handout.approved(session, ((t, s) for _, t, s in snapshots))
+    if gone:
+        raise errors.LeaseExpiredError(
+            f"lease {lease_id} lapsed: some of its snapshots were approved for expiration",
+            lease_id=lease_id, expires_at=row.expires_at,
+            snapshots=[{"table": n, "snapshot_id": s} for n, t, s in snapshots if (t, s) in gone])
+    row.expires_at = now + (row.ttl_ms if ttl_seconds is None else _ttl_ms(ttl_seconds))
+    session.flush()
+    return _lease(row, snapshots)
+
+
+def release_lease(session: Session, lease_id: str) -> None:
+    _get(session, lease_id)
+    repo.delete_lease(session, lease_id)
+    logger.info("lease_released", extra={"lease_id": lease_id})
+
+
+def get_lease(session: Session, lease_id: str) -> Lease:
+    row = _get(session, lease_id)
+    return _lease(row, repo.lease_snapshots(session, [lease_id])[lease_id])
+
+
+def list_leases(session: Session, ctx: ServiceContext, *, table: TableName | None,
+                holder: str | None, limit: int) -> list[Lease]:
+    """Live leases, soonest to expire first."""
+    table_id = None
+    if table is not None:
+        row = tables_repo.find_table(session, table)
+        if row is None:
+            return []
+        table_id = row.id
+    rows = repo.live_leases(session, ctx.clock.now_ms(), table_id=table_id, holder=holder,
+                            limit=limit)
+    snapshots = repo.lease_snapshots(session, [r.id for r in rows])
+    return [_lease(r, snapshots[r.id]) for r in rows]

@@ -1,0 +1,197 @@
+"""Snapshot leases (SPEC §6) on both backends: terms from the injectable clock, what they
+protect, and a lease racing an approval of the same snapshot over the real loopback server."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+
+from metaservice.clock import ManualClock
+from tests.metaservice.test_barriers import root
+from tests.metaservice.test_errors import assert_error
+
+T = "lake.db.t"
+
+
+def history(client: httpx.Client, table: str = T, count: int = 3, base: int = 100) -> list[int]:
+    """Root barriers 10, 20, ... completed by snapshots base+1, base+2, ...; returns them."""
+    snapshots = [base + i for i in range(1, count + 1)]
+    for i, snapshot in enumerate(snapshots, start=1):
+        assert root(client, table, snapshot, 10 * i).status_code == 200
+    return snapshots
+
+
+def lease(client: httpx.Client, snapshots: list[int], *, table: str = T, ttl: float = 60,
+          holder: str = "query-1") -> httpx.Response:
+    return client.post("/leases", json={
+        "holder": holder, "ttl_seconds": ttl,
+        "snapshots": [{"table": table, "snapshot_id": s} for s in snapshots]})
+
+
+def expire(client: httpx.Client, snapshots: list[int], table: str = T) -> dict:
+    response = client.post(f"/tables/{table.replace('.', '/')}/expirations",
+                           json={"snapshot_ids": snapshots})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def protected(client: httpx.Client, table: str = T) -> dict[int, list[str]]:
+    response = client.get(f"/tables/{table.replace('.', '/')}/snapshots/protected")
+    assert response.status_code == 200, response.text
+    return {p["snapshot_id"]: p["reasons"] for p in response.json()["snapshots"]}
+
+
+def test_lease_lifecycle(client: httpx.Client, clock: ManualClock) -> None:
+    s1, s2, _ = history(client)
+    created = lease(client, [s1, s2], ttl=60)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    lease_id = body["lease_id"]
+    assert body["expires_at"] == clock.now_ms() + 60_000
+    assert body["holder"] == "query-1" and body["expired"] is False
+    assert body["snapshots"] == [{"table": T, "snapshot_id": s1}, {"table": T, "snapshot_id": s2}]
+
+    listed = client.get("/leases", params={"table": T}).json()["leases"]
+    assert [x["lease_id"] for x in listed] == [lease_id]
+    assert client.get("/leases", params={"holder": "query-1"}).json()["leases"] == listed
+    assert client.get("/leases", params={"holder": "someone-else"}).json()["leases"] == []
+    assert client.get("/leases", params={"table": "lake.db.other"}).json()["leases"] == []
+    assert client.get(f"/leases/{lease_id}").json() == body
+
+    clock.advance(30_000)
+    renewed = client.post(f"/leases/{lease_id}/renew", json={"ttl_seconds": 120})
+    assert renewed.status_code == 200, renewed.text
+    assert renewed.json()["expires_at"] == clock.now_ms() + 120_000
+    # Without a TTL a renewal grants the original term again; an empty body is allowed.
+    assert client.post(f"/leases/{lease_id}/renew").json()["expires_at"] == clock.now_ms() + 60_000
+
+    assert client.delete(f"/leases/{lease_id}").status_code == 204
+    assert_error(client.delete(f"/leases/{lease_id}"), 404, "unknown_lease")
+    assert_error(client.post(f"/leases/{lease_id}/renew"), 404, "unknown_lease")
+    assert client.get("/leases").json()["leases"] == []
+
+
+def test_a_live_lease_protects_and_an_expired_one_does_not(client: httpx.Client,
+                                                           clock: ManualClock) -> None:
+    s1, s2, s3 = history(client)
+    lease_id = lease(client, [s1], ttl=10).json()["lease_id"]
+    assert protected(client)[s1] == [f"lease:{lease_id}"]
+    refused = expire(client, [s1])
+    assert refused["approved"] == []
+    assert refused["refused"] == [{"snapshot_id": s1, "reason": f"lease:{lease_id}",
+                                   "reasons": [f"lease:{lease_id}"]}]
+
+    clock.advance(9_999)
+    assert expire(client, [s1])["approved"] == []
+    clock.advance(1)  # the term is over: the lease protects nothing any more
+    assert s1 not in protected(client)
+    assert client.get("/leases").json()["leases"] == []
+    assert client.get(f"/leases/{lease_id}").json()["expired"] is True
+    assert_error(client.post(f"/leases/{lease_id}/renew"), 410, "lease_expired")
+    assert expire(client, [s1])["approved"] == [s1]
+
+
+def test_expired_leases_are_forgotten_after_an_hour(client: httpx.Client,
+                                                    clock: ManualClock) -> None:
+    s1, _, _ = history(client)
+    old = lease(client, [s1], ttl=1).json()["lease_id"]
+    clock.advance(3_600_000 + 1_001)
+    assert lease(client, [s1], ttl=1).status_code == 201  # creating a lease purges old ones
+    assert_error(client.get(f"/leases/{old}"), 404, "unknown_lease")
+
+
+def test_lease_refusals(client: httpx.Client) -> None:
+    s1, s2, s3 = history(client)
+    error = assert_error(lease(client, [s1, 999]), 404, "unknown_snapshot")
+    assert error["details"]["snapshots"] == [{"table": T, "snapshot_id": 999}]
+    assert_error(lease(client, [s1], table="lake.db.nowhere"), 404, "unknown_table")
+    assert_error(lease(client, [s1], ttl=0), 422, "invalid_request")
+    assert_error(lease(client, [s1], ttl=8 * 24 * 3600), 422, "invalid_request")
+    assert_error(lease(client, []), 422, "invalid_request")
+
+    assert expire(client, [s1])["approved"] == [s1]
+    error = assert_error(lease(client, [s1, s2]), 410, "snapshot_expired")
+    assert error["details"]["snapshots"] == [{"table": T, "snapshot_id": s1}]
+    assert client.get("/leases").json()["leases"] == []  # nothing was leased
+
+
+def test_versions_with_lease_seconds_lease_what_they_answer(client: httpx.Client,
+                                                            clock: ManualClock) -> None:
+    s1, s2, s3 = history(client)
+    answer = client.post("/versions", json={"tables": [T], "barrier": 20, "lease_seconds": 30,
+                                            "holder": "dashboard"})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["versions"] == {T: {"barrier": 20, "snapshot_id": s2}}
+    assert body["expires_at"] == clock.now_ms() + 30_000
+    held = client.get(f"/leases/{body['lease_id']}").json()
+    assert held["holder"] == "dashboard"
+    assert held["snapshots"] == [{"table": T, "snapshot_id": s2}]
+    assert protected(client)[s2] == [f"lease:{body['lease_id']}"]
+    assert expire(client, [s1, s2])["approved"] == [s1]
+
+    # Without lease_seconds nothing is leased and the answer has no lease fields.
+    plain = client.post("/versions", json={"tables": [T], "consistency": "weak"}).json()
+    assert plain == {"consistency": "weak", "versions": {T: {"barrier": 30, "snapshot_id": s3}}}
+    # A leased read of an approved snapshot is refused and leases nothing.
+    assert_error(client.post("/versions", json={"tables": [T], "barrier": 10,
+                                                "lease_seconds": 30}), 410, "snapshot_expired")
+    assert [x["lease_id"] for x in client.get("/leases").json()["leases"]] == [body["lease_id"]]
+
+
+def test_renewal_of_a_lapsed_lease_is_refused(client: httpx.Client, clock: ManualClock) -> None:
+    """A lease renewed after its term is refused even when no approval took its snapshots."""
+    s1, _, _ = history(client)
+    lease_id = lease(client, [s1], ttl=5).json()["lease_id"]
+    clock.advance(5_000)
+    assert_error(client.post(f"/leases/{lease_id}/renew", json={"ttl_seconds": 60}), 410,
+                 "lease_expired")
+
+
+def test_a_lease_racing_an_approval_exactly_one_wins(client: httpx.Client) -> None:
+    """Many rounds: a new snapshot, no longer the latest, is leased by one thread while another
+    asks to expire it, both released at once over the real loopback server. Exactly one wins:
+    the lease (and the approval names it) or the approval (and the lease is 410)."""
+    rounds = 40
+    outcomes = {"lease": 0, "approval": 0}
+    base = httpx.Client(base_url=str(client.base_url), timeout=30)
+    other = httpx.Client(base_url=str(client.base_url), timeout=30)
+    try:
+        for i in range(rounds):
+            target, newer = 10_000 + 2 * i, 10_001 + 2 * i
+            assert root(client, T, target, 1_000 + 2 * i).status_code == 200
+            assert root(client, T, newer, 1_001 + 2 * i).status_code == 200
+            start = threading.Barrier(2)
+            results: dict[str, httpx.Response] = {}
+
+            def take_lease() -> None:
+                start.wait()
+                results["lease"] = lease(base, [target], holder=f"race-{i}")
+
+            def approve() -> None:
+                start.wait()
+                results["approval"] = other.post(f"/tables/{T.replace('.', '/')}/expirations",
+                                                 json={"snapshot_ids": [target]})
+
+            threads = [threading.Thread(target=take_lease), threading.Thread(target=approve)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            leased, approval = results["lease"], results["approval"]
+            assert approval.status_code == 201, approval.text
+            approved = target in approval.json()["approved"]
+            if leased.status_code == 201:
+                assert not approved, f"round {i}: both the lease and the approval won"
+                lease_id = leased.json()["lease_id"]
+                assert approval.json()["refused"][0]["reason"] == f"lease:{lease_id}"
+                outcomes["lease"] += 1
+            else:
+                assert_error(leased, 410, "snapshot_expired")
+                assert approved, f"round {i}: neither won"
+                outcomes["approval"] += 1
+    finally:
+        base.close()
+        other.close()
+    assert sum(outcomes.values()) == rounds
