@@ -61,7 +61,7 @@ def test_image_entrypoint_serves_with_authentication(tmp_path: Path) -> None:
 
 
 def test_wheel_carries_migrations_and_assets(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
                     "-q", "-w", str(tmp_path), str(ROOT)], check=True, timeout=300)
     wheel = next(tmp_path.glob("metaservice-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
