@@ -117,6 +117,18 @@ def committed_sinks(session: Session, job: str, run: int, barrier: int) -> set[i
     ))
 
 
+def rolled_back_in_any(session: Session, table_ids: list[int], barrier: int) -> bool:
+    """Whether ``barrier`` of one of the tables was taken back by a rollback."""
+    if not table_ids:
+        return False
+    return session.scalar(
+        select(BarrierRow.table_id)
+        .where(BarrierRow.table_id.in_(table_ids), BarrierRow.barrier == barrier,
+               BarrierRow.rolled_back.is_(True))
+        .limit(1)
+    ) is not None
+
+
 def progress(session: Session, job: str, run: int, barrier: int) -> JobProgressRow | None:
     return session.get(JobProgressRow, (job, run, barrier))
 

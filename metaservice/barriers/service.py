@@ -20,6 +20,7 @@ from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow, 
 from metaservice.expirations import handout
 from metaservice.jobs import repository as jobs_repo
 from metaservice.names import TableName
+from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
 from metaservice.topology.repository import load_running_topology
 from metaservice.versions.catching_up import clear_if_caught_up
@@ -39,6 +40,7 @@ class Position:
     previous: dict[str, int] = field(default_factory=dict)
     retry_after_ms: int | None = None
     reason: str | None = None
+    restart_after: int | None = None  # with an abort caused by a rollback
 
 
 @dataclass
@@ -134,11 +136,26 @@ def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snaps
             f"{name} is written by running job {table.writer_job!r}; it reports its own commits",
             table=str(name), writer=table.writer_job,
         )
+    _refuse_fenced(session, table)
     if barrier is None:
         barrier = assigned_barrier(ctx, table)
     row, _ = record_completed_barrier(session, ctx, table, barrier=barrier,
                                       snapshot_id=snapshot_id, writer_job=None, writer_run=None)
     return Completed(str(name), row.barrier, row.snapshot_id)
+
+
+def _refuse_fenced(session: Session, table: TableRow) -> None:
+    fence = rollback_repo.fences_on(session, [table.id])
+    if fence:
+        raise errors.RollbackInProgressError(
+            f"{table.qualified_name} is being rolled back (plan {fence[table.id]}); "
+            "retry once the plan is completed",
+            table=table.qualified_name, plan=fence[table.id],
+            retry_after_ms=1000)
+
+
+def _sinks_fenced(session: Session, job: str) -> bool:
+    return bool(rollback_repo.fences_on(session, [t.id for t in _sink_tables(session, job)]))
 
 
 # -- positions: start and next ---------------------------------------------------------------
@@ -167,8 +184,15 @@ def _ids(snapshots: dict[str, Any] | None) -> dict[str, int]:
 
 
 def pinned_position(job: JobRow) -> Position:
+    if job.pin_invalidated_reason is not None:  # a rollback invalidated it: not to be processed
+        return _abort_position(job)
     return Position("process", job.pinned_barrier, _ids(job.pinned_snapshots),
                     _ids(job.pinned_previous))
+
+
+def _abort_position(job: JobRow) -> Position:
+    return Position("abort", job.pinned_barrier, reason=job.pin_invalidated_reason,
+                    restart_after=job.last_committed_barrier)
 
 
 def _wait(ctx: ServiceContext) -> Position:
@@ -216,6 +240,8 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
     sources = _source_tables(session, job.name)
     if not sources:
         return Position("none")
+    if _sinks_fenced(session, job.name):
+        return _wait(ctx)
     latests = [s.latest_barrier for s in sources]
     if start_from == "latest":
         if any(b is None for b in latests):
@@ -259,12 +285,14 @@ def next_barrier(session: Session, ctx: ServiceContext, name: str, after: int | 
     """SPEC §5.3: wait, process (pinned until commit or abort) or abort."""
     job = _running_job(session, name)
     if job.pin_invalidated_reason is not None and job.pinned_barrier is not None:
-        position = Position("abort", job.pinned_barrier, reason=job.pin_invalidated_reason)
+        position = _abort_position(job)
         progress = barriers_repo.progress(session, job.name, job.run, job.pinned_barrier)
         if progress is not None:
             progress.state = "invalidated"
         _clear_pin(job)
         return position
+    if _sinks_fenced(session, name):  # a rollback is under way: nothing is written meanwhile
+        return _wait(ctx)
     if job.pinned_barrier is not None:
         return pinned_position(job)
     sources = _source_tables(session, name)
@@ -273,6 +301,11 @@ def next_barrier(session: Session, ctx: ServiceContext, name: str, after: int | 
     latests = [s.latest_barrier for s in sources]
     if any(b is None for b in latests):
         return _wait(ctx)
+    if (after is not None and (job.last_committed_barrier is None
+                               or after > job.last_committed_barrier)
+            and barriers_repo.rolled_back_in_any(
+                session, [t.id for t in _sink_tables(session, name)], after)):
+        after = None  # a barrier a rollback took back: the job restarts where its sinks are
     candidates = [b for b in (after, job.last_committed_barrier) if b is not None]
     effective_after = max(candidates) if candidates else None
     barrier = min(latests)  # type: ignore[type-var]
@@ -308,6 +341,12 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
     if job.state != "running":
         raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
                                         job=name, state=job.state)
+    _refuse_fenced(session, table)
+    if job.pin_invalidated_reason is not None and (barrier is None or barrier == job.pinned_barrier):
+        raise errors.BarrierRolledBackError(
+            f"barrier {job.pinned_barrier} of job {name!r} was invalidated: "
+            f"{job.pin_invalidated_reason}; ask for the next barrier",
+            job=name, barrier=job.pinned_barrier, reason=job.pin_invalidated_reason)
     if has_sources:
         if barrier is None:
             raise errors.InvalidRequestError("barrier is required for a job with sources",

@@ -51,6 +51,9 @@ class PositionOut(BaseModel):
     previous: dict[str, int] | None = None
     retry_after_ms: int | None = None
     reason: str | None = None
+    restart_after: int | None = Field(
+        default=None, description="with an abort caused by a rollback: the job's next barrier "
+                                  "comes after this one (absent: from its start position)")
 
 
 class StartOut(BaseModel):
@@ -62,3 +65,5 @@ class StartOut(BaseModel):
     snapshots: dict[str, int] | None = None
     previous: dict[str, int] | None = None
     retry_after_ms: int | None = None
+    reason: str | None = None
+    restart_after: int | None = None
