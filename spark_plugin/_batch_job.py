@@ -278,6 +278,8 @@ class BarrierJob:
         self._pending_position = position if position.action in ("process", "abort") else None
         if position.action == "wait":
             self.retry_after_ms = position.retry_after_ms
+        if position.action == "none":
+            self._recover_sourceless()
         logger.info("job_started", extra={"job": self.job, "run": self.run,
                                           "action": position.action,
                                           "barrier": position.barrier})
@@ -365,11 +367,11 @@ class BarrierJob:
                 delay = min(delay, remaining)
             time.sleep(delay)
 
-    def _sourceless_step(self) -> BarrierStep:
-        """A job without sources chooses its barrier: ``max(now_ms, latest + 1)`` over its sinks
-        (as the service and its Iceberg commits know them). A commit of this job that reached
-        Iceberg but was never reported (a crash) is reported first."""
-        floor = self.last_committed_barrier if self.last_committed_barrier is not None else -1
+    def _recover_sourceless(self) -> int:
+        """For a job without sources: report each sink commit of this job that reached Iceberg
+        but was never recorded (a crash before the report). Returns the greatest barrier known
+        for any sink (service or Iceberg), -1 if none."""
+        floor = -1
         for sink in self.sinks:
             table = self._table(sink)
             table.refresh()
@@ -387,6 +389,14 @@ class BarrierJob:
             for b in (None if last is None else last.barrier, latest):
                 if b is not None:
                     floor = max(floor, int(b))
+        return floor
+
+    def _sourceless_step(self) -> BarrierStep:
+        """A job without sources chooses its barrier: ``max(now_ms, latest + 1)`` over its sinks
+        (as the service and its Iceberg commits know them)."""
+        floor = self._recover_sourceless()
+        if self.last_committed_barrier is not None:
+            floor = max(floor, self.last_committed_barrier)
         return BarrierStep(self, max(int(time.time() * 1000), floor + 1), {}, {})
 
     # -- hooks of the step ----------------------------------------------------------------------

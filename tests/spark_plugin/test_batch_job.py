@@ -175,3 +175,26 @@ def test_crash_between_iceberg_commit_and_report_then_rerun(spark, catalog, clie
     assert ids_at(catalog, sink, committed_snapshot) == [1, 2, 3]
     version = client.get_version(sink, "weak")
     assert (version.barrier, version.snapshot_id) == (1_000, committed_snapshot)
+
+
+def test_a_job_without_sources_chooses_fresh_barriers(spark, catalog, client, crashing_client,
+                                                      database, tables):
+    _, sink = tables
+    name = f"{database}.ingest"
+    crashing = crashing_client(lambda r: r.url.path.startswith("/commit/"))
+    doomed = sp.BarrierJob(spark, name, sinks=[sink], client=crashing, catalog=catalog).start()
+    step = doomed.next()
+    assert step is not None and step.snapshots == {} and step.barrier > 0
+    step.write(sink, batch(spark, [1, 2]))
+    with pytest.raises(sp.TransportError):
+        step.commit()
+    # The re-run first reports the commit that reached Iceberg, then moves on.
+    with sp.BarrierJob(spark, name, sinks=[sink], client=client, catalog=catalog) as job:
+        assert client.get_version(sink, "weak").barrier == step.barrier
+        nxt = job.next()
+        assert nxt.barrier > step.barrier
+        nxt.write(sink, batch(spark, [3]))
+        commits = nxt.commit()
+    assert ids_at(catalog, sink, commits[sink].snapshot_id) == [1, 2, 3]
+    assert [t[2] for t in ice.tagged_snapshots(ice.load_table(sink, catalog).metadata)] == [
+        step.barrier, nxt.barrier]
