@@ -198,12 +198,28 @@ def server_thread(database_url: str) -> Iterator[str]:
         app.state.database.dispose()
 
 
+class ServerProcess:
+    """A server in a child process: its URL and the CPU time it has used."""
+
+    def __init__(self, url: str, process: subprocess.Popen[bytes]) -> None:
+        self.url, self.process = url, process
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the process (all its threads) so far."""
+        return process_cpu_seconds(self.process.pid)
+
+
+def process_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
 def server_processes(database_url: str, *, count: int = 1,
-                     extra_env: dict[str, str] | None = None) -> Iterator[list[str]]:
+                     extra_env: dict[str, str] | None = None) -> Iterator[list[ServerProcess]]:
     """``count`` server processes (``metaservice serve --no-migrate``, one uvicorn worker each,
     as deployed) sharing ``database_url`` (already migrated), each on its own loopback port;
-    yields their URLs once every one answers ``/readyz``."""
+    yields them once every one answers ``/readyz``."""
     import httpx
 
     env = {**os.environ, "METASERVICE_DATABASE_URL": database_url,
@@ -235,7 +251,7 @@ def server_processes(database_url: str, *, count: int = 1,
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"server at {url} did not become ready")
                 time.sleep(0.1)
-        yield urls
+        yield [ServerProcess(u, p) for u, p in zip(urls, processes, strict=True)]
     finally:
         for process in processes:
             process.terminate()

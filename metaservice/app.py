@@ -20,6 +20,8 @@ from metaservice.jobs.endpoints import router as jobs_router
 from metaservice.limits import BodySizeLimit, TokenBucket
 from metaservice.leases.endpoints import router as leases_router
 from metaservice.lineage.endpoints import router as lineage_router
+from metaservice.observability.endpoints import router as observability_router
+from metaservice.observability.metrics import install_metrics
 from metaservice.rollback.endpoints import router as rollback_router
 from metaservice.schemas import ERROR_RESPONSES
 from metaservice.settings import Settings, get_settings
@@ -53,10 +55,12 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
             ensure_bootstrap_admin(session, settings.admin_token.get_secret_value(),
                                    app.state.context.clock.now_ms())
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    install_metrics(app)  # outermost: times every answer, refusals included
     install_error_handlers(app)
     _document_security(app, settings)
     for router in (health_router, auth_router, jobs_router, barriers_router, versions_router, lineage_router,
-                   delay_router, rollback_router, leases_router, expirations_router):
+                   delay_router, rollback_router, leases_router, expirations_router,
+                   observability_router):
         app.include_router(router)
     return app
 

@@ -67,10 +67,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from metaservice.app import create_app
+    from metaservice.logging_config import configure_logging
 
     from metaservice.settings import is_loopback
 
     settings = _settings(args)
+    configure_logging(settings.log_format, settings.log_level)
     if settings.auth == "disabled" and not is_loopback(settings.host):
         raise CommandError(
             f"refusing to serve on {settings.host} without authentication: set "
@@ -80,8 +82,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         revision = _upgrade(settings)
         logger.info("database at revision %s (%s)", revision, _safe_url(settings.database_url))
     app = create_app(settings)
+    # Our handler formats uvicorn's records too (log_config=None keeps uvicorn from replacing it).
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                workers=1)
+                log_config=None, workers=1)
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:

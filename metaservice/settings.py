@@ -27,6 +27,8 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     wait_retry_after_ms: int = Field(default=500, ge=1)
     log_level: str = "info"
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="json: one JSON object per line, event fields as keys")
     auth: Literal["required", "disabled"] = Field(
         default="disabled",
         description="bearer tokens with roles; may be disabled only on a loopback address")

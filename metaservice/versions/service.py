@@ -101,8 +101,9 @@ def _strong_cuts(session: Session, ctx: ServiceContext, names: list[str],
             tables=catching)
     cuts: dict[str, int] = {}
     for component in {topology.component(n) for n in names}:
-        member_states = (table_states(session, component) if len(component) > 1
-                         else {n: states[n] for n in component})
+        # A request naming the whole component (the usual case) already loaded its states.
+        member_states = ({n: states[n] for n in component} if component <= states.keys()
+                         else table_states(session, component))
         cut = compute_strong_cut(member_states.values())
         assert cut is not None  # the requested tables of this component have caught up
         for n in component & set(names):
