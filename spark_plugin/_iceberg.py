@@ -235,6 +235,11 @@ class _AlreadyCommitted(Exception):
     """Raised from inside a pyiceberg retry when the refreshed table shows the barrier."""
 
 
+class _RestartCommit(Exception):
+    """Raised from inside a pyiceberg retry of an overwrite: the files to replace must be listed
+    again from the new head, so the commit restarts from our own loop."""
+
+
 def _make_guarded_transaction(table: Table, guard: Callable[[TableMetadata], None]) -> Any:
     """A pyiceberg transaction that re-runs ``guard`` on the refreshed table before pyiceberg
     rebuilds the snapshot for a retry (pyiceberg ≥ 0.12 retries commits on conflicts by
@@ -303,6 +308,8 @@ def commit_sink(
     def guard(metadata: TableMetadata) -> None:
         if existing(metadata) is not None:
             raise _AlreadyCommitted
+        if overwrite:
+            raise _RestartCommit
 
     for attempt in range(1, max_attempts + 1):
         table.refresh()
@@ -318,7 +325,7 @@ def commit_sink(
         if overwrite and table.metadata.current_snapshot() is not None:
             producer = update.overwrite()
             with producer:
-                for task in tx._scan().plan_files():
+                for task in table.scan().plan_files():  # the head this commit replaces
                     producer.delete_data_file(task.file)
                 for data_file in data_files:
                     producer.append_data_file(data_file)
@@ -331,7 +338,7 @@ def commit_sink(
         tx.set_properties({marker: str(int(barrier))})
         try:
             tx.commit_transaction()
-        except (CommitFailedException, _AlreadyCommitted) as exc:
+        except (CommitFailedException, _AlreadyCommitted, _RestartCommit) as exc:
             logger.info("sink_commit_conflict", extra={"table": name, "job": job,
                                                         "barrier": barrier, "attempt": attempt,
                                                         "error": type(exc).__name__})
