@@ -7,7 +7,8 @@ Guarantees:
   free connection), or that the server refused without acting on it (429, 503), is retried with
   exponential backoff and jitter, whatever the call. A request whose fate is unknown (read
   timeout, connection dropped mid-answer) is retried only when the call is idempotent on the
-  server (registrations, start, next, commit, unregister, reads, explicit-barrier root reports).
+  server (registrations, start, next, commit, unregister, reads, explicit-barrier root reports);
+  so is a ``concurrent_update`` conflict (a compare-and-swap the server lost and did not apply).
 - Every error answer is raised as the exception class for its ``code`` (``_errors.py``).
 - The bearer token is sent on every request and never logged or shown in ``repr``.
 """
@@ -25,6 +26,7 @@ import httpx
 
 from spark_plugin._errors import (
     APIError,
+    ConcurrentUpdateError,
     DatabaseUnavailableError,
     RateLimitedError,
     TransportError,
@@ -141,7 +143,9 @@ class MetaServiceClient:
                 except ValueError as exc:
                     raise TransportError(f"{method} {path}: the answer is not JSON") from exc
             error = self._error(response)
-            if isinstance(error, _REFUSED_WITHOUT_EFFECT) and attempt < self.max_retries:
+            retryable = isinstance(error, _REFUSED_WITHOUT_EFFECT) or (
+                idempotent and isinstance(error, ConcurrentUpdateError))
+            if retryable and attempt < self.max_retries:
                 self._backoff(attempt, _retry_after_seconds(response, error), method, path,
                               error.code)
                 attempt += 1

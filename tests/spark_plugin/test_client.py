@@ -238,3 +238,13 @@ def test_release_of_an_unknown_lease_is_not_an_error_by_default() -> None:
     client.release_lease("gone")
     with pytest.raises(sp.UnknownLeaseError):
         client.release_lease("gone", missing_ok=False)
+
+
+def test_a_lost_compare_and_swap_is_repeated_for_idempotent_calls_only() -> None:
+    answers = [error(409, "concurrent_update"),
+               httpx.Response(200, json={"table": "a.b.c", "barrier": 7, "snapshot_id": 9})]
+    client = make_client(lambda req: answers.pop(0))
+    assert client.commit("j", "a.b.c", 9, 7).barrier == 7
+    client = make_client(lambda req: error(409, "concurrent_update"))
+    with pytest.raises(sp.ConcurrentUpdateError):
+        client.report_root_barrier("a.b.c", 9)  # the server would assign a new barrier
