@@ -12,6 +12,7 @@ The public surface (SPEC §10)::
         step.commit()
     with sp.consistent_read(spark, ["lake.db.a", "lake.db.b"], client=client) as frames:
         ...
+    sp.expire_snapshots("lake.db.orders", older_than=timedelta(hours=1), client=client)
 
 Tables are named ``<pyiceberg catalog>.<database>.<table>``. Every exception derives from
 :class:`MetaServiceError` (the tree is drawn in ``spark_plugin._errors``). pyspark is imported
@@ -59,6 +60,7 @@ from spark_plugin._models import Commit, Position, TableVersion, Versions
 from spark_plugin._names import TableName
 from spark_plugin._root import append_root, heartbeat_root
 from spark_plugin._spark_io import create_table_from_spark_schema
+from spark_plugin.maintenance import ExpirationSummary, expire_snapshots
 
 __version__ = "0.1.0"
 
@@ -77,6 +79,7 @@ __all__ = [
     "CycleError",
     "DEFAULT_TIMEOUT",
     "DatabaseUnavailableError",
+    "ExpirationSummary",
     "InternalServerError",
     "InvalidRequestError",
     "JobNotPlannedError",
@@ -108,5 +111,6 @@ __all__ = [
     "append_root",
     "consistent_read",
     "create_table_from_spark_schema",
+    "expire_snapshots",
     "heartbeat_root",
 ]

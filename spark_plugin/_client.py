@@ -300,6 +300,43 @@ class MetaServiceClient:
             if not missing_ok:
                 raise
 
+    def list_leases(self, *, table: TableLike | None = None, holder: str | None = None,
+                    limit: int = 100) -> list[dict[str, Any]]:
+        """Live leases, soonest to expire first, optionally of one table or one holder."""
+        params: dict[str, Any] = {"limit": limit}
+        if table is not None:
+            params["table"] = str(TableName.parse(table))
+        if holder is not None:
+            params["holder"] = holder
+        return (self.request("GET", "/leases", params=params, idempotent=True) or {}).get(
+            "leases", [])
+
+    # -- expiration (SPEC §6) ---------------------------------------------------------------
+
+    def request_expiration(self, table: TableLike, snapshot_ids: Iterable[int], *,
+                           approve_unknown: bool = False) -> dict[str, Any]:
+        """Phase one: ask to expire snapshots of ``table``. The answer has ``expiration_id``,
+        ``approved`` (never handed out or leased again from now on) and ``refused`` (each
+        with its ``reason``). Safe to repeat: a later request takes over earlier approvals."""
+        body = {"snapshot_ids": [int(s) for s in snapshot_ids],
+                "approve_unknown": bool(approve_unknown)}
+        return self.request("POST", f"/tables/{TableName.parse(table).path}/expirations",
+                            json=body, idempotent=True)
+
+    def complete_expiration(self, expiration_id: str,
+                            snapshot_ids: Iterable[int]) -> dict[str, Any]:
+        """Phase two: report the approved snapshots really removed from the table. Repeatable."""
+        return self.request("POST", f"/expirations/{expiration_id}/complete",
+                            json={"snapshot_ids": [int(s) for s in snapshot_ids]},
+                            idempotent=True)
+
+    def protected_snapshots(self, table: TableLike) -> dict[int, list[str]]:
+        """``{snapshot_id: reasons}`` of the snapshots of ``table`` that may not be expired now
+        (``latest``, ``strong_cut``, ``job_source:<job>``, ``lease:<id>``)."""
+        data = self.request("GET", f"/tables/{TableName.parse(table).path}/snapshots/protected",
+                            idempotent=True)
+        return {int(s["snapshot_id"]): list(s["reasons"]) for s in data["snapshots"]}
+
 
 def _retry_after_seconds(response: httpx.Response, error: APIError) -> float | None:
     header = response.headers.get("Retry-After")

@@ -51,8 +51,8 @@ def hold_tables(session: Session, table_ids: Iterable[int]) -> None:
 
 def _pairs_clause(pairs: list[tuple[int, int]]):  # type: ignore[no-untyped-def]
     if len(pairs) <= 8:
-        return or_(*[and_(SnapshotExpirationRow.table_id == t, SnapshotExpirationRow.snapshot_id == s)
-                     for t, s in pairs])
+        return or_(*[and_(SnapshotExpirationRow.table_id == t,
+                          SnapshotExpirationRow.snapshot_id == s) for t, s in pairs])
     return tuple_(SnapshotExpirationRow.table_id, SnapshotExpirationRow.snapshot_id).in_(pairs)
 
 

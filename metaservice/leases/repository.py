@@ -25,7 +25,8 @@ def get_lease(session: Session, lease_id: str, *, for_update: bool = False) -> L
     return session.scalars(stmt).first()
 
 
-def lease_snapshots(session: Session, lease_ids: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
+def lease_snapshots(session: Session,
+                    lease_ids: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
     """``{lease_id: [(table name, table_id, snapshot_id), ...]}``."""
     ids = list(set(lease_ids))
     result: dict[str, list[tuple[str, int, int]]] = {i: [] for i in ids}
@@ -45,7 +46,8 @@ def lease_snapshots(session: Session, lease_ids: Iterable[str]) -> dict[str, lis
 
 def delete_lease(session: Session, lease_id: str) -> bool:
     session.execute(delete(LeaseSnapshotRow).where(LeaseSnapshotRow.lease_id == lease_id))
-    return session.execute(delete(LeaseRow).where(LeaseRow.id == lease_id)).rowcount == 1
+    result = session.execute(delete(LeaseRow).where(LeaseRow.id == lease_id))
+    return getattr(result, "rowcount", 0) == 1
 
 
 def purge_expired(session: Session, expired_before_ms: int, *, limit: int = 500) -> int:

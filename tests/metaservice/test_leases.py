@@ -149,37 +149,42 @@ def test_renewal_of_a_lapsed_lease_is_refused(client: httpx.Client, clock: Manua
                  "lease_expired")
 
 
+def _race(lessee: httpx.Client, approver: httpx.Client, snapshot: int,
+          holder: str) -> tuple[httpx.Response, httpx.Response]:
+    """A lease and an approval of ``snapshot``, released at the same moment from two threads."""
+    start = threading.Barrier(2)
+    results: dict[str, httpx.Response] = {}
+
+    def take_lease() -> None:
+        start.wait()
+        results["lease"] = lease(lessee, [snapshot], holder=holder)
+
+    def approve() -> None:
+        start.wait()
+        results["approval"] = approver.post(f"/tables/{T.replace('.', '/')}/expirations",
+                                            json={"snapshot_ids": [snapshot]})
+
+    threads = [threading.Thread(target=take_lease), threading.Thread(target=approve)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results["lease"], results["approval"]
+
+
 def test_a_lease_racing_an_approval_exactly_one_wins(client: httpx.Client) -> None:
     """Many rounds: a new snapshot, no longer the latest, is leased by one thread while another
     asks to expire it, both released at once over the real loopback server. Exactly one wins:
     the lease (and the approval names it) or the approval (and the lease is 410)."""
     rounds = 40
     outcomes = {"lease": 0, "approval": 0}
-    base = httpx.Client(base_url=str(client.base_url), timeout=30)
-    other = httpx.Client(base_url=str(client.base_url), timeout=30)
-    try:
+    with (httpx.Client(base_url=str(client.base_url), timeout=30) as lessee,
+          httpx.Client(base_url=str(client.base_url), timeout=30) as approver):
         for i in range(rounds):
             target, newer = 10_000 + 2 * i, 10_001 + 2 * i
             assert root(client, T, target, 1_000 + 2 * i).status_code == 200
             assert root(client, T, newer, 1_001 + 2 * i).status_code == 200
-            start = threading.Barrier(2)
-            results: dict[str, httpx.Response] = {}
-
-            def take_lease() -> None:
-                start.wait()
-                results["lease"] = lease(base, [target], holder=f"race-{i}")
-
-            def approve() -> None:
-                start.wait()
-                results["approval"] = other.post(f"/tables/{T.replace('.', '/')}/expirations",
-                                                 json={"snapshot_ids": [target]})
-
-            threads = [threading.Thread(target=take_lease), threading.Thread(target=approve)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(30)
-            leased, approval = results["lease"], results["approval"]
+            leased, approval = _race(lessee, approver, target, f"race-{i}")
             assert approval.status_code == 201, approval.text
             approved = target in approval.json()["approved"]
             if leased.status_code == 201:
@@ -191,7 +196,4 @@ def test_a_lease_racing_an_approval_exactly_one_wins(client: httpx.Client) -> No
                 assert_error(leased, 410, "snapshot_expired")
                 assert approved, f"round {i}: neither won"
                 outcomes["approval"] += 1
-    finally:
-        base.close()
-        other.close()
     assert sum(outcomes.values()) == rounds
