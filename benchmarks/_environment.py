@@ -71,7 +71,17 @@ def machine_description() -> dict[str, str]:
         "postgresql": postgres_version(),
         "sqlite": _sqlite_version(),
         "load average": load_average(),
+        "python speed": python_speed(),
     }
+
+
+def python_speed() -> str:
+    """A calibration: the same pure-Python loop takes ~10–15 ms on an idle recent desktop core,
+    so a busy or slow machine shows here before it shows in every figure."""
+    import timeit
+
+    best = min(timeit.repeat("sum(range(1_000_000))", number=1, repeat=5))
+    return f"sum(range(10**6)) in {best * 1000:.0f} ms (best of 5)"
 
 
 def load_average() -> str:

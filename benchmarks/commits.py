@@ -1,0 +1,180 @@
+"""Barrier commit throughput on PostgreSQL next to pgbench doing the same database work.
+
+MetaService side: 1,000 root tables (``lake.ingest.t<i>``) in a fresh, migrated schema; N
+concurrent keep-alive HTTP connections (``benchmarks/_loadgen.py``) each report root snapshots
+(``POST /tables/lake/ingest/t<i>/barriers`` with a new snapshot id, the barrier assigned by the
+service) to their own share of the tables, spread over one or more ``metaservice serve``
+processes on the same database. Every answer is a durable commit (SPEC §3.6).
+
+Baseline: ``pgbench`` on the same machine, same PostgreSQL, same schema, same number of clients,
+in the same run, with a custom script doing the transaction at the core of a commit: lock the
+table row, insert the barrier row, move ``latest(T)`` forward, commit. Goal: MetaService ≥ 50 %
+of pgbench's TPS. The best configuration of each side is compared; all are in the notes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import _environment as environment
+from benchmarks._loadgen import run_load
+from benchmarks._report import Result, percentile
+
+TABLES = 1000
+BASE_BARRIER = 1_700_000_000_000
+
+PGBENCH_SCRIPT = """\
+\\set t :first_id + :client_id + :clients * random(0, :per_client - 1)
+\\set s random(1, 9223372036854775806)
+BEGIN;
+SELECT latest_barrier FROM tables WHERE id = :t FOR UPDATE;
+INSERT INTO barriers (table_id, barrier, snapshot_id, committed_at, rolled_back)
+  SELECT id, latest_barrier + 1, :s, latest_barrier + 1, false FROM tables WHERE id = :t;
+UPDATE tables SET latest_barrier = latest_barrier + 1, latest_snapshot_id = :s,
+  latest_committed_at = latest_barrier + 1 WHERE id = :t;
+END;
+"""
+
+
+@dataclass
+class Run:
+    label: str
+    tps: float
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    server_cpu_ms: float | None = None  # server CPU per commit, all processes
+    errors: int = 0
+    first_error: str | None = None
+
+
+def create_tables(database_url: str) -> int:
+    """The root tables, each with a latest barrier; returns the first table id."""
+    import psycopg
+
+    rng = random.Random(5)
+    with psycopg.connect(environment.libpq_url(database_url)) as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO tables (catalog, database, name, created_at, latest_barrier, "
+            "latest_snapshot_id, latest_committed_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [("lake", "ingest", f"t{i}", BASE_BARRIER, BASE_BARRIER, rng.getrandbits(62),
+              BASE_BARRIER) for i in range(TABLES)])
+        cur.execute("SELECT min(id), max(id) FROM tables WHERE database = 'ingest'")
+        first, last = cur.fetchone()  # type: ignore[misc]
+        assert last - first + 1 == TABLES, "table ids are not contiguous"
+        cur.execute("SELECT id, name FROM tables WHERE database = 'ingest' AND name = 't0'")
+        conn.commit()
+    return int(first)
+
+
+def measure_metaservice(database_url: str, processes: int, clients: int, warmup: float,
+                        duration: float) -> Run:
+    per_client = TABLES // clients
+    rng = random.Random(processes * 1000 + clients)
+
+    def make(client: int, n: int) -> tuple[str, str, bytes]:
+        table = client + clients * (n % per_client)
+        body = json.dumps({"snapshot_id": rng.getrandbits(62)}).encode()
+        return "POST", f"/tables/lake/ingest/t{table}/barriers", body
+
+    with environment.server_processes(database_url, count=processes) as servers:
+        cpu_before = sum(s.cpu_seconds() for s in servers)
+        result = run_load([s.url for s in servers], clients=clients, make=make, warmup=warmup,
+                          duration=duration)
+        cpu = sum(s.cpu_seconds() for s in servers) - cpu_before
+    lat = result.latencies_ms
+    return Run(f"MetaService, {processes} process{'es' if processes > 1 else ''}, "
+               f"{clients} clients", result.per_second,
+               percentile(lat, 50) if lat else None, percentile(lat, 99) if lat else None,
+               cpu * 1000 / max(result.ok, 1) * (duration / (duration + warmup)),
+               result.failed, result.first_error)
+
+
+def pgbench_path() -> str | None:
+    found = shutil.which("pgbench")
+    if found:
+        return found
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"), reverse=True):
+        return str(candidate)
+    return None
+
+
+def measure_pgbench(database_url: str, first_id: int, clients: int, duration: float) -> Run:
+    pgbench = pgbench_path()
+    if pgbench is None:
+        raise RuntimeError("pgbench not found (install postgresql-contrib or the client tools)")
+    url = environment.libpq_url(database_url)
+    schema = re.search(r"search_path%3D(\w+)", url)
+    base = url.split("?", 1)[0]
+    env = {**os.environ, "PGOPTIONS": f"-c search_path={schema.group(1)}" if schema else ""}
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
+        script.write(PGBENCH_SCRIPT)
+    try:
+        out = subprocess.run(
+            [pgbench, "-n", "-M", "prepared", "-c", str(clients), "-j", "2", "-T",
+             str(int(duration)), "-D", f"first_id={first_id}", "-D", f"clients={clients}",
+             "-D", f"per_client={TABLES // clients}", "-f", script.name, base],
+            env=env, capture_output=True, text=True, timeout=duration + 120, check=False)
+    finally:
+        os.unlink(script.name)
+    match = re.search(r"tps = ([\d.]+)", out.stdout)
+    if out.returncode != 0 or match is None:
+        raise RuntimeError(f"pgbench failed ({out.returncode}): {(out.stderr or out.stdout)[-500:]}")
+    failed = re.search(r"number of failed transactions: (\d+)", out.stdout)
+    latency = re.search(r"latency average = ([\d.]+) ms", out.stdout)
+    return Run(f"pgbench, {clients} clients", float(match.group(1)),
+               p50_ms=float(latency.group(1)) if latency else None,
+               errors=int(failed.group(1)) if failed else 0)
+
+
+def run(quick: bool) -> list[Result]:
+    if not environment.postgres_reachable():
+        return [Result("barrier commits/s (PostgreSQL)", None, "commits/s",
+                       notes="PostgreSQL unreachable: skipped")]
+    warmup, duration = (1.0, 5.0) if quick else (2.0, 12.0)
+    configurations = [(2, 16)] if quick else [(1, 16), (2, 16), (2, 32), (4, 32)]
+    pgbench_clients = [16] if quick else [16, 32]
+    with environment.postgres_schema("commits") as url:
+        first_id = create_tables(url)
+        runs: list[Run] = [measure_pgbench(url, first_id, pgbench_clients[0], duration)]
+        for processes, clients in configurations:
+            runs.append(measure_metaservice(url, processes, clients, warmup, duration))
+        for clients in pgbench_clients[1:]:
+            runs.append(measure_pgbench(url, first_id, clients, duration))
+    service = max((r for r in runs if r.label.startswith("MetaService")), key=lambda r: r.tps)
+    baseline = max((r for r in runs if r.label.startswith("pgbench")), key=lambda r: r.tps)
+
+    def describe(r: Run) -> str:
+        extra = []
+        if r.p50_ms is not None:
+            extra.append(f"p50 {r.p50_ms:.1f} ms" if r.p99_ms is not None
+                         else f"mean latency {r.p50_ms:.1f} ms")
+        if r.p99_ms is not None:
+            extra.append(f"p99 {r.p99_ms:.1f} ms")
+        if r.server_cpu_ms is not None:
+            extra.append(f"server CPU {r.server_cpu_ms:.2f} ms/commit")
+        if r.errors:
+            extra.append(f"{r.errors} errors ({r.first_error or ''})")
+        return f"{r.label}: {r.tps:,.0f}/s ({', '.join(extra)})"
+
+    errors = sum(r.errors for r in runs if r.label.startswith("MetaService"))
+    return [Result.compare(
+        "barrier commits/s, PostgreSQL (root reports over HTTP)", service.tps, "commits/s",
+        baseline="pgbench: lock + insert + update transaction", baseline_value=baseline.tps,
+        goal="≥ 50 % of pgbench", met_if=lambda r: r >= 0.5, higher_is_better=True,
+        notes=f"{TABLES} tables, {duration:.0f} s per run after {warmup:.0f} s warm-up; "
+              + "; ".join(describe(r) for r in runs)
+              + (f"; {errors} failed requests" if errors else ""))]
+
+
+if __name__ == "__main__":
+    from benchmarks._report import text_table
+
+    print(text_table(run(quick=True)))
