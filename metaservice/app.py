@@ -25,6 +25,7 @@ from metaservice.observability.metrics import install_metrics
 from metaservice.rollback.endpoints import router as rollback_router
 from metaservice.schemas import ERROR_RESPONSES
 from metaservice.settings import Settings, get_settings
+from metaservice.ui.endpoints import router as ui_router
 from metaservice.versions.endpoints import router as versions_router
 
 
@@ -60,7 +61,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     _document_security(app, settings)
     for router in (health_router, auth_router, jobs_router, barriers_router, versions_router, lineage_router,
                    delay_router, rollback_router, leases_router, expirations_router,
-                   observability_router):
+                   observability_router, ui_router):
         app.include_router(router)
     return app
 
