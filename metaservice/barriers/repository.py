@@ -8,6 +8,7 @@ from functools import lru_cache
 
 from sqlalchemy import Select, bindparam, func, select, union_all, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from metaservice.db.models import BarrierRow, JobProgressRow, TableRow
 
@@ -112,9 +113,10 @@ def advance_latest(session: Session, table: TableRow, row: BarrierRow) -> bool:
         .execution_options(synchronize_session=False)
     )
     if result.rowcount == 1:
-        table.latest_barrier = row.barrier
-        table.latest_snapshot_id = row.snapshot_id
-        table.latest_committed_at = row.committed_at
+        # Already in the database: set as committed values, or the flush would write them again.
+        set_committed_value(table, "latest_barrier", row.barrier)
+        set_committed_value(table, "latest_snapshot_id", row.snapshot_id)
+        set_committed_value(table, "latest_committed_at", row.committed_at)
         return True
     return False
 

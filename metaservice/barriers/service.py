@@ -57,9 +57,9 @@ def _lock_table_for_commit(session: Session, name: TableName, *, create: bool,
                            now_ms: int) -> TableRow | None:
     """Lock the table row; first take the topology lock when the table is catching up (its flag
     depends on the topology, and the topology lock comes first in the lock order)."""
-    if create:
-        tables_repo.ensure_tables(session, [name], now_ms)
     table = tables_repo.find_table(session, name)
+    if table is None and create:  # the rare first report: create it (race-safe), then lock
+        table = tables_repo.ensure_tables(session, [name], now_ms).get(name)
     if table is None:
         return None
     if table.catching_up:
