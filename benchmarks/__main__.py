@@ -26,8 +26,8 @@ from benchmarks._report import Result, markdown_table, text_table
 PACKAGE_DIR = Path(__file__).resolve().parent
 DOC = PACKAGE_DIR.parent / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- benchmarks:begin -->", "<!-- benchmarks:end -->"
-BLOCK = re.compile(r"<!-- benchmark:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /benchmark:(?P=name) -->\n",
-                   re.S)
+BLOCK = re.compile(
+    r"<!-- benchmark:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /benchmark:(?P=name) -->\n", re.S)
 
 
 def discover() -> list[str]:

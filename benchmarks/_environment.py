@@ -241,7 +241,8 @@ def server_processes(database_url: str, *, count: int = 1,
     try:
         for _ in range(count):
             port = free_port()
-            logs.append(tempfile.TemporaryFile())  # a file, not a pipe: a full pipe blocks
+            # A file, not a pipe: a full pipe would block the server. Closed in finally.
+            logs.append(tempfile.TemporaryFile())  # noqa: SIM115
             processes.append(subprocess.Popen(
                 [sys.executable, "-m", "metaservice", "serve", "--no-migrate", "--port", str(port)],
                 env=env, stdout=subprocess.DEVNULL, stderr=logs[-1]))

@@ -126,7 +126,8 @@ def measure_pgbench(database_url: str, first_id: int, clients: int, duration: fl
         os.unlink(script.name)
     match = re.search(r"tps = ([\d.]+)", out.stdout)
     if out.returncode != 0 or match is None:
-        raise RuntimeError(f"pgbench failed ({out.returncode}): {(out.stderr or out.stdout)[-500:]}")
+        detail = (out.stderr or out.stdout)[-500:]
+        raise RuntimeError(f"pgbench failed ({out.returncode}): {detail}")
     failed = re.search(r"number of failed transactions: (\d+)", out.stdout)
     latency = re.search(r"latency average = ([\d.]+) ms", out.stdout)
     return Run(f"pgbench, {clients} clients", float(match.group(1)),

@@ -52,8 +52,8 @@ def measure(backend: str, samples: int) -> dict[str, float | int]:
             full = [_timed_get(client, "/lineage")[0] for _ in range(samples)]
             cpu_ms = (server.cpu_seconds() - cpu_before) * 1000 / samples
             rng = random.Random(3)
-            middle = [_timed_get(client, "/lineage/lake/p%d/t%d?direction=both"
-                                 % (rng.randrange(CHAINS), LENGTH // 2))[0]
+            middle = [_timed_get(client, f"/lineage/lake/p{rng.randrange(CHAINS)}/"
+                                         f"t{LENGTH // 2}?direction=both")[0]
                       for _ in range(max(samples // 2, 10))]
     return {"p50": percentile(full, 50), "p99": percentile(full, 99), "cold": cold_ms,
             "cpu": cpu_ms, "bytes": len(response.content), "edges": len(body["edges"]),

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache
 
 from sqlalchemy import Select, bindparam, func, select, union_all, update
 from sqlalchemy.orm import Session
@@ -28,7 +28,7 @@ def snap(session: Session, table_id: int, barrier: int) -> BarrierRow | None:
 _SNAPS_PER_STATEMENT = 256
 
 
-@lru_cache(maxsize=None)
+@cache
 def _snaps_statement(size: int) -> Select[tuple[BarrierRow]]:
     """``size`` snap seeks as one UNION ALL, built once per size: building and hashing the
     expression on every request cost ten times more CPU than running it."""

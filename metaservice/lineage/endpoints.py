@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse
 
 from metaservice.deps import Context, ReadSession
 from metaservice.lineage import service
@@ -17,13 +18,15 @@ router = APIRouter(tags=["lineage"])
 
 
 @router.get("/lineage", response_model=LineageOut, operation_id="get_lineage")
-def get_lineage(session: ReadSession, ctx: Context) -> LineageOut:
+def get_lineage(session: ReadSession, ctx: Context) -> JSONResponse:
     """The topology: every running job with the tables it reads and writes."""
     topology = ctx.topology_cache.get(session)
     tables, jobs, edges = service.describe(
         session, topology, {t: None for t in topology.tables}, set(topology.jobs),
         set(topology.edges))
-    return LineageOut(tables=tables, jobs=jobs, edges=edges)
+    # Rendered directly in LineageOut's shape: validating thousands of nested objects built
+    # from stored data again took over half of the request at 1,000 tables and jobs.
+    return JSONResponse({"tables": tables, "jobs": jobs, "edges": edges})
 
 
 @router.get("/lineage/{catalog}/{database}/{table}", response_model=TableLineageOut,

@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+from typing import Any
+
 from sqlalchemy.orm import Session
 
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
-from metaservice.lineage.schemas import EdgeOut, JobNode, SnapshotLineage, TableNode
+from metaservice.lineage.schemas import SnapshotLineage
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
 from metaservice.topology.graph import Edge, Topology
 
 
 def describe(session: Session, topology: Topology, tables: dict[str, int | None],
-             jobs: set[str], edges: set[Edge]) -> tuple[list[TableNode], list[JobNode], list[EdgeOut]]:
-    rows = tables_repo.find_tables(session, [TableName.parse(t) for t in tables])
+             jobs: set[str], edges: set[Edge]) -> tuple[list[dict[str, Any]],
+                                                        list[dict[str, Any]],
+                                                        list[dict[str, Any]]]:
+    """Tables, jobs and edges as plain dicts, sorted. The answer model validates them in one
+    pass: building thousands of models one by one cost more than the rest of GET /lineage."""
+    facts = tables_repo.latest_and_writers(session, tables)
     nodes = []
     for name in sorted(tables):
-        row = rows.get(TableName.parse(name))
-        nodes.append(TableNode(table=name, latest_barrier=row.latest_barrier if row else None,
-                               writer_job=row.writer_job if row else None,
-                               distance=tables[name]))
-    job_nodes = [JobNode(job=j, sources=sorted(topology.jobs[j].sources),
-                         sinks=sorted(topology.jobs[j].sinks)) for j in sorted(jobs)]
-    edge_out = [EdgeOut(source=e.source, job=e.job, sink=e.sink)
-                for e in sorted(edges, key=lambda e: (e.source, e.job, e.sink))]
+        latest, writer = facts.get(name, (None, None))
+        nodes.append({"table": name, "latest_barrier": latest, "writer_job": writer,
+                      "distance": tables[name]})
+    job_nodes = [{"job": j, "sources": sorted(topology.jobs[j].sources),
+                  "sinks": sorted(topology.jobs[j].sinks)} for j in sorted(jobs)]
+    edge_out = [{"source": e.source, "job": e.job, "sink": e.sink}
+                for e in sorted(edges, key=attrgetter("source", "job", "sink"))]
     return nodes, job_nodes, edge_out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from sqlalchemy import and_, or_, select, tuple_
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -49,6 +49,33 @@ def find_tables(session: Session, names: Iterable[TableName], *,
         stmt = stmt.with_for_update().execution_options(populate_existing=True)
     rows = session.scalars(stmt).all()
     return {TableName(r.catalog, r.database, r.name): r for r in rows}
+
+
+# Above this many names, one single-column IN filtered here beats three bind parameters per
+# name: rendering those cost more CPU than running the query.
+_MANY_NAMES = 64
+
+
+def latest_and_writers(session: Session,
+                       names: Collection[str]) -> dict[str, tuple[int | None, str | None]]:
+    """``(latest(T), running writer)`` by qualified name, as plain tuples: lineage answers read
+    them for up to the whole topology on every request. Unknown names are absent."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    stmt = select(TableRow.catalog, TableRow.database, TableRow.name, TableRow.latest_barrier,
+                  TableRow.writer_job)
+    if len(wanted) > _MANY_NAMES:
+        stmt = stmt.where(TableRow.name.in_({n.rsplit(".", 1)[-1] for n in wanted}))
+    else:
+        stmt = stmt.where(tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
+            [tuple(n.split(".", 2)) for n in wanted]))
+    found: dict[str, tuple[int | None, str | None]] = {}
+    for catalog, database, name, latest, writer in session.execute(stmt):
+        qualified = f"{catalog}.{database}.{name}"
+        if qualified in wanted:
+            found[qualified] = (latest, writer)
+    return found
 
 
 def find_table(session: Session, name: TableName, *, for_update: bool = False) -> TableRow | None:
