@@ -51,9 +51,12 @@ def delete_lease(session: Session, lease_id: str) -> bool:
 
 
 def purge_expired(session: Session, expired_before_ms: int, *, limit: int = 500) -> int:
-    """Forget up to ``limit`` leases that expired before ``expired_before_ms``."""
+    """Forget up to ``limit`` leases that expired before ``expired_before_ms``. Rows another
+    transaction is purging are skipped (PostgreSQL ``SKIP LOCKED``): purges never wait on each
+    other."""
     ids = list(session.scalars(
-        select(LeaseRow.id).where(LeaseRow.expires_at < expired_before_ms).limit(limit)))
+        select(LeaseRow.id).where(LeaseRow.expires_at < expired_before_ms)
+        .order_by(LeaseRow.id).limit(limit).with_for_update(skip_locked=True)))
     if ids:
         session.execute(delete(LeaseSnapshotRow).where(LeaseSnapshotRow.lease_id.in_(ids)))
         session.execute(delete(LeaseRow).where(LeaseRow.id.in_(ids)))
