@@ -10,6 +10,7 @@ import httpx
 from metaservice.clock import ManualClock
 from tests.metaservice.test_barriers import root
 from tests.metaservice.test_errors import assert_error
+from tests.metaservice.test_replicas import two_servers  # noqa: F401 - a fixture
 
 T = "lake.db.t"
 
@@ -172,28 +173,44 @@ def _race(lessee: httpx.Client, approver: httpx.Client, snapshot: int,
     return results["lease"], results["approval"]
 
 
-def test_a_lease_racing_an_approval_exactly_one_wins(client: httpx.Client) -> None:
-    """Many rounds: a new snapshot, no longer the latest, is leased by one thread while another
-    asks to expire it, both released at once over the real loopback server. Exactly one wins:
-    the lease (and the approval names it) or the approval (and the lease is 410)."""
-    rounds = 40
+def _race_rounds(reporter: httpx.Client, lessee: httpx.Client, approver: httpx.Client,
+                 rounds: int) -> dict[str, int]:
+    """Each round: a new snapshot, no longer the latest, is leased by one thread while another
+    asks to expire it. Exactly one wins: the lease (and the approval names it) or the approval
+    (and the lease is 410)."""
     outcomes = {"lease": 0, "approval": 0}
+    client = reporter
+    for i in range(rounds):
+        target, newer = 10_000 + 2 * i, 10_001 + 2 * i
+        assert root(client, T, target, 1_000 + 2 * i).status_code == 200
+        assert root(client, T, newer, 1_001 + 2 * i).status_code == 200
+        leased, approval = _race(lessee, approver, target, f"race-{i}")
+        assert approval.status_code == 201, approval.text
+        approved = target in approval.json()["approved"]
+        if leased.status_code == 201:
+            assert not approved, f"round {i}: both the lease and the approval won"
+            lease_id = leased.json()["lease_id"]
+            assert approval.json()["refused"][0]["reason"] == f"lease:{lease_id}"
+            outcomes["lease"] += 1
+        else:
+            assert_error(leased, 410, "snapshot_expired")
+            assert approved, f"round {i}: neither won"
+            outcomes["approval"] += 1
+    assert sum(outcomes.values()) == rounds
+    return outcomes
+
+
+def test_a_lease_racing_an_approval_exactly_one_wins(client: httpx.Client) -> None:
+    """Many rounds, both requests released at once over the real loopback server."""
     with (httpx.Client(base_url=str(client.base_url), timeout=30) as lessee,
           httpx.Client(base_url=str(client.base_url), timeout=30) as approver):
-        for i in range(rounds):
-            target, newer = 10_000 + 2 * i, 10_001 + 2 * i
-            assert root(client, T, target, 1_000 + 2 * i).status_code == 200
-            assert root(client, T, newer, 1_001 + 2 * i).status_code == 200
-            leased, approval = _race(lessee, approver, target, f"race-{i}")
-            assert approval.status_code == 201, approval.text
-            approved = target in approval.json()["approved"]
-            if leased.status_code == 201:
-                assert not approved, f"round {i}: both the lease and the approval won"
-                lease_id = leased.json()["lease_id"]
-                assert approval.json()["refused"][0]["reason"] == f"lease:{lease_id}"
-                outcomes["lease"] += 1
-            else:
-                assert_error(leased, 410, "snapshot_expired")
-                assert approved, f"round {i}: neither won"
-                outcomes["approval"] += 1
-    assert sum(outcomes.values()) == rounds
+        _race_rounds(client, lessee, approver, rounds=40)
+
+
+def test_a_lease_and_an_approval_on_two_server_processes(two_servers: list[str]) -> None:  # noqa: F811
+    """The same race with the lease sent to one server process and the approval to another
+    sharing the database: the database, not a process, decides."""
+    first, second = two_servers
+    with (httpx.Client(base_url=first, timeout=30) as lessee,
+          httpx.Client(base_url=second, timeout=30) as approver):
+        _race_rounds(lessee, lessee, approver, rounds=30)
