@@ -337,6 +337,11 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
         existing = barriers_repo.get(session, table.id, barrier)
         if (existing is not None and not existing.rolled_back
                 and existing.snapshot_id == snapshot_id and existing.writer_job == name):
+            # An exact repeat: a report retried, or the replay of a restarted run that found
+            # its Iceberg commit. It answers as the first did and counts for the pinned barrier.
+            if (job.state == "running" and has_sources and job.pinned_barrier == barrier
+                    and job.pin_invalidated_reason is None):
+                _finish_if_all_sinks_committed(session, ctx, job, sinks, barrier)
             return Completed(str(table_name), existing.barrier, existing.snapshot_id)
     if job.state != "running":
         raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
@@ -367,17 +372,23 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
     now = ctx.clock.now_ms()
     job.updated_at = now
     if has_sources:
-        done = barriers_repo.committed_sinks(session, name, job.run, barrier)
-        if {t.id for t in sinks} <= done:
-            progress = barriers_repo.progress(session, name, job.run, barrier)
-            if progress is not None:
-                progress.state, progress.finished_at = "committed", now
-            job.last_committed_barrier = barrier
-            _clear_pin(job)
-            logger.info("barrier_committed", extra={"job": name, "barrier": barrier})
+        _finish_if_all_sinks_committed(session, ctx, job, sinks, barrier)
     elif job.last_committed_barrier is None or barrier > job.last_committed_barrier:
         job.last_committed_barrier = barrier
     return Completed(str(table_name), row.barrier, row.snapshot_id)
+
+
+def _finish_if_all_sinks_committed(session: Session, ctx: ServiceContext, job: JobRow,
+                                   sinks: list[TableRow], barrier: int) -> None:
+    """The job is done with ``barrier`` once every sink holds a snapshot of it written by the
+    job, in this run or in an earlier one whose commit a restarted run replays."""
+    if {t.id for t in sinks} <= barriers_repo.committed_sinks(session, job.name, barrier):
+        progress = barriers_repo.progress(session, job.name, job.run, barrier)
+        if progress is not None:
+            progress.state, progress.finished_at = "committed", ctx.clock.now_ms()
+        job.last_committed_barrier = barrier
+        _clear_pin(job)
+        logger.info("barrier_committed", extra={"job": job.name, "barrier": barrier})
 
 
 @dataclass

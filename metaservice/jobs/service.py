@@ -10,7 +10,12 @@ from sqlalchemy.orm import Session
 
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
-from metaservice.barriers.service import Position, pinned_position, start_position
+from metaservice.barriers.service import (
+    Position,
+    next_barrier,
+    pinned_position,
+    start_position,
+)
 from metaservice.context import ServiceContext
 from metaservice.db.models import JobRow
 from metaservice.jobs import repository as jobs_repo
@@ -127,6 +132,10 @@ def start(session: Session, ctx: ServiceContext, name: str,
         view = _view(session, job)
         if job.pinned_barrier is not None:
             return Started(view, pinned_position(job))
+        if job.last_committed_barrier is not None:
+            # A driver restarted mid-run goes on where the run is, as ``next`` would: never a
+            # barrier already committed, and with ``previous`` so its read stays incremental.
+            return Started(view, next_barrier(session, ctx, name, None))
         return Started(view, start_position(session, ctx, job, start_from))
     if job.state == "terminated":
         raise errors.JobNotPlannedError(
