@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import os
 import re
 import sys
 import time
@@ -61,7 +62,9 @@ def run_one(name: str, quick: bool) -> Outcome:
         if isinstance(exc, KeyboardInterrupt):
             raise
         traceback.print_exc()
-        detail = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        lines = [line.strip() for line in f"{type(exc).__name__}: {exc}".splitlines()
+                 if line.strip()]
+        detail = lines[0][:300] + (f" … {lines[-1][:300]}" if len(lines) > 1 else "")
         return Outcome(name, [Result(f"{name}: failed", None, "", met=False, notes=detail)],
                        time.monotonic() - started, quick, load_before, detail)
     return Outcome(name, results, time.monotonic() - started, quick, load_before)
@@ -135,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in chosen if n not in names]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(names)}")
+    # Spark's Python workers run the harness's interpreter (and see its packages), whatever
+    # ``python3`` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     machine = machine_description()
     print("machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), flush=True)
     outcomes: list[Outcome] = []
