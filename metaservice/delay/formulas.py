@@ -69,11 +69,11 @@ def end_to_end_latency(barrier: int, committed_at: int) -> int:
 
 def percentile(values: Sequence[int], p: float) -> int | None:
     """The nearest-rank percentile (an observed value, never an interpolation); None if empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[rank - 1]
+    return _nearest_rank(sorted(values), p) if values else None
+
+
+def _nearest_rank(ordered: Sequence[int], p: float) -> int:
+    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,11 @@ class Percentiles:
 
     @classmethod
     def of(cls, values: Sequence[int]) -> Percentiles:
+        if not values:
+            return cls(0, None, None, None, None)
         ordered = sorted(values)
-        return cls(len(ordered), percentile(ordered, 50), percentile(ordered, 95),
-                   percentile(ordered, 99), ordered[-1] if ordered else None)
+        return cls(len(ordered), _nearest_rank(ordered, 50), _nearest_rank(ordered, 95),
+                   _nearest_rank(ordered, 99), ordered[-1])
 
 
 # -- the decomposition of a table's lag ---------------------------------------------------------
@@ -96,7 +98,8 @@ class Percentiles:
 
 @dataclass(frozen=True)
 class Hop:
-    """One job on the critical path: how much of the lag it adds (``latest(source) − latest(sink)``)."""
+    """One job on the critical path and how much of the lag it adds:
+    ``latest(source) − latest(sink)``."""
 
     job: str
     source: str
@@ -149,26 +152,30 @@ def decompose_lag(table: str, now_ms: int, latest: Mapping[str, int | None],
 # -- the bottleneck ----------------------------------------------------------------------------
 
 
+BottleneckKey = tuple[bool, int, bool, int, int]
+
+
+def name_ranks(names: Iterable[str]) -> dict[str, int]:
+    """Tie-break values for :func:`bottleneck_key`: the alphabetically first name ranks highest."""
+    return {name: -i for i, name in enumerate(sorted(set(names)))}
+
+
 def bottleneck_key(local_lag_ms: int | None, recent_hop_latency_ms: int | None,
-                   job: str) -> tuple[int, int, int, int, str]:
+                   name_rank: int) -> BottleneckKey:
     """Orders jobs by SPEC §7's rule: greatest local lag, then greatest recent hop latency.
-    Unknown values rank below known ones; the name breaks ties (smallest name wins)."""
+    Unknown values rank below known ones; the name breaks ties (``name_ranks``: the
+    alphabetically first wins), so the answer is deterministic."""
     return (local_lag_ms is not None, local_lag_ms or 0,
-            recent_hop_latency_ms is not None, recent_hop_latency_ms or 0,
-            _reverse_name(job))
-
-
-def _reverse_name(name: str) -> str:
-    # max() with a key must prefer the alphabetically first name on ties: invert code points and
-    # end with the greatest one, so that a prefix ("j1") beats its extensions ("j10").
-    return "".join(chr(0x10FFFF - ord(c)) for c in name) + chr(0x10FFFF)
+            recent_hop_latency_ms is not None, recent_hop_latency_ms or 0, name_rank)
 
 
 def pick_bottleneck(candidates: Iterable[tuple[str, int | None, int | None]]) -> str | None:
     """The bottleneck among ``(job, local_lag_ms, recent_hop_latency_ms)``; None if no job."""
-    best: tuple[tuple[int, int, int, int, str], str] | None = None
-    for job, local, hop in candidates:
-        key = bottleneck_key(local, hop, job)
+    listed = list(candidates)
+    ranks = name_ranks(job for job, _, _ in listed)
+    best: tuple[BottleneckKey, str] | None = None
+    for job, local, hop in listed:
+        key = bottleneck_key(local, hop, ranks[job])
         if best is None or key > best[0]:
             best = (key, job)
     return None if best is None else best[1]
@@ -184,9 +191,13 @@ def bottlenecks_by_table(tables: Iterable[str], writer_of: Mapping[str, JobDelay
     deep pipeline does not exhaust the stack). The topology has no cycles (SPEC §3.2).
     """
     memo: dict[str, str | None] = {}
+    ranks = name_ranks(w.job for w in writer_of.values())
+    keys: dict[str, BottleneckKey] = {}
 
-    def key(job: str | None) -> tuple[int, int, int, int, str] | None:
-        return None if job is None else bottleneck_key(local_lag.get(job), recent_hop.get(job), job)
+    def key(job: str) -> BottleneckKey:
+        if job not in keys:
+            keys[job] = bottleneck_key(local_lag.get(job), recent_hop.get(job), ranks[job])
+        return keys[job]
 
     for start in tables:
         if start in memo:
@@ -210,7 +221,7 @@ def bottlenecks_by_table(tables: Iterable[str], writer_of: Mapping[str, JobDelay
             best: str | None = writer.job
             for s in writer.sources:
                 other = memo.get(s)  # missing only on a cycle, which the topology refuses
-                if other is not None and key(other) > key(best):  # type: ignore[operator]
+                if other is not None and key(other) > key(best):  # type: ignore[arg-type]
                     best = other
             memo[node] = best
             stack.pop()

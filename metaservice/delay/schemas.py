@@ -19,7 +19,8 @@ class JobDelayOut(BaseModel):
     sinks: list[str]
     local_lag_ms: int | None = Field(
         description="min over sources of latest − min over sinks of latest")
-    recent_barrier: int | None = Field(description="the barrier the job finished last (in the window)")
+    recent_barrier: int | None = Field(
+        description="the barrier the job finished last (in the window)")
     recent_hop_latency_ms: int | None = Field(description="hop latency of that barrier")
     hop_latency_ms: PercentilesOut
 

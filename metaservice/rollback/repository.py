@@ -32,8 +32,9 @@ def invalid_barriers(session: Session, table_id: int, barrier: int) -> tuple[lis
     return listed, session.scalar(select(func.count()).select_from(BarrierRow).where(*where)) or 0
 
 
-def expirations_of(session: Session,
-                   snapshots: Iterable[tuple[int, int]]) -> dict[tuple[int, int], SnapshotExpirationRow]:
+def expirations_of(
+    session: Session, snapshots: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], SnapshotExpirationRow]:
     """Approved or completed expirations of ``(table_id, snapshot_id)`` pairs."""
     wanted = set(snapshots)
     if not wanted:

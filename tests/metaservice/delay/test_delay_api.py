@@ -86,3 +86,13 @@ def test_unknown_table_and_bad_window(client: httpx.Client) -> None:
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_table"
     r = client.get("/delay", params={"window_seconds": 0})
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+
+
+def test_answers_match_their_documented_models(client: httpx.Client, clock: ManualClock) -> None:
+    from metaservice.delay.schemas import DelayOut, TableDelayDetailOut
+
+    _pipeline(client, clock)
+    DelayOut.model_validate(_ok(client.get("/delay")), strict=True)
+    for table in ("r", "t1", "t2"):
+        TableDelayDetailOut.model_validate(_ok(client.get(f"/delay/lake/db/{table}")),
+                                           strict=False)

@@ -151,7 +151,8 @@ def test_dashboard_shows_the_topology_and_highlights_the_bottleneck(
     # A job: its recent barriers with start, duration and attempts.
     browser.execute_script("window.metaservice.select('job:j_fast')")
     details = _wait(browser, "const t = document.getElementById('details-body').textContent;"
-                             "return t.includes('Recent barriers') && t.includes('committed') && t;")
+                             "return t.includes('Recent barriers') && t.includes('committed')"
+                             " && t;")
     assert "attempts" in details
 
     # Auto-refresh picks up a new barrier without a reload.
