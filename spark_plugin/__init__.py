@@ -13,6 +13,7 @@ The public surface (SPEC §10)::
     with sp.consistent_read(spark, ["lake.db.a", "lake.db.b"], client=client) as frames:
         ...
     sp.expire_snapshots("lake.db.orders", older_than=timedelta(hours=1), client=client)
+    sp.rollback_tables(plan, catalog=catalog, client=client)   # a rollback plan, on Iceberg
 
 Tables are named ``<pyiceberg catalog>.<database>.<table>``. Every exception derives from
 :class:`MetaServiceError` (the tree is drawn in ``spark_plugin._errors``). pyspark is imported
@@ -61,6 +62,7 @@ from spark_plugin._names import TableName
 from spark_plugin._root import append_root, heartbeat_root
 from spark_plugin._spark_io import create_table_from_spark_schema
 from spark_plugin.maintenance import ExpirationSummary, expire_snapshots
+from spark_plugin.rollback import RollbackNotIncrementalError, RolledBackTable, rollback_tables
 
 __version__ = "0.1.0"
 
@@ -95,6 +97,8 @@ __all__ = [
     "PermissionDeniedError",
     "Position",
     "RateLimitedError",
+    "RollbackNotIncrementalError",
+    "RolledBackTable",
     "SinkCommitConflictError",
     "SnapshotExpiredError",
     "SnapshotNotFoundError",
@@ -113,4 +117,5 @@ __all__ = [
     "create_table_from_spark_schema",
     "expire_snapshots",
     "heartbeat_root",
+    "rollback_tables",
 ]
