@@ -14,6 +14,7 @@ The public surface (SPEC §10)::
         ...
     sp.expire_snapshots("lake.db.orders", older_than=timedelta(hours=1), client=client)
     sp.rollback_tables(plan, catalog=catalog, client=client)   # a rollback plan, on Iceberg
+    sp.register_data_source(spark)   # format("metaservice"): streaming source, sink, batch reads
 
 Tables are named ``<pyiceberg catalog>.<database>.<table>``. Every exception derives from
 :class:`MetaServiceError` (the tree is drawn in ``spark_plugin._errors``). pyspark is imported
@@ -65,6 +66,16 @@ from spark_plugin.maintenance import ExpirationSummary, expire_snapshots
 from spark_plugin.rollback import RollbackNotIncrementalError, RolledBackTable, rollback_tables
 
 __version__ = "0.1.0"
+
+
+def register_data_source(spark, *, url=None, token=None):  # type: ignore[no-untyped-def]
+    """Register the ``metaservice`` format with ``spark`` (Structured Streaming source and sink,
+    batch reads) and the listener that unregisters a query's jobs when it terminates; see
+    :mod:`spark_plugin.streaming`. Imported lazily: it needs pyspark."""
+    from spark_plugin.streaming import register_data_source as register
+
+    return register(spark, url=url, token=token)
+
 
 __all__ = [
     "APIError",
@@ -118,4 +129,5 @@ __all__ = [
     "expire_snapshots",
     "heartbeat_root",
     "rollback_tables",
+    "register_data_source",
 ]

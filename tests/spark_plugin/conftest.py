@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,6 +29,9 @@ CATALOG_PROPERTIES = {"uri": f"sqlite:///{WAREHOUSE / 'catalog.db'}",
 os.environ["PYICEBERG_CATALOG__LAKE__TYPE"] = "sql"
 for _key, _value in CATALOG_PROPERTIES.items():
     os.environ[f"PYICEBERG_CATALOG__LAKE__{_key.upper()}"] = _value
+# Spark's Python workers (Python data sources, UDFs) must run this interpreter, which has the
+# plugin and its dependencies; they inherit the environment the JVM starts with.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,62 @@
+"""Structured Streaming in Spark's own idiom: the ``metaservice`` data source (SPEC §10).
+
+    import spark_plugin as sp
+    sp.register_data_source(spark)
+    (spark.readStream.format("metaservice").option("job", "enrich")
+          .option("table", "lake.db.orders").load()
+       ...
+       .writeStream.format("metaservice").option("job", "enrich")
+          .option("table", "lake.db.orders_enriched")
+          .option("checkpointLocation", path).start())
+
+A micro-batch is one aligned barrier. The pieces, each in the module named after its idea:
+
+- ``options``      the options and their validation;
+- ``offsets``      the source's offsets and Spark's offset log, which says the barrier of a batch;
+- ``source``       the streaming reader: barriers from the service, files from Iceberg;
+- ``sink``         the streaming writer: one tagged Iceberg commit per barrier, then the report,
+                   exactly once across crashes;
+- ``lifecycle``    registration at plan time, start at the first offset request, unregistration
+                   by a ``StreamingQueryListener`` when the query terminates;
+- ``batch_read``   ``spark.read.format("metaservice")`` at a strong/weak/explicit version;
+- ``table_access`` how executors open tables, read scan tasks and write data files without a
+                   catalog;
+- ``crash_points`` the test hook that kills the driver at named points.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from spark_plugin.streaming.datasource import FORMAT, MetaServiceDataSource
+
+
+def register_data_source(spark: Any, *, url: str | None = None,
+                         token: str | None = None) -> Any:
+    """Register the ``metaservice`` format with ``spark`` and install the listener that
+    unregisters a streaming query's jobs when it terminates (once per session).
+
+    Args:
+        spark: the SparkSession.
+        url: the server the listener talks to when a job's own URL is unknown (default
+            ``$METASERVICE_URL``).
+        token: the token the listener unregisters with (default ``$METASERVICE_TOKEN``).
+
+    Returns:
+        The listener (``StreamingJobsListener``).
+    """
+    from spark_plugin.streaming.lifecycle import install_listener
+
+    spark.dataSource.register(MetaServiceDataSource)
+    return install_listener(spark, url, token)
+
+
+def python_worker_environment() -> dict[str, str]:
+    """Environment a driver should have before it starts Spark so that Spark's Python workers
+    run this interpreter (with the plugin importable)."""
+    return {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+
+
+__all__ = ["FORMAT", "MetaServiceDataSource", "register_data_source"]

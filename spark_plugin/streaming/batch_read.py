@@ -1,0 +1,95 @@
+"""Batch reads through the ``metaservice`` format: one table at the version the service answers.
+
+    spark.read.format("metaservice").option("table", "lake.db.orders")
+         .option("consistency", "strong").load()
+
+The version is asked for once, when ``load()`` plans the DataFrame, and every action on that
+DataFrame reads exactly that snapshot (a reproducible read). With ``leaseSeconds`` (default one
+hour) the snapshot is leased in the same request (``POST /versions`` with ``lease_seconds``), so
+expiration cannot delete what the DataFrame reads; a server without leases only logs a warning.
+The Python Data Source API has no hook at the end of a read, so the lease is not released: it
+expires. Use :func:`spark_plugin.consistent_read` to read several tables at one cut with a lease
+held exactly for a block.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from spark_plugin._errors import InvalidRequestError
+from spark_plugin._iceberg import load_table, snapshot_schema
+from spark_plugin.streaming.connections import client_for
+from spark_plugin.streaming.options import BatchReadOptions
+from spark_plugin.streaming.source import plan_partitions, read_partition
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ResolvedVersion:
+    table: str
+    barrier: int
+    snapshot_id: int
+    consistency: str
+    lease_id: str | None
+    schema_json: str
+
+
+def resolve_version(options: BatchReadOptions) -> ResolvedVersion:
+    """Ask the service for the version to read (leased when asked) and its schema."""
+    from spark_plugin._consistent_read import _lease_separately
+
+    client = client_for(options.connection)
+    holder = f"spark_plugin:read:{socket.gethostname()}:{os.getpid()}"
+    try:
+        answer = client.get_versions([options.table], options.consistency,
+                                     barrier=options.barrier,
+                                     lease_seconds=options.lease_seconds, holder=holder)
+    except InvalidRequestError:
+        if options.lease_seconds is None:
+            raise
+        # a server that does not know lease_seconds: ask without, lease separately below
+        answer = client.get_versions([options.table], options.consistency,
+                                     barrier=options.barrier)
+    version = answer.versions[options.table]
+    lease_id = answer.lease_id
+    if options.lease_seconds is not None and lease_id is None:
+        lease_id = _lease_separately(client, holder, options.lease_seconds, answer.versions)
+    table = load_table(options.table)
+    if table.metadata.snapshot_by_id(version.snapshot_id) is None:
+        table.refresh()
+    schema = snapshot_schema(table.metadata, version.snapshot_id)
+    logger.info("batch_read_version", extra={"table": options.table, "barrier": version.barrier,
+                                             "snapshot_id": version.snapshot_id,
+                                             "consistency": answer.consistency,
+                                             "lease_id": lease_id})
+    return ResolvedVersion(options.table, version.barrier, version.snapshot_id,
+                           answer.consistency, lease_id, schema.model_dump_json())
+
+
+class ConsistentBatchReader(DataSourceReader):
+    """Reads the snapshot resolved at ``load()``; planning happens on the driver, reading on
+    executors with pyiceberg's Arrow scan."""
+
+    def __init__(self, options: BatchReadOptions, version: ResolvedVersion,
+                 spark_schema_json: str) -> None:
+        self.options = options
+        self.version = version
+        self.spark_schema_json = spark_schema_json
+
+    def partitions(self) -> list[InputPartition]:
+        table = load_table(self.options.table)
+        if table.metadata.snapshot_by_id(self.version.snapshot_id) is None:
+            table.refresh()
+        return list(plan_partitions(self.options.table, table, None, self.version.snapshot_id,
+                                    self.version.schema_json, self.spark_schema_json,
+                                    self.options.max_partition_bytes))
+
+    def read(self, partition: InputPartition) -> Any:
+        return read_partition(partition)  # type: ignore[arg-type]

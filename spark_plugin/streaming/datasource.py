@@ -1,0 +1,119 @@
+"""The ``metaservice`` Spark data source: streaming source and sink, and batch reads.
+
+One ``DataSource`` class serves the three uses; which one is meant shows in the options:
+a streaming read names a ``job``, a batch read does not (and asks for a ``consistency``).
+Options are validated on the driver, where they are given (``options.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from spark_plugin._iceberg import load_table
+from spark_plugin.streaming.options import (
+    BatchReadOptions,
+    OptionError,
+    SinkOptions,
+    SourceOptions,
+    lower_keys,
+)
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "metaservice"
+
+
+def _spark_schema(schema_json: str) -> StructType:
+    from pyiceberg.schema import Schema
+
+    from spark_plugin._spark_io import iceberg_schema_to_spark
+
+    return iceberg_schema_to_spark(Schema.model_validate_json(schema_json))
+
+
+class MetaServiceDataSource(DataSource):
+    """``spark.readStream/readStream/read.format("metaservice")``; see the package docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self._schema_json: str | None = None
+        self._version: Any = None
+
+    def _is_stream_source(self) -> bool:
+        return "job" in lower_keys(self.options)
+
+    def schema(self) -> StructType:
+        """Called when ``load()`` plans the DataFrame: plan time. A streaming source registers
+        its job's edge here; a batch read resolves the version it will read."""
+        from spark_plugin.streaming.lifecycle import remember_job
+
+        if self._is_stream_source():
+            o = SourceOptions.parse(self.options)
+            from spark_plugin.streaming.connections import client_for
+
+            client_for(o.connection).register_source(o.job, o.table)
+            remember_job(o.job, o.connection.url)
+            self._schema_json = load_table(o.table).schema().model_dump_json()
+            logger.info("stream_source_registered", extra={"job": o.job, "table": o.table})
+        else:
+            from spark_plugin.streaming.batch_read import resolve_version
+
+            self._version = resolve_version(BatchReadOptions.parse(self.options))
+            self._schema_json = self._version.schema_json
+        return _spark_schema(self._schema_json)
+
+    def _schema_or_load(self, table: str) -> str:
+        if self._schema_json is None:
+            self._schema_json = load_table(table).schema().model_dump_json()
+        return self._schema_json
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from spark_plugin.streaming.source import BarrierStreamReader
+
+        if not self._is_stream_source():
+            raise OptionError("option 'job' is required for a streaming read of metaservice")
+        o = SourceOptions.parse(self.options)
+        return BarrierStreamReader(o, self._schema_or_load(o.table), schema.json())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from spark_plugin.streaming.batch_read import ConsistentBatchReader, resolve_version
+
+        if self._is_stream_source():
+            raise OptionError("option 'job' marks a streaming source: use spark.readStream, or "
+                              "drop it for a batch read (options consistency, barrier)")
+        o = BatchReadOptions.parse(self.options)
+        if self._version is None:
+            self._version = resolve_version(o)
+        return ConsistentBatchReader(o, self._version, schema.json())
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Called when Spark plans a micro-batch (and again to commit it): the sink registers
+        its edge here, idempotently."""
+        from spark_plugin.streaming.connections import client_for
+        from spark_plugin.streaming.lifecycle import remember_job
+        from spark_plugin.streaming.sink import BarrierStreamWriter
+        from spark_plugin.streaming.table_access import TableHandle
+
+        o = SinkOptions.parse(self.options)
+        client_for(o.connection).register_sink(o.job, o.table)
+        remember_job(o.job, o.connection.url)
+        table = load_table(o.table)
+        return BarrierStreamWriter(o, overwrite, TableHandle.of(o.table, table))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        raise OptionError("batch writes through format('metaservice') are not supported: use "
+                          "spark_plugin.BarrierJob (a job) or spark_plugin.append_root (ingestion)")

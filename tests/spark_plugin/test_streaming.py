@@ -1,0 +1,234 @@
+"""The ``metaservice`` streaming source and sink, and batch reads through the format, on the
+real server and a real local Spark, in-process."""
+
+from __future__ import annotations
+
+import pytest
+
+import spark_plugin as sp
+from spark_plugin import _iceberg as ice
+from spark_plugin.streaming import register_data_source
+from tests.spark_plugin.streaming_support import ingest, wait_until
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def fmt(spark, live_server_url):
+    register_data_source(spark, url=live_server_url)
+    return live_server_url
+
+
+def make_tables(spark, catalog, database, ddl: str, *names: str) -> list[str]:
+    schema = spark.createDataFrame([], ddl).schema
+    out = []
+    for n in names:
+        sp.create_table_from_spark_schema(f"lake.{database}.{n}", schema, catalog=catalog)
+        out.append(f"lake.{database}.{n}")
+    return out
+
+
+def source(spark, url: str, job: str, table: str, **options: str):
+    reader = (spark.readStream.format("metaservice").option("metaservice.url", url)
+              .option("job", job).option("table", table))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def sink(df, url: str, job: str, table: str, checkpoint, mode: str = "append", trigger=None):
+    writer = (df.writeStream.format("metaservice").option("metaservice.url", url)
+              .option("job", job).option("table", table).outputMode(mode)
+              .option("checkpointLocation", str(checkpoint)))
+    if trigger is not None:
+        writer = writer.trigger(**trigger)
+    return writer.start()
+
+
+def latest(client, table):
+    try:
+        return client.table_barriers(table, limit=1).get("latest_barrier")
+    except sp.UnknownTableError:
+        return None
+
+
+def rows_of(catalog, table, snapshot_id=None):
+    data = ice.load_table(table, catalog).scan(snapshot_id=snapshot_id).to_arrow()
+    return sorted(tuple(r.values()) for r in data.to_pylist())
+
+
+def wait_for_barrier(client, query, table, barrier, timeout=120):
+    def reached():
+        if query.exception() is not None:
+            raise AssertionError(f"query failed: {query.exception()}")
+        return latest(client, table) == barrier
+    wait_until(reached, timeout=timeout)
+
+
+def test_append_query_commits_each_barrier_once_and_the_job_follows_the_query(
+        spark, catalog, database, client, fmt, tmp_path):
+    orders, out = make_tables(spark, catalog, database, "id long, amount long",
+                              "orders", "doubled")
+    job = f"{database}.double"
+    ingest(client, catalog, orders, {"id": [1, 2], "amount": [10, 20]}, barrier=1_000)
+    df = source(spark, fmt, job, orders).selectExpr("id", "amount * 2 AS amount")
+    assert client.get_job(job)["state"] == "planned"  # registered when the stream was defined
+    query = sink(df, fmt, job, out, tmp_path / "ckpt")
+    try:
+        wait_for_barrier(client, query, out, 1_000)
+        assert client.get_job(job)["state"] == "running"
+        ingest(client, catalog, orders, {"id": [3], "amount": [30]}, barrier=2_000)
+        wait_for_barrier(client, query, out, 2_000)
+        assert rows_of(catalog, out) == [(1, 20), (2, 40), (3, 60)]
+        table = ice.load_table(out, catalog)
+        assert [(j, b) for _, j, b in ice.tagged_snapshots(table.metadata)] == [
+            (job, 1_000), (job, 2_000)]
+        summary = table.metadata.current_snapshot().summary
+        assert summary["metaservice.spark.batch-id"].isdigit()
+        assert table.metadata.properties[f"metaservice.sink.{job}.last-barrier"] == "2000"
+    finally:
+        query.stop()
+    wait_until(lambda: client.get_job(job)["state"] == "terminated", timeout=30)
+
+
+def test_sources_of_one_job_read_the_same_barrier(spark, catalog, database, client, fmt,
+                                                  tmp_path):
+    orders, = make_tables(spark, catalog, database, "order_id long, customer_id long", "orders")
+    customers, = make_tables(spark, catalog, database, "customer_id long, segment string",
+                             "customers")
+    enriched, = make_tables(spark, catalog, database,
+                            "order_id long, customer_id long, segment string", "enriched")
+    job = f"{database}.enrich"
+    ingest(client, catalog, customers, {"customer_id": [1, 2], "segment": ["a", "b"]}, 1_000)
+    ingest(client, catalog, orders, {"order_id": [10, 11], "customer_id": [1, 2]}, 1_000)
+    joined = (source(spark, fmt, job, orders)
+              .join(source(spark, fmt, job, customers), "customer_id")
+              .select("order_id", "customer_id", "segment"))
+    query = sink(joined, fmt, job, enriched, tmp_path / "ckpt")
+    try:
+        wait_for_barrier(client, query, enriched, 1_000)
+        # a new customer and its orders at barrier 2000; barrier 1500 only on orders' side
+        ingest(client, catalog, orders, {"order_id": [12], "customer_id": [2]}, 1_500)
+        ingest(client, catalog, customers, {"customer_id": [3], "segment": ["c"]}, 2_000)
+        ingest(client, catalog, orders, {"order_id": [13], "customer_id": [3]}, 2_000)
+        wait_for_barrier(client, query, enriched, 2_000)
+        for entry in client.table_barriers(enriched)["barriers"]:
+            got = rows_of(catalog, enriched, entry["snapshot_id"])
+            n_orders = len(rows_of(catalog, orders, _snap(client, orders, entry["barrier"])))
+            assert len(got) == n_orders, entry
+        assert rows_of(catalog, enriched) == [(10, 1, "a"), (11, 2, "b"), (12, 2, "b"),
+                                              (13, 3, "c")]
+        progress = client.request("GET", f"/jobs/{job}/progress", idempotent=True)["progress"]
+        for record in progress:
+            if record["state"] == "committed":
+                assert set(record["snapshots"]) == {orders, customers}
+    finally:
+        query.stop()
+
+
+def _snap(client, table, barrier):
+    """snap(table, barrier) from the service's history."""
+    for entry in client.table_barriers(table)["barriers"]:
+        if entry["barrier"] <= barrier:
+            return entry["snapshot_id"]
+    raise AssertionError(f"no snapshot of {table} at {barrier}")
+
+
+def test_complete_mode_overwrites_and_an_idle_barrier_is_a_heartbeat(
+        spark, catalog, database, client, fmt, tmp_path):
+    orders, = make_tables(spark, catalog, database, "id long, segment string, amount long",
+                          "orders")
+    totals, = make_tables(spark, catalog, database, "segment string, n long, revenue long",
+                          "totals")
+    job = f"{database}.totals"
+    first = ingest(client, catalog, orders, {"id": [1, 2], "segment": ["a", "b"],
+                                             "amount": [5, 7]}, 1_000)
+    df = (source(spark, fmt, job, orders).groupBy("segment")
+          .agg({"*": "count", "amount": "sum"})
+          .selectExpr("segment", "`count(1)` AS n", "`sum(amount)` AS revenue"))
+    query = sink(df, fmt, job, totals, tmp_path / "ckpt", mode="complete")
+    try:
+        wait_for_barrier(client, query, totals, 1_000)
+        ingest(client, catalog, orders, {"id": [3], "segment": ["a"], "amount": [1]}, 2_000)
+        wait_for_barrier(client, query, totals, 2_000)
+        assert rows_of(catalog, totals) == [("a", 2, 6), ("b", 1, 7)]
+        at_2000 = ice.load_table(totals, catalog).metadata.current_snapshot()
+        assert at_2000.summary.operation.value == "overwrite"
+        # the root reports "nothing new up to 3000": the job passes it on, no new snapshot
+        client.report_root_barrier(orders, _snap(client, orders, 2_000), 3_000)
+        wait_for_barrier(client, query, totals, 3_000)
+        history = client.table_barriers(totals)["barriers"]
+        assert history[0]["barrier"] == 3_000
+        assert history[0]["snapshot_id"] == history[1]["snapshot_id"] == at_2000.snapshot_id
+        assert ice.load_table(totals, catalog).metadata.current_snapshot().snapshot_id == \
+            at_2000.snapshot_id
+        assert first != at_2000.snapshot_id
+    finally:
+        query.stop()
+
+
+def test_available_now_stops_at_the_barrier_offered_when_it_started(
+        spark, catalog, database, client, fmt, tmp_path):
+    events, out = make_tables(spark, catalog, database, "id long", "events", "copy")
+    job = f"{database}.copy"
+    for i, barrier in enumerate((1_000, 2_000, 3_000)):
+        ingest(client, catalog, events, {"id": [i]}, barrier)
+    query = sink(source(spark, fmt, job, events), fmt, job, out, tmp_path / "ckpt",
+                 trigger={"availableNow": True})
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    assert latest(client, out) == 3_000
+    assert rows_of(catalog, out) == [(0,), (1,), (2,)]
+    wait_until(lambda: client.get_job(job)["state"] == "terminated", timeout=30)
+    # a later run of the same query resumes from its checkpoint: only the new barrier
+    ingest(client, catalog, events, {"id": [3]}, 4_000)
+    query = sink(source(spark, fmt, job, events), fmt, job, out, tmp_path / "ckpt",
+                 trigger={"availableNow": True})
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    assert rows_of(catalog, out) == [(0,), (1,), (2,), (3,)]
+    assert [b for _, _, b in ice.tagged_snapshots(ice.load_table(out, catalog).metadata)] == [
+        3_000, 4_000]
+
+
+def test_update_mode_is_refused(spark, catalog, database, client, fmt, tmp_path):
+    events, out = make_tables(spark, catalog, database, "id long", "events", "counts")
+    job = f"{database}.counts"
+    ingest(client, catalog, events, {"id": [1]}, 1_000)
+    df = source(spark, fmt, job, events).groupBy("id").count()
+    query = sink(df, fmt, job, out, tmp_path / "ckpt", mode="update")
+    with pytest.raises(Exception, match="metaservice does not support Update mode"):
+        query.awaitTermination(120)
+
+
+def test_sink_without_checkpoint_option_is_refused_with_the_reason(
+        spark, catalog, database, client, fmt, tmp_path):
+    events, out = make_tables(spark, catalog, database, "id long", "events", "out")
+    job = f"{database}.nockpt"
+    ingest(client, catalog, events, {"id": [1]}, 1_000)
+    spark.conf.set("spark.sql.streaming.checkpointLocation", str(tmp_path / "default"))
+    try:
+        query = (source(spark, fmt, job, events).writeStream.format("metaservice")
+                 .option("metaservice.url", fmt).option("job", job).option("table", out).start())
+        with pytest.raises(Exception, match=r"needs \.option\('checkpointLocation'"):
+            query.awaitTermination(120)
+    finally:
+        spark.conf.unset("spark.sql.streaming.checkpointLocation")
+
+
+def test_batch_read_reads_the_strong_version(spark, catalog, database, client, fmt):
+    events, = make_tables(spark, catalog, database, "id long", "events")
+    first = ingest(client, catalog, events, {"id": [1, 2]}, 1_000)
+    df = (spark.read.format("metaservice").option("metaservice.url", fmt)
+          .option("table", events).option("consistency", "strong").load())
+    ingest(client, catalog, events, {"id": [3]}, 2_000)
+    # the version is fixed when the DataFrame is defined: a reproducible read
+    assert sorted(r.id for r in df.collect()) == [1, 2]
+    assert client.get_version(events, "strong").snapshot_id != first
+    again = (spark.read.format("metaservice").option("metaservice.url", fmt)
+             .option("table", events).load())
+    assert sorted(r.id for r in again.collect()) == [1, 2, 3]
+    exact = (spark.read.format("metaservice").option("metaservice.url", fmt)
+             .option("table", events).option("barrier", "1000").option("leaseSeconds", "0")
+             .load())
+    assert sorted(r.id for r in exact.collect()) == [1, 2]
