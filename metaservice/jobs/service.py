@@ -132,9 +132,10 @@ def start(session: Session, ctx: ServiceContext, name: str,
         view = _view(session, job)
         if job.pinned_barrier is not None:
             return Started(view, pinned_position(job))
-        if job.last_committed_barrier is not None:
+        if job.last_committed_barrier is not None and start_from in ("latest", "earliest"):
             # A driver restarted mid-run goes on where the run is, as ``next`` would: never a
             # barrier already committed, and with ``previous`` so its read stays incremental.
+            # An explicit barrier is pinned as asked (a streaming sink replaying a batch).
             return Started(view, next_barrier(session, ctx, name, None))
         return Started(view, start_position(session, ctx, job, start_from))
     if job.state == "terminated":
