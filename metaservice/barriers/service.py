@@ -155,7 +155,7 @@ def _refuse_fenced(session: Session, table: TableRow) -> None:
 
 
 def _sinks_fenced(session: Session, job: str) -> bool:
-    return bool(rollback_repo.fences_on(session, [t.id for t in _sink_tables(session, job)]))
+    return rollback_repo.job_sinks_fenced(session, job)
 
 
 # -- positions: start and next ---------------------------------------------------------------
@@ -347,7 +347,7 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
         raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
                                         job=name, state=job.state)
     _refuse_fenced(session, table)
-    if job.pin_invalidated_reason is not None and (barrier is None or barrier == job.pinned_barrier):
+    if job.pin_invalidated_reason is not None and barrier in (None, job.pinned_barrier):
         raise errors.BarrierRolledBackError(
             f"barrier {job.pinned_barrier} of job {name!r} was invalidated: "
             f"{job.pin_invalidated_reason}; ask for the next barrier",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,28 +21,22 @@ DEFAULT_WINDOW_SECONDS = 3600.0
 # The answers are plain dicts in the shapes of ``delay/schemas.py`` (which documents them in
 # OpenAPI, and against which the tests validate them): for 1,000 tables and jobs, building and
 # validating 4,000 nested models cost more than computing the answer.
-def _percentiles_out(values: list[int]) -> dict[str, Any]:
-    p = Percentiles.of(values)
+def _percentiles_out(p: Percentiles | None) -> dict[str, Any]:
+    if p is None:
+        return {"count": 0, "p50": None, "p95": None, "p99": None, "max": None}
     return {"count": p.count, "p50": p.p50, "p95": p.p95, "p99": p.p99, "max": p.max}
 
 
 class _JobFigures:
-    """Per job: local lag, most recent finished hop, hop latencies in the window."""
+    """Per job: local lag, most recent finished hop, hop latency percentiles in the window."""
 
     def __init__(self, topology: Topology, jobs: Iterable[str], latest: dict[str, int | None],
-                 hops: list[delay_repo.FinishedHop]) -> None:
+                 recent: dict[str, delay_repo.RecentHop],
+                 latencies: dict[str, Percentiles]) -> None:
         self.topology = topology
+        self.recent = recent
+        self.latencies = latencies
         self.local_lag: dict[str, int | None] = {}
-        self.recent: dict[str, delay_repo.FinishedHop] = {}
-        self.latencies: dict[str, list[int]] = defaultdict(list)
-        for h in hops:
-            value = formulas.hop_latency(h.sources_ready_at, h.finished_at)
-            if value is not None:
-                self.latencies[h.job].append(value)
-            current = self.recent.get(h.job)
-            if current is None or (h.finished_at, h.barrier) > (current.finished_at,
-                                                                 current.barrier):
-                self.recent[h.job] = h
         for job in jobs:
             edges = topology.jobs[job]
             self.local_lag[job] = formulas.job_local_lag(
@@ -60,7 +53,7 @@ class _JobFigures:
             job=job, sources=sorted(edges.sources), sinks=sorted(edges.sinks),
             local_lag_ms=self.local_lag[job], recent_barrier=h.barrier if h else None,
             recent_hop_latency_ms=self.recent_hop(job),
-            hop_latency_ms=_percentiles_out(self.latencies.get(job, [])))
+            hop_latency_ms=_percentiles_out(self.latencies.get(job)))
 
     def ranked(self, jobs: Iterable[str]) -> list[str]:
         """Worst first (SPEC §7's bottleneck order)."""
@@ -93,10 +86,9 @@ def overview(session: Session, ctx: ServiceContext, window_seconds: float) -> di
     tables = delay_repo.all_tables(session)
     latest = {t.name: t.latest_barrier for t in tables}
     figures = _JobFigures(topology, topology.jobs, latest,
-                          delay_repo.finished_hops(session, since_ms=since))
-    samples: dict[int, list[int]] = defaultdict(list)
-    for table_id, value in delay_repo.end_to_end_samples(session, since_ms=since):
-        samples[table_id].append(value)
+                          delay_repo.recent_hops(session, since_ms=since),
+                          delay_repo.hop_latency_percentiles(session, since_ms=since))
+    samples = delay_repo.end_to_end_percentiles(session, since_ms=since)
     writer_of = _writer_inputs(topology)
     names = sorted(latest)
     bottlenecks = formulas.bottlenecks_by_table(
@@ -107,7 +99,7 @@ def overview(session: Session, ctx: ServiceContext, window_seconds: float) -> di
              lag_ms=formulas.table_lag(now, t.latest_barrier),
              writer_job=writer_of[t.name].job if t.name in writer_of else None,
              bottleneck_job=bottlenecks.get(t.name),
-             end_to_end_latency_ms=_percentiles_out(samples.get(t.id, [])))
+             end_to_end_latency_ms=_percentiles_out(samples.get(t.id)))
         for t in sorted(tables, key=lambda t: t.name)
     ]
     worst = figures.worst(topology.jobs)
@@ -129,12 +121,14 @@ def table_delay(session: Session, ctx: ServiceContext, name: TableName,
     if this is None:
         raise errors.UnknownTableError(f"unknown table {qualified}", table=qualified)
     latest = {t.name: t.latest_barrier for t in tables}
-    figures = _JobFigures(topology, upstream.jobs, latest,
-                          delay_repo.finished_hops(session, since_ms=since, jobs=upstream.jobs))
+    figures = _JobFigures(
+        topology, upstream.jobs, latest,
+        delay_repo.recent_hops(session, since_ms=since, jobs=upstream.jobs),
+        delay_repo.hop_latency_percentiles(session, since_ms=since, jobs=upstream.jobs))
     decomposition = formulas.decompose_lag(qualified, now, latest, _writer_inputs(topology))
     ranked = figures.ranked(upstream.jobs)
-    e2e = [v for _, v in delay_repo.end_to_end_samples(session, since_ms=since,
-                                                        table_ids=[this.id])]
+    e2e = delay_repo.end_to_end_percentiles(session, since_ms=since,
+                                            table_ids=[this.id]).get(this.id)
     return dict(
         table=qualified, now=now, window_seconds=window_seconds,
         latest_barrier=this.latest_barrier, lag_ms=decomposition.lag_ms,

@@ -191,7 +191,7 @@ class PipelineCollector(Collector):
         with self.database.transaction(write=False) as session:
             topology = self.context.topology_cache.get(session)
             tables = delay_repo.all_tables(session)
-            hops = delay_repo.finished_hops(session, since_ms=now - 3_600_000)
+            recent = delay_repo.recent_hops(session, since_ms=now - 3_600_000)
             active = session.scalar(select(func.count()).select_from(LeaseRow)
                                     .where(LeaseRow.expires_at > now)) or 0
             leased = session.scalar(
@@ -214,10 +214,6 @@ class PipelineCollector(Collector):
             "metaservice_job_local_lag_seconds",
             "min over sources of latest − min over sinks of latest, per running job.",
             labels=["job"])
-        recent: dict[str, delay_repo.FinishedHop] = {}
-        for h in hops:
-            if h.job not in recent or h.finished_at > recent[h.job].finished_at:
-                recent[h.job] = h
         hop = GaugeMetricFamily("metaservice_job_hop_latency_seconds",
                                 "Hop latency of the barrier each job finished last (last hour).",
                                 labels=["job"])

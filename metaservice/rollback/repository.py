@@ -11,6 +11,7 @@ from metaservice.db.models import (
     BarrierRow,
     JobProgressRow,
     JobRow,
+    JobTableRow,
     RollbackFenceRow,
     RollbackPlanRow,
     SnapshotExpirationRow,
@@ -97,6 +98,16 @@ def fences_on(session: Session, table_ids: Iterable[int]) -> dict[int, str]:
     rows = session.execute(select(RollbackFenceRow.table_id, RollbackFenceRow.plan_id)
                            .where(RollbackFenceRow.table_id.in_(ids))).all()
     return {t: p for t, p in rows}
+
+
+def job_sinks_fenced(session: Session, job: str) -> bool:
+    """Whether a sink of ``job`` is fenced (one indexed join)."""
+    return session.scalar(
+        select(RollbackFenceRow.table_id)
+        .join(JobTableRow, JobTableRow.table_id == RollbackFenceRow.table_id)
+        .where(JobTableRow.job_name == job, JobTableRow.role == "sink")
+        .limit(1)
+    ) is not None
 
 
 def add_fences(session: Session, plan_id: str, table_ids: Iterable[int]) -> None:

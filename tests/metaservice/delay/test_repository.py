@@ -1,0 +1,56 @@
+"""The database computes the nearest-rank percentiles: they must equal delay/formulas.py's."""
+
+from __future__ import annotations
+
+import random
+
+from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow
+from metaservice.db.session import Database
+from metaservice.delay import repository as delay_repo
+from metaservice.delay.formulas import Percentiles
+
+
+def test_percentiles_in_sql_match_the_formula(database: Database) -> None:
+    rng = random.Random(5)
+    values: dict[int, list[int]] = {}
+    hops: dict[str, list[int]] = {}
+    finished: dict[str, list[tuple[int, int]]] = {}
+    with database.transaction(write=True) as session:
+        tables = [TableRow(catalog="c", database="d", name=f"t{i}", created_at=0)
+                  for i in range(6)]
+        session.add_all(tables)
+        session.add_all(JobRow(name=f"j{i}", state="running", run=1, registered_at=0,
+                               updated_at=0) for i in range(6))
+        session.flush()
+        for i, table in enumerate(tables):
+            n = [1, 2, 3, 19, 20, 101][i]
+            for k in range(n):
+                latency = rng.randrange(0, 5_000)
+                barrier = 1_000_000 + k * 10
+                rolled_back = k == 0 and n > 1          # rolled-back barriers do not count
+                session.add(BarrierRow(table_id=table.id, barrier=barrier, snapshot_id=k,
+                                       committed_at=barrier + latency, rolled_back=rolled_back))
+                if not rolled_back:
+                    values.setdefault(table.id, []).append(latency)
+                ready = barrier + 7
+                session.add(JobProgressRow(
+                    job_name=f"j{i}", run=1, barrier=barrier, state="committed",
+                    started_at=ready, sources_ready_at=ready, finished_at=ready + latency,
+                    attempts=1, snapshots={}, previous={}))
+                hops.setdefault(f"j{i}", []).append(latency)
+                finished.setdefault(f"j{i}", []).append((ready + latency, barrier))
+        session.add(BarrierRow(table_id=tables[0].id, barrier=1, snapshot_id=9,
+                               committed_at=10))          # before the window
+    with database.transaction(write=False) as session:
+        e2e = delay_repo.end_to_end_percentiles(session, since_ms=500_000)
+        assert e2e == {t: Percentiles.of(v) for t, v in values.items()}
+        some = delay_repo.end_to_end_percentiles(session, since_ms=500_000,
+                                                 table_ids=[tables[5].id])
+        assert some == {tables[5].id: Percentiles.of(values[tables[5].id])}
+        assert delay_repo.hop_latency_percentiles(session, since_ms=0) == {
+            j: Percentiles.of(v) for j, v in hops.items()}
+        assert delay_repo.hop_latency_percentiles(session, since_ms=0, jobs=[]) == {}
+        recent = delay_repo.recent_hops(session, since_ms=0, jobs=["j3"])
+        last_finished, last_barrier = max(finished["j3"])
+        assert list(recent) == ["j3"]
+        assert (recent["j3"].finished_at, recent["j3"].barrier) == (last_finished, last_barrier)
