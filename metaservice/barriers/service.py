@@ -323,6 +323,10 @@ def _clear_pin(job: JobRow) -> None:
 def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableName, *,
            barrier: int | None, snapshot_id: int) -> Completed:
     """SPEC §5.4: a job reports that ``snapshot_id`` of its sink completes its pinned barrier."""
+    peek = tables_repo.find_table(session, table_name)
+    if peek is not None and peek.catching_up:
+        # Keep the lock order (topology → job → table): the flag's update needs the topology.
+        session.execute(select(TopologyState.id).where(TopologyState.id == 1).with_for_update())
     job = jobs_repo.get_job(session, name, for_update=True)
     if job is None:
         raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
