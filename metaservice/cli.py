@@ -166,6 +166,20 @@ def _first_line(exc: Exception) -> str:
     return str(getattr(exc, "orig", exc)).strip().splitlines()[0]
 
 
+def cmd_demo(args: argparse.Namespace) -> None:
+    try:
+        import pyiceberg  # noqa: F401
+        import pyspark  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise CommandError(f"the demo needs the spark extra ({exc.name} is missing): "
+                           "pip install -e '.[spark]'") from None
+    from spark_plugin.demo import run
+
+    code = run(args)
+    if code:
+        sys.exit(code)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metaservice", description=__doc__)
     parser.add_argument("--database-url", help="overrides METASERVICE_DATABASE_URL")
@@ -195,6 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = token_sub.add_parser("revoke", help="revoke a token by name")
     revoke.add_argument("name")
     revoke.set_defaults(func=cmd_token_revoke)
+
+    from spark_plugin.demo import build_parser as build_demo_parser
+
+    demo = sub.add_parser("demo", help="a streaming pipeline on Spark and Iceberg, kept "
+                                       "consistent (needs the spark extra)")
+    build_demo_parser(demo).set_defaults(func=cmd_demo)
     return parser
 
 

@@ -1,0 +1,290 @@
+"""Structured Streaming through the ``metaservice`` sink and source, next to uncoordinated
+equivalents.
+
+1. **Sink**: the same streaming query — Parquet files (one per micro-batch,
+   ``maxFilesPerTrigger=1``, ``Trigger.AvailableNow``) → a projection → an Iceberg table — once
+   with the ``metaservice`` sink (each micro-batch one barrier: offset log read, tagged Iceberg
+   commit with the idempotency marker, report to MetaService) and once with an *uncoordinated*
+   sink defined here: the same executor-side Parquet writer, and on the driver a plain pyiceberg
+   fast append of the data files (what ``add_files`` does, without re-reading the footers), no
+   MetaService. Goal: the coordinated sink keeps ≥ 0.9× the throughput. The per-barrier
+   coordination overhead is the wall-clock difference divided by the number of barriers, and
+   the MetaService calls one barrier makes are timed on their own.
+2. **Source**: reading a root table of the same size through the ``metaservice`` source (one
+   barrier, pyiceberg Arrow scan on the executors) next to Spark's own Parquet reader over the
+   same files, both into Spark's ``noop`` sink: the cost of reading through a Python data
+   source, for information.
+
+The two sink variants run alternately in one SparkSession after a warm-up query (so Python
+workers are already started), on a MetaService served in-process on SQLite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._environment import server_thread, sqlite_file
+from benchmarks._report import Result, better_ratio, percentile
+
+CATALOG = "bench"
+
+
+def _configure_catalog(warehouse: Path) -> dict[str, str]:
+    props = {"uri": f"sqlite:///{warehouse / 'catalog.db'}", "warehouse": f"file://{warehouse}"}
+    os.environ[f"PYICEBERG_CATALOG__{CATALOG.upper()}__TYPE"] = "sql"
+    for k, v in props.items():
+        os.environ[f"PYICEBERG_CATALOG__{CATALOG.upper()}__{k.upper()}"] = v
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return props
+
+
+def _uncoordinated_source_class() -> type:
+    """An Iceberg streaming sink without MetaService: executors write data files exactly as the
+    ``metaservice`` sink does; the driver appends them in one plain pyiceberg commit."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter
+
+    from spark_plugin._iceberg import load_table
+    from spark_plugin.streaming.sink import SinkFiles
+    from spark_plugin.streaming.table_access import TableHandle, write_batches
+
+    class PlainWriter(DataSourceStreamArrowWriter):
+        def __init__(self, table: str, handle: TableHandle) -> None:
+            self.table, self.handle = table, handle
+
+        def write(self, iterator: Any) -> SinkFiles:
+            files, rows = write_batches(self.handle, iterator)
+            return SinkFiles(files, rows)
+
+        def commit(self, messages: list[Any], batchId: int) -> None:
+            files = [f for m in messages if isinstance(m, SinkFiles) for f in m.data_files]
+            table = load_table(self.table)
+            tx = table.transaction()
+            with tx.update_snapshot().fast_append() as append:
+                for f in files:
+                    append.append_data_file(f)
+            tx.commit_transaction()
+
+    class UncoordinatedIceberg(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "iceberg-uncoordinated"
+
+        def streamWriter(self, schema: Any, overwrite: bool) -> PlainWriter:
+            table = self.options["table"]
+            return PlainWriter(table, TableHandle.of(table, load_table(table)))
+
+    return UncoordinatedIceberg
+
+
+def _write_input(directory: Path, rows: int, files: int) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True)
+    per_file = rows // files
+    for i in range(files):
+        start = i * per_file
+        ids = pa.array(range(start, start + per_file), pa.int64())
+        table = pa.table({"id": ids,
+                          "customer": pc.remainder(ids, 1000),
+                          "amount": pc.multiply(pc.cast(ids, pa.float64()), 0.5)})
+        pq.write_table(table, directory / f"part-{i:04d}.parquet")
+
+
+def _create_sink(catalog: Any, name: str) -> str:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import DoubleType, LongType, NestedField
+
+    schema = Schema(NestedField(1, "id", LongType(), required=False),
+                    NestedField(2, "customer", LongType(), required=False),
+                    NestedField(3, "amount", DoubleType(), required=False),
+                    NestedField(4, "bucket", LongType(), required=False))
+    catalog.create_namespace_if_not_exists("db")
+    catalog.create_table(("db", name), schema=schema)
+    return f"{CATALOG}.db.{name}"
+
+
+def _run_query(spark: Any, input_dir: Path, fmt: str, options: dict[str, str]) -> float:
+    df = (spark.readStream.schema("id long, customer long, amount double")
+          .option("maxFilesPerTrigger", 1).parquet(str(input_dir))
+          .selectExpr("id", "customer", "amount * 1.1 AS amount", "id % 100 AS bucket"))
+    writer = df.writeStream.format(fmt).trigger(availableNow=True)
+    for k, v in options.items():
+        writer = writer.option(k, v)
+    started = time.perf_counter()
+    query = writer.start()
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"{fmt} query failed: {query.exception()}")
+    return elapsed
+
+
+def _service_calls_per_barrier(url: str, sink: str, samples: int) -> list[float]:
+    """The MetaService calls the sink makes for one barrier of a job without sources
+    (registration when Spark plans and commits the batch, the job's state, the table's latest
+    barrier, the report), timed end to end over loopback."""
+    import spark_plugin as sp
+
+    job = "bench-probe"
+    client = sp.MetaServiceClient(url)
+    client.register_sink(job, sink)
+    client.start_job(job)
+    timings = []
+    for i in range(samples):
+        t0 = time.perf_counter()
+        client.register_sink(job, sink)
+        client.register_sink(job, sink)
+        client.get_job(job)
+        client.table_barriers(sink, limit=1)
+        client.commit(job, sink, 1_000 + i, 10_000 + i)
+        timings.append((time.perf_counter() - t0) * 1000)
+    client.unregister(job)
+    return timings
+
+
+def run(quick: bool) -> list[Result]:
+    rows = 200_000 if quick else 1_000_000
+    batches = 10 if quick else 20
+    rounds = 1 if quick else 2
+    base = Path(tempfile.mkdtemp(prefix="bench_streaming_"))
+    try:
+        return _run(base, rows, batches, rounds)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run(base: Path, rows: int, batches: int, rounds: int) -> list[Result]:
+    props = _configure_catalog(base / "warehouse")
+    (base / "warehouse").mkdir()
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyspark.sql import SparkSession
+
+    from spark_plugin.streaming import register_data_source
+
+    catalog = SqlCatalog(CATALOG, **props)
+    input_dir = base / "input"
+    _write_input(input_dir, rows, batches)
+    spark = (SparkSession.builder.master("local[2]").appName("bench-streaming")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.adaptive.enabled", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        with sqlite_file("streaming") as db_url, server_thread(db_url) as url:
+            register_data_source(spark, url=url)
+            spark.dataSource.register(_uncoordinated_source_class())
+            warm = base / "warm"
+            _write_input(warm, 20_000, 2)
+            _run_query(spark, warm, "iceberg-uncoordinated",
+                       {"table": _create_sink(catalog, "warm_plain"),
+                        "checkpointLocation": str(base / "ck-warm-plain")})
+            _run_query(spark, warm, "metaservice",
+                       {"table": _create_sink(catalog, "warm_ms"), "job": "warm",
+                        "metaservice.url": url,
+                        "checkpointLocation": str(base / "ck-warm-ms")})
+            coordinated, plain = [], []
+            for r in range(rounds):
+                plain.append(_run_query(
+                    spark, input_dir, "iceberg-uncoordinated",
+                    {"table": _create_sink(catalog, f"plain_{r}"),
+                     "checkpointLocation": str(base / f"ck-plain-{r}")}))
+                coordinated.append(_run_query(
+                    spark, input_dir, "metaservice",
+                    {"table": _create_sink(catalog, f"coordinated_{r}"), "job": f"bench-{r}",
+                     "metaservice.url": url,
+                     "checkpointLocation": str(base / f"ck-coordinated-{r}")}))
+            calls = _service_calls_per_barrier(url, _create_sink(catalog, "probe"),
+                                               30 if rounds == 1 else 100)
+            source_s, native_s = _source_comparison(spark, catalog, url, input_dir, base)
+    finally:
+        spark.stop()
+    t_ms, t_plain = statistics.median(coordinated), statistics.median(plain)
+    overhead_ms = (t_ms - t_plain) / batches * 1000
+    return [
+        Result.compare(
+            f"streaming sink throughput, {rows:,} rows in {batches} barriers", rows / t_ms,
+            "rows/s", baseline="uncoordinated pyiceberg sink", baseline_value=rows / t_plain,
+            goal="≥ 0.9× the uncoordinated sink", met_if=lambda ratio: ratio >= 0.9,
+            higher_is_better=True,
+            notes=f"wall clock of Trigger.AvailableNow queries, median of {rounds}: "
+                  f"{t_ms:.1f} s vs {t_plain:.1f} s"),
+        Result("coordination overhead per barrier (wall clock)", overhead_ms, "ms",
+               notes="(coordinated − uncoordinated) / barriers; negative values are noise"),
+        Result("MetaService calls of one barrier (p50)", percentile(calls, 50), "ms",
+               notes=f"2× register, job state, latest barrier, commit report; p95 "
+                     f"{percentile(calls, 95):.1f} ms over {len(calls)} barriers, SQLite"),
+        Result(
+            f"streaming source throughput, {rows:,} rows in one barrier", rows / source_s,
+            "rows/s", baseline="Spark's Parquet reader on the same files",
+            baseline_value=rows / native_s,
+            ratio=better_ratio(rows / source_s, rows / native_s, higher_is_better=True),
+            notes="into the noop sink; time of the micro-batches that read rows (Spark's "
+                  "progress); the metaservice source reads with pyiceberg's Arrow scan in "
+                  "Python workers"),
+    ]
+
+
+def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path,
+                       base: Path) -> tuple[float, float]:
+    import spark_plugin as sp
+    from spark_plugin._iceberg import commit_sink, data_files_from_parquet, load_table
+
+    root = _create_sink(catalog, "root")
+    client = sp.MetaServiceClient(url)
+    table = load_table(root)
+    # the same Parquet files, copied into the table and committed as one barrier
+    data = Path(table.location().removeprefix("file://")) / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    import pyarrow.parquet as pq
+
+    paths = []
+    for f in sorted(input_dir.glob("*.parquet")):
+        t = pq.read_table(f)
+        t = t.append_column("bucket", pc_remainder(t["id"]))
+        target = data / f.name
+        pq.write_table(t, target)
+        paths.append(f"file://{target}")
+    done = commit_sink(table, job="bench-ingest", barrier=1_000,
+                       data_files=data_files_from_parquet(table, paths))
+    client.report_root_barrier(root, done.snapshot_id, 1_000)
+    ms = (spark.readStream.format("metaservice").option("metaservice.url", url)
+          .option("job", "bench-source").option("table", root).load())
+    query = (ms.writeStream.format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", str(base / "ck-source")).start())
+    query.awaitTermination()
+    source_s = _data_batches_seconds(query)
+    query = (spark.readStream.schema("id long, customer long, amount double, bucket long")
+             .parquet(str(data)).writeStream.format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", str(base / "ck-native")).start())
+    query.awaitTermination()
+    native_s = _data_batches_seconds(query)
+    return source_s, native_s
+
+
+def _data_batches_seconds(query: Any) -> float:
+    """Time Spark spent in the micro-batches that read rows (not the registration batch, not
+    the query's start)."""
+    return sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress
+               if p["numInputRows"] > 0) / 1000
+
+
+def pc_remainder(column: Any) -> Any:
+    import pyarrow.compute as pc
+
+    return pc.remainder(column, 100)
+
+
+if __name__ == "__main__":
+    from benchmarks._report import text_table
+
+    print(text_table(run("--quick" in sys.argv)))
