@@ -232,3 +232,30 @@ def test_batch_read_reads_the_strong_version(spark, catalog, database, client, f
              .option("table", events).option("barrier", "1000").option("leaseSeconds", "0")
              .load())
     assert sorted(r.id for r in exact.collect()) == [1, 2]
+
+
+def test_a_query_without_metaservice_sources_runs_a_job_without_sources(
+        spark, catalog, database, client, fmt, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out, = make_tables(spark, catalog, database, "id long", "ingested")
+    job = f"{database}.ingest"
+    files = tmp_path / "in"
+    files.mkdir()
+    for i in range(2):
+        pq.write_table(pa.table({"id": pa.array([10 * i + k for k in range(3)], pa.int64())}),
+                       files / f"part-{i}.parquet")
+    df = spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).parquet(str(files))
+    query = sink(df, fmt, job, out, tmp_path / "ckpt", trigger={"availableNow": True})
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    assert rows_of(catalog, out) == [(0,), (1,), (2,), (10,), (11,), (12,)]
+    recorded = client.table_barriers(out)["barriers"]
+    assert len(recorded) == 2 and recorded[0]["barrier"] > recorded[1]["barrier"]
+    table = ice.load_table(out, catalog)
+    batches = [table.metadata.snapshot_by_id(s).summary["metaservice.spark.batch-id"]
+               for s, _, _ in ice.tagged_snapshots(table.metadata)]
+    assert batches == ["0", "1"]
+    # the sink recorded the query's job: the listener unregisters it although no source names it
+    wait_until(lambda: client.get_job(job)["state"] == "terminated", timeout=30)
