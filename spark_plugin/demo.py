@@ -359,7 +359,7 @@ def delay_lines(client: Any) -> list[str]:
         lines.append(f"{name:<28} {clock(latest[name]):<14} {seconds(lag):>8}")
     local = {ENRICH_JOB: _gap(min(_v(latest[ORDERS]), _v(latest[CUSTOMERS])), latest[ENRICHED]),
              REVENUE_JOB: _gap(latest[ENRICHED], latest[REVENUE])}
-    worst = max(local, key=lambda j: local[j] if local[j] is not None else -1)
+    worst = max(local, key=lambda j: _v(local[j]))
     lines.append(f"bottleneck: {worst} (local lag {seconds(local[worst])}; GET /delay is not "
                  "served here, so lags are computed from the tables' latest barriers)")
     return lines

@@ -12,7 +12,8 @@
 A micro-batch is one aligned barrier. The pieces, each in the module named after its idea:
 
 - ``options``      the options and their validation;
-- ``offsets``      the source's offsets and Spark's offset log, which says the barrier of a batch;
+- ``offsets``      the source's offsets: the job, its barrier, the snapshots of its sources;
+- ``checkpoint``   Spark's offset log (the barrier of a batch) and the sink's staged output;
 - ``source``       the streaming reader: barriers from the service, files from Iceberg;
 - ``sink``         the streaming writer: one tagged Iceberg commit per barrier, then the report,
                    exactly once across crashes;
@@ -26,8 +27,6 @@ A micro-batch is one aligned barrier. The pieces, each in the module named after
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 from spark_plugin.streaming.datasource import FORMAT, MetaServiceDataSource
@@ -51,12 +50,6 @@ def register_data_source(spark: Any, *, url: str | None = None,
 
     spark.dataSource.register(MetaServiceDataSource)
     return install_listener(spark, url, token)
-
-
-def python_worker_environment() -> dict[str, str]:
-    """Environment a driver should have before it starts Spark so that Spark's Python workers
-    run this interpreter (with the plugin importable)."""
-    return {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
 
 
 __all__ = ["FORMAT", "MetaServiceDataSource", "register_data_source"]

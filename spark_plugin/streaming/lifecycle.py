@@ -104,13 +104,13 @@ def jobs_in_progress(progress: Any) -> set[str]:
     jobs = set()
     for source in getattr(progress, "sources", None) or []:
         for raw in (getattr(source, "endOffset", None), getattr(source, "startOffset", None)):
-            data = raw
+            data: Any = raw
             if isinstance(raw, str):
                 try:
                     data = json.loads(raw)
                 except ValueError:
                     continue
-            if BarrierOffset.is_offset(data):
+            if isinstance(data, dict) and BarrierOffset.is_offset(data):
                 jobs.add(str(data["job"]))
     return jobs
 

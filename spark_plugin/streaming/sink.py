@@ -327,8 +327,10 @@ def _tagged_commit(metadata: Any, job: str, query: str | None,
         summary = snapshot.summary
         if summary is None or summary.get(JOB_PROPERTY) != job:
             continue
-        if summary.get(QUERY_PROPERTY) == query and summary.get(BATCH_PROPERTY) == str(batch_id):
-            return int(summary[BARRIER_PROPERTY]), snapshot.snapshot_id
+        barrier = summary.get(BARRIER_PROPERTY)
+        if (barrier is not None and summary.get(QUERY_PROPERTY) == query
+                and summary.get(BATCH_PROPERTY) == str(batch_id)):
+            return int(barrier), snapshot.snapshot_id
     return None
 
 

@@ -27,8 +27,8 @@ Admission control: a barrier is the unit of consistency and is never split, so a
 holds exactly one barrier — the newest one the service offers (barriers that completed while the
 query was busy are processed together). ``maxFilesPerTrigger`` is honoured as far as that allows:
 it is reported as the default read limit, and a barrier with more files is admitted whole (and
-logged). ``Trigger.AvailableNow`` processes up to the first barrier offered after the trigger
-started, then stops.
+logged). ``Trigger.AvailableNow`` processes up to the newest barrier complete in every source
+of the job when the trigger started (at least the first one handed out), then stops.
 
 A source table that is not append-only between two barriers (an overwrite, e.g. the sink of a
 complete-mode query) cannot be streamed: ``NotAppendOnlyError`` fails the query with that reason.
@@ -196,13 +196,32 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """Process what is available now: up to the newest barrier complete in every source of
+        the job at this moment (at least the first barrier the job is handed)."""
         self._available_now = True
-        self._target = None
+        self._target = self._latest_aligned()
+
+    def _latest_aligned(self) -> int | None:
+        try:
+            sources = self._client.get_job(self.options.job).get("sources") or []
+            latests = [self._client.table_barriers(t, limit=1).get("latest_barrier")
+                       for t in sources]
+        except (UnknownJobError, UnknownTableError):
+            return None
+        if not latests or any(b is None for b in latests):
+            return None
+        return min(int(b) for b in latests)
+
+    def _pinned_after(self, barrier: int) -> bool:
+        pinned = self._client.get_job(self.options.job).get("pinned_barrier")
+        return pinned is not None and int(pinned) > barrier
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = BarrierOffset.from_json(start)
-        if self._available_now and self._target is not None and (
-                begin.barrier is not None and begin.barrier >= self._target):
+        if (self._available_now and self._target is not None and begin.barrier is not None
+                and begin.barrier >= self._target and not self._pinned_after(begin.barrier)):
+            # done, unless another source of the job was handed a later barrier: then follow
+            # it, so that every source ends at the same barrier
             return start
         if not self._available_now and time.monotonic() < self._ask_after:
             return start
@@ -215,8 +234,9 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = None
         if end is None:
             return start
-        if self._available_now and self._target is None:
-            self._target = end.barrier
+        if self._available_now:
+            self._target = max(self._target if self._target is not None else -1,
+                               end.barrier if end.barrier is not None else -1)
         self._check_limit(begin, end, limit)
         crash_point("after_offset")
         return end.to_json()

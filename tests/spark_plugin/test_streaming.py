@@ -259,3 +259,20 @@ def test_a_query_without_metaservice_sources_runs_a_job_without_sources(
     assert batches == ["0", "1"]
     # the sink recorded the query's job: the listener unregisters it although no source names it
     wait_until(lambda: client.get_job(job)["state"] == "terminated", timeout=30)
+
+
+def test_starting_barrier_sets_the_first_full_read_and_available_now_reads_all_available(
+        spark, catalog, database, client, fmt, tmp_path):
+    events, out = make_tables(spark, catalog, database, "id long", "events", "copy")
+    job = f"{database}.from2000"
+    for i, barrier in enumerate((1_000, 2_000, 3_000)):
+        ingest(client, catalog, events, {"id": [i]}, barrier)
+    df = source(spark, fmt, job, events, startingBarrier="2000")
+    query = sink(df, fmt, job, out, tmp_path / "ckpt", trigger={"availableNow": True})
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    # the start position is a full read at 2000 (rows of 1000 and 2000), then 3000
+    recorded = client.table_barriers(out)["barriers"]
+    assert [r["barrier"] for r in recorded] == [3_000, 2_000]
+    assert rows_of(catalog, out, recorded[1]["snapshot_id"]) == [(0,), (1,)]
+    assert rows_of(catalog, out) == [(0,), (1,), (2,)]

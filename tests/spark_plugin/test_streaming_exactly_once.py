@@ -11,6 +11,7 @@ at every barrier, equals a batch recomputation of the root rows up to that barri
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -57,8 +58,9 @@ class Driver:
         env["PYTHONPATH"] = str(ROOT)
         self.runs += 1
         self.log = self.workdir / f"run-{self.runs}.log"
-        self.proc = subprocess.Popen(self.args, env=env, cwd=ROOT, start_new_session=True,
-                                     stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        with open(self.log, "wb") as out:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(self.args, env=env, cwd=ROOT, start_new_session=True,
+                                         stdout=out, stderr=subprocess.STDOUT)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -69,10 +71,8 @@ class Driver:
 
     def kill_leftovers(self) -> None:
         if self.proc is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def root_rows(i: int) -> dict[str, list[int]]:
