@@ -14,8 +14,11 @@ import argparse
 import importlib
 import inspect
 import os
+import pickle
 import re
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -68,6 +71,24 @@ def run_one(name: str, quick: bool) -> Outcome:
         return Outcome(name, [Result(f"{name}: failed", None, "", met=False, notes=detail)],
                        time.monotonic() - started, quick, load_before, detail)
     return Outcome(name, results, time.monotonic() - started, quick, load_before)
+
+
+def run_isolated(name: str, quick: bool) -> Outcome:
+    """``run_one`` in a child interpreter: benchmarks run in sequence must not share a JVM, a
+    SparkSession, imported state or leaked threads (one benchmark's Spark configuration broke
+    the next one's). The child prints as it goes and hands its outcome back in a file."""
+    with tempfile.TemporaryDirectory(prefix="bench_outcome_") as directory:
+        path = Path(directory) / "outcome.pickle"
+        command = [sys.executable, "-m", "benchmarks", name, "--no-doc", "--outcome-file",
+                   str(path)] + (["--quick"] if quick else [])
+        started = time.monotonic()
+        code = subprocess.call(command)
+        if path.exists():
+            with path.open("rb") as f:
+                return Outcome(**pickle.load(f))  # noqa: S301 - our own child's file
+        detail = f"the benchmark's process exited with {code} before reporting"
+        return Outcome(name, [Result(f"{name}: failed", None, "", met=False, notes=detail)],
+                       time.monotonic() - started, quick, load_average(), detail)
 
 
 def _run_main(main, name: str, quick: bool) -> None:  # type: ignore[no-untyped-def]
@@ -133,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller data sets, fewer samples")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     parser.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
+    parser.add_argument("--outcome-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     chosen = names if args.benchmark == ["all"] else args.benchmark
     unknown = [n for n in chosen if n not in names]
@@ -142,12 +164,18 @@ def main(argv: list[str] | None = None) -> int:
     # ``python3`` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if args.outcome_file is not None:  # a child of run_isolated: one benchmark, no report
+        (name,) = chosen
+        outcome = run_one(name, args.quick)
+        with args.outcome_file.open("wb") as f:
+            pickle.dump(vars(outcome), f)  # plain fields: the child's Outcome is __main__'s
+        return 0
     machine = machine_description()
     print("machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), flush=True)
     outcomes: list[Outcome] = []
     for name in chosen:
         print(f"\n== {name} ({'quick' if args.quick else 'full'}) ==", flush=True)
-        outcome = run_one(name, args.quick)
+        outcome = run_isolated(name, args.quick) if len(chosen) > 1 else run_one(name, args.quick)
         outcomes.append(outcome)
         print(text_table(outcome.results), flush=True)
         print(f"({outcome.seconds:.1f} s)", flush=True)

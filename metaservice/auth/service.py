@@ -13,13 +13,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from metaservice import errors
 from metaservice.auth.policy import PUBLIC, Role, required_role
@@ -133,13 +133,20 @@ class TokenCache:
         self._entries: dict[str, tuple[float, Principal | None]] = {}
         self._lock = threading.Lock()
 
+    def cached(self, token: str) -> tuple[bool, Principal | None]:
+        """(found, principal) from memory only: no query."""
+        with self._lock:
+            hit = self._entries.get(hash_token(token))
+        if hit is not None and time.monotonic() - hit[0] < self.ttl:
+            return True, hit[1]
+        return False, None
+
     def lookup(self, session_factory, token: str) -> Principal | None:  # type: ignore[no-untyped-def]
+        found, principal = self.cached(token)
+        if found:
+            return principal
         digest = hash_token(token)
         now = time.monotonic()
-        with self._lock:
-            hit = self._entries.get(digest)
-            if hit is not None and now - hit[0] < self.ttl:
-                return hit[1]
         with session_factory() as session:
             row = session.scalars(
                 select(ApiTokenRow).where(ApiTokenRow.token_hash == digest)).first()
@@ -169,11 +176,13 @@ def _bearer(request: Request) -> str | None:
 _bearer_scheme = HTTPBearer(auto_error=False, description="a MetaService token (mst_…)")
 
 
-def authorize(
+async def authorize(
     request: Request,
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer_scheme)] = None,
 ) -> Principal:
-    """The app-wide dependency: authenticate, authorise, rate-limit."""
+    """The app-wide dependency: authenticate, authorise, rate-limit. It runs on the event loop
+    (every request passes here) and leaves it only for a query: a token not seen in the last
+    seconds, a writer's job ownership."""
     state = request.app.state
     settings = state.settings
     route = request.scope.get("route")
@@ -190,7 +199,10 @@ def authorize(
             error = UnauthorizedError("a bearer token is required (Authorization: Bearer …)")
             error.headers = {"WWW-Authenticate": "Bearer"}
             raise error
-        found = state.token_cache.lookup(state.database.read_session, token)
+        cached, found = state.token_cache.cached(token)
+        if not cached:
+            found = await run_in_threadpool(state.token_cache.lookup,
+                                            state.database.read_session, token)
         if found is None:
             error = UnauthorizedError("the token is unknown or revoked")
             error.headers = {"WWW-Authenticate": "Bearer"}
@@ -203,7 +215,7 @@ def authorize(
                 f"{principal.role.name}", required=needed.name, role=principal.role.name)
         job = request.path_params.get("job")
         if job is not None and needed == Role.writer and principal.role == Role.writer:
-            _check_job_owner(state, job, principal)
+            await run_in_threadpool(_check_job_owner, state, job, principal)
     limiter: TokenBucket | None = state.rate_limiter
     if limiter is not None and needed != PUBLIC:
         key = principal.name or (request.client.host if request.client else "unknown")

@@ -4,13 +4,25 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 
-from sqlalchemy import Select, bindparam, func, select, union_all, update
+from sqlalchemy import (
+    Select,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
-from metaservice.db.models import BarrierRow, JobProgressRow, TableRow
+from metaservice.db.models import BarrierRow, JobProgressRow, RollbackFenceRow, TableRow
+from metaservice.names import TableName
 
 
 def snap(session: Session, table_id: int, barrier: int) -> BarrierRow | None:
@@ -102,25 +114,6 @@ def history(session: Session, table_id: int, *, before: int | None, limit: int) 
     return list(session.scalars(stmt.order_by(BarrierRow.barrier.desc()).limit(limit)))
 
 
-def advance_latest(session: Session, table: TableRow, row: BarrierRow) -> bool:
-    """Compare-and-swap ``latest(T)`` forward; False when a newer barrier is already there."""
-    result = session.execute(
-        update(TableRow)
-        .where(TableRow.id == table.id,
-               (TableRow.latest_barrier.is_(None)) | (TableRow.latest_barrier < row.barrier))
-        .values(latest_barrier=row.barrier, latest_snapshot_id=row.snapshot_id,
-                latest_committed_at=row.committed_at)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount == 1:
-        # Already in the database: set as committed values, or the flush would write them again.
-        set_committed_value(table, "latest_barrier", row.barrier)
-        set_committed_value(table, "latest_snapshot_id", row.snapshot_id)
-        set_committed_value(table, "latest_committed_at", row.committed_at)
-        return True
-    return False
-
-
 def committed_sinks(session: Session, job: str, barrier: int) -> set[int]:
     """The tables holding a snapshot of ``barrier`` written by ``job`` (in any run)."""
     return set(session.scalars(
@@ -158,3 +151,137 @@ def progress_history(session: Session, job: str, *, limit: int,
 
 def count_barriers(session: Session) -> int:
     return session.scalar(select(func.count()).select_from(BarrierRow)) or 0
+
+
+# -- the commit path ------------------------------------------------------------------------
+# Every accepted commit and root report runs these statements, so they are plain Core
+# statements built once with bind parameters: building an ORM query per call cost more CPU than
+# the database spent running it.
+
+_tables = TableRow.__table__
+_barriers = BarrierRow.__table__
+_fences = RollbackFenceRow.__table__
+
+
+@dataclass(slots=True)
+class LockedTable:
+    """What a commit needs of a table row it holds locked."""
+
+    id: int
+    name: str  # qualified
+    latest_barrier: int | None
+    latest_snapshot_id: int | None
+    writer_job: str | None
+    catching_up: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedBarrier:
+    """A barrier row already recorded at the barrier a commit asks for."""
+
+    snapshot_id: int
+    rolled_back: bool
+    writer_job: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitChecks:
+    """What a commit must check in the barrier history, read in one statement under the lock."""
+
+    fence_plan: str | None  # the rollback plan fencing the table
+    existing: RecordedBarrier | None  # the row at the barrier
+    snapshot_barrier: int | None  # the newest barrier the snapshot already completes
+
+
+_PEEK = select(_tables.c.id, _tables.c.catching_up).where(
+    _tables.c.catalog == bindparam("catalog"), _tables.c.database == bindparam("database"),
+    _tables.c.name == bindparam("name"))
+
+_LOCK = (select(_tables.c.latest_barrier, _tables.c.latest_snapshot_id, _tables.c.writer_job,
+                _tables.c.catching_up)
+         .where(_tables.c.id == bindparam("table_id")).with_for_update())
+
+_existing = _barriers.alias("existing")
+_CHECKS = select(
+    select(_fences.c.plan_id).where(_fences.c.table_id == bindparam("table_id"))
+    .limit(1).scalar_subquery(),
+    select(_barriers.c.barrier)
+    .where(_barriers.c.table_id == bindparam("table_id"),
+           _barriers.c.snapshot_id == bindparam("snapshot_id"),
+           _barriers.c.rolled_back.is_(False))
+    .order_by(_barriers.c.barrier.desc()).limit(1).scalar_subquery(),
+    _existing.c.snapshot_id, _existing.c.rolled_back, _existing.c.writer_job,
+).select_from(
+    select(literal(1).label("one")).subquery("one").outerjoin(
+        _existing, and_(_existing.c.table_id == bindparam("table_id"),
+                        _existing.c.barrier == bindparam("barrier"))))
+
+_INSERT = insert(_barriers).values(
+    table_id=bindparam("p_table_id"), barrier=bindparam("p_barrier"),
+    snapshot_id=bindparam("p_snapshot_id"), committed_at=bindparam("p_committed_at"),
+    writer_job=bindparam("p_writer_job"), writer_run=bindparam("p_writer_run"),
+    rolled_back=False)
+
+_RECOMPLETE = (update(_barriers)
+               .where(_barriers.c.table_id == bindparam("p_table_id"),
+                      _barriers.c.barrier == bindparam("p_barrier"),
+                      _barriers.c.rolled_back.is_(True))
+               .values(snapshot_id=bindparam("p_snapshot_id"),
+                       committed_at=bindparam("p_committed_at"),
+                       writer_job=bindparam("p_writer_job"),
+                       writer_run=bindparam("p_writer_run"), rolled_back=False))
+
+_ADVANCE = (update(_tables)
+            .where(_tables.c.id == bindparam("p_table_id"),
+                   or_(_tables.c.latest_barrier.is_(None),
+                       _tables.c.latest_barrier < bindparam("p_barrier")))
+            .values(latest_barrier=bindparam("p_barrier"),
+                    latest_snapshot_id=bindparam("p_snapshot_id"),
+                    latest_committed_at=bindparam("p_committed_at")))
+
+
+def peek_table(session: Session, name: TableName) -> tuple[int, bool] | None:
+    """``(id, catching_up)`` without a lock: which locks a commit must take, in which order."""
+    row = session.execute(_PEEK, {"catalog": name.catalog, "database": name.database,
+                                  "name": name.table}).first()
+    return None if row is None else (row[0], bool(row[1]))
+
+
+def lock_table(session: Session, table_id: int, name: str) -> LockedTable | None:
+    """Lock the table row for a commit (a row lock on PostgreSQL; SQLite's write transaction
+    already excludes every other writer) and read what the commit checks."""
+    row = session.execute(_LOCK, {"table_id": table_id}).first()
+    if row is None:
+        return None
+    return LockedTable(table_id, name, row[0], row[1], row[2], bool(row[3]))
+
+
+def commit_checks(session: Session, table_id: int, barrier: int,
+                  snapshot_id: int) -> CommitChecks:
+    """Read under the table lock, so a fence or a row written before it was taken is seen."""
+    row = session.execute(_CHECKS, {"table_id": table_id, "barrier": barrier,
+                                    "snapshot_id": snapshot_id}).one()
+    existing = (None if row[2] is None
+                else RecordedBarrier(int(row[2]), bool(row[3]), row[4]))
+    return CommitChecks(row[0], existing, row[1])
+
+
+def write_completed(session: Session, table_id: int, *, barrier: int, snapshot_id: int,
+                    committed_at: int, writer_job: str | None, writer_run: int | None,
+                    recomplete: bool) -> None:
+    """Insert the barrier row, or complete a rolled-back one again (``recomplete``)."""
+    session.execute(_RECOMPLETE if recomplete else _INSERT, {
+        "p_table_id": table_id, "p_barrier": barrier, "p_snapshot_id": snapshot_id,
+        "p_committed_at": committed_at, "p_writer_job": writer_job, "p_writer_run": writer_run})
+
+
+def advance_latest(session: Session, table: LockedTable, *, barrier: int, snapshot_id: int,
+                   committed_at: int) -> bool:
+    """Compare-and-swap ``latest(T)`` forward; False when a newer barrier is already there."""
+    result = session.execute(_ADVANCE, {"p_table_id": table.id, "p_barrier": barrier,
+                                        "p_snapshot_id": snapshot_id,
+                                        "p_committed_at": committed_at})
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    table.latest_barrier, table.latest_snapshot_id = barrier, snapshot_id
+    return True

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
-from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow, TopologyState
+from metaservice.db.models import JobProgressRow, JobRow, TableRow, TopologyState
 from metaservice.expirations import handout
 from metaservice.jobs import repository as jobs_repo
 from metaservice.names import TableName
@@ -54,33 +54,37 @@ class Completed:
 
 
 def _lock_table_for_commit(session: Session, name: TableName, *, create: bool,
-                           now_ms: int) -> TableRow | None:
+                           now_ms: int) -> barriers_repo.LockedTable | None:
     """Lock the table row; first take the topology lock when the table is catching up (its flag
     depends on the topology, and the topology lock comes first in the lock order)."""
-    table = tables_repo.find_table(session, name)
-    if table is None and create:  # the rare first report: create it (race-safe), then lock
-        table = tables_repo.ensure_tables(session, [name], now_ms).get(name)
-    if table is None:
+    peek = barriers_repo.peek_table(session, name)
+    if peek is None and create:  # the rare first report: create it (race-safe), then lock
+        tables_repo.ensure_tables(session, [name], now_ms)
+        peek = barriers_repo.peek_table(session, name)
+    if peek is None:
         return None
-    if table.catching_up:
+    table_id, catching_up = peek
+    if catching_up:
         session.execute(select(TopologyState.id).where(TopologyState.id == 1).with_for_update())
-    return tables_repo.find_table(session, name, for_update=True)
+    return barriers_repo.lock_table(session, table_id, str(name))
 
 
-def record_completed_barrier(session: Session, ctx: ServiceContext, table: TableRow, *,
-                             barrier: int, snapshot_id: int, writer_job: str | None,
-                             writer_run: int | None) -> tuple[BarrierRow, bool]:
-    """Record that ``snapshot_id`` of ``table`` (locked) completes ``barrier``.
+def record_completed_barrier(session: Session, ctx: ServiceContext,
+                             table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks,
+                             *, barrier: int, snapshot_id: int, writer_job: str | None,
+                             writer_run: int | None) -> bool:
+    """Record that ``snapshot_id`` of ``table`` (locked) completes ``barrier``; ``checks`` were
+    read under the lock for this barrier and snapshot.
 
-    Returns the row and whether it is new. An exact repeat returns the first row (idempotent).
-    Raises BarrierRegressionError for anything else at or below ``latest(T)``, and for a snapshot
+    Returns whether the row is new: an exact repeat records nothing (idempotent). Raises
+    BarrierRegressionError for anything else at or below ``latest(T)``, and for a snapshot
     already recorded at an earlier barrier unless it is the latest one (a heartbeat).
     """
-    name = table.qualified_name
-    existing = barriers_repo.get(session, table.id, barrier)
+    name = table.name
+    existing = checks.existing
     if existing is not None and not existing.rolled_back:
         if existing.snapshot_id == snapshot_id:
-            return existing, False
+            return False
         raise errors.BarrierRegressionError(
             f"barrier {barrier} of {name} is already completed by snapshot "
             f"{existing.snapshot_id}",
@@ -92,35 +96,30 @@ def record_completed_barrier(session: Session, ctx: ServiceContext, table: Table
             f"barrier {barrier} is not after latest({name}) = {table.latest_barrier}",
             table=name, barrier=barrier, latest=table.latest_barrier,
         )
-    if snapshot_id != table.latest_snapshot_id:
-        prior = barriers_repo.latest_with_snapshot(session, table.id, snapshot_id)
-        if prior is not None:
-            raise errors.BarrierRegressionError(
-                f"snapshot {snapshot_id} of {name} already completes barrier {prior.barrier}; "
-                "only the latest snapshot may complete a newer barrier (a heartbeat)",
-                table=name, barrier=barrier, snapshot_id=snapshot_id,
-                recorded_barrier=prior.barrier,
-            )
+    if snapshot_id != table.latest_snapshot_id and checks.snapshot_barrier is not None:
+        raise errors.BarrierRegressionError(
+            f"snapshot {snapshot_id} of {name} already completes barrier "
+            f"{checks.snapshot_barrier}; only the latest snapshot may complete a newer barrier "
+            "(a heartbeat)",
+            table=name, barrier=barrier, snapshot_id=snapshot_id,
+            recorded_barrier=checks.snapshot_barrier,
+        )
     now = ctx.clock.now_ms()
-    if existing is not None:  # a rolled-back barrier completed again after a rollback
-        existing.snapshot_id, existing.committed_at = snapshot_id, now
-        existing.writer_job, existing.writer_run, existing.rolled_back = writer_job, writer_run, False
-        row = existing
-    else:
-        row = BarrierRow(table_id=table.id, barrier=barrier, snapshot_id=snapshot_id,
-                         committed_at=now, writer_job=writer_job, writer_run=writer_run)
-        session.add(row)
-    session.flush()
-    if not barriers_repo.advance_latest(session, table, row):
+    # A rolled-back barrier is completed again after a rollback: the row is reused.
+    barriers_repo.write_completed(session, table.id, barrier=barrier, snapshot_id=snapshot_id,
+                                  committed_at=now, writer_job=writer_job, writer_run=writer_run,
+                                  recomplete=existing is not None)
+    if not barriers_repo.advance_latest(session, table, barrier=barrier, snapshot_id=snapshot_id,
+                                        committed_at=now):
         raise errors.ConcurrentUpdateError(f"latest({name}) moved concurrently; retry", table=name)
     if table.catching_up:
-        clear_if_caught_up(session, load_running_topology(session), table)
+        clear_if_caught_up(session, load_running_topology(session), name, barrier)
     logger.info("barrier_completed", extra={"table": name, "barrier": barrier,
                                             "snapshot_id": snapshot_id, "job": writer_job})
-    return row, True
+    return True
 
 
-def assigned_barrier(ctx: ServiceContext, table: TableRow) -> int:
+def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> int:
     """``max(now_ms, latest(T) + 1)``."""
     now = ctx.clock.now_ms()
     return now if table.latest_barrier is None else max(now, table.latest_barrier + 1)
@@ -136,22 +135,21 @@ def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snaps
             f"{name} is written by running job {table.writer_job!r}; it reports its own commits",
             table=str(name), writer=table.writer_job,
         )
-    _refuse_fenced(session, table)
     if barrier is None:
         barrier = assigned_barrier(ctx, table)
-    row, _ = record_completed_barrier(session, ctx, table, barrier=barrier,
-                                      snapshot_id=snapshot_id, writer_job=None, writer_run=None)
-    return Completed(str(name), row.barrier, row.snapshot_id)
+    checks = barriers_repo.commit_checks(session, table.id, barrier, snapshot_id)
+    _refuse_fenced(table, checks)
+    record_completed_barrier(session, ctx, table, checks, barrier=barrier,
+                             snapshot_id=snapshot_id, writer_job=None, writer_run=None)
+    return Completed(str(name), barrier, snapshot_id)
 
 
-def _refuse_fenced(session: Session, table: TableRow) -> None:
-    fence = rollback_repo.fences_on(session, [table.id])
-    if fence:
+def _refuse_fenced(table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks) -> None:
+    if checks.fence_plan is not None:
         raise errors.RollbackInProgressError(
-            f"{table.qualified_name} is being rolled back (plan {fence[table.id]}); "
+            f"{table.name} is being rolled back (plan {checks.fence_plan}); "
             "retry once the plan is completed",
-            table=table.qualified_name, plan=fence[table.id],
-            retry_after_ms=1000)
+            table=table.name, plan=checks.fence_plan, retry_after_ms=1000)
 
 
 def _sinks_fenced(session: Session, job: str) -> bool:
@@ -323,8 +321,8 @@ def _clear_pin(job: JobRow) -> None:
 def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableName, *,
            barrier: int | None, snapshot_id: int) -> Completed:
     """SPEC §5.4: a job reports that ``snapshot_id`` of its sink completes its pinned barrier."""
-    peek = tables_repo.find_table(session, table_name)
-    if peek is not None and peek.catching_up:
+    peek = barriers_repo.peek_table(session, table_name)
+    if peek is not None and peek[1]:
         # Keep the lock order (topology → job → table): the flag's update needs the topology.
         session.execute(select(TopologyState.id).where(TopologyState.id == 1).with_for_update())
     job = jobs_repo.get_job(session, name, for_update=True)
@@ -337,20 +335,23 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
     if table is None or table.id not in {t.id for t in sinks}:
         raise errors.NotASinkError(f"{table_name} is not a sink of job {name!r}",
                                    job=name, table=str(table_name))
-    if barrier is not None:
-        existing = barriers_repo.get(session, table.id, barrier)
-        if (existing is not None and not existing.rolled_back
-                and existing.snapshot_id == snapshot_id and existing.writer_job == name):
-            # An exact repeat: a report retried, or the replay of a restarted run that found
-            # its Iceberg commit. It answers as the first did and counts for the pinned barrier.
-            if (job.state == "running" and has_sources and job.pinned_barrier == barrier
-                    and job.pin_invalidated_reason is None):
-                _finish_if_all_sinks_committed(session, ctx, job, sinks, barrier)
-            return Completed(str(table_name), existing.barrier, existing.snapshot_id)
+    # A job without sources lets the service assign the barrier, as for a root report.
+    target = barrier if barrier is not None or has_sources else assigned_barrier(ctx, table)
+    checks = barriers_repo.commit_checks(session, table.id, -1 if target is None else target,
+                                         snapshot_id)
+    existing = checks.existing if barrier is not None else None
+    if (existing is not None and not existing.rolled_back
+            and existing.snapshot_id == snapshot_id and existing.writer_job == name):
+        # An exact repeat: a report retried, or the replay of a restarted run that found its
+        # Iceberg commit. It answers as the first did and counts for the pinned barrier.
+        if (job.state == "running" and has_sources and job.pinned_barrier == barrier
+                and job.pin_invalidated_reason is None):
+            _finish_if_all_sinks_committed(session, ctx, job, sinks, barrier)  # type: ignore[arg-type]
+        return Completed(str(table_name), barrier, snapshot_id)  # type: ignore[arg-type]
     if job.state != "running":
         raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
                                         job=name, state=job.state)
-    _refuse_fenced(session, table)
+    _refuse_fenced(table, checks)
     if job.pin_invalidated_reason is not None and barrier in (None, job.pinned_barrier):
         raise errors.BarrierRolledBackError(
             f"barrier {job.pinned_barrier} of job {name!r} was invalidated: "
@@ -368,18 +369,16 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
             raise errors.UnknownBarrierError(
                 f"barrier {barrier} was not handed to job {name!r}",
                 job=name, barrier=barrier, pinned=job.pinned_barrier)
-    elif barrier is None:
-        barrier = assigned_barrier(ctx, table)
-    row, _ = record_completed_barrier(session, ctx, table, barrier=barrier,
-                                      snapshot_id=snapshot_id, writer_job=name,
-                                      writer_run=job.run)
+    assert target is not None
+    record_completed_barrier(session, ctx, table, checks, barrier=target,
+                             snapshot_id=snapshot_id, writer_job=name, writer_run=job.run)
     now = ctx.clock.now_ms()
     job.updated_at = now
     if has_sources:
-        _finish_if_all_sinks_committed(session, ctx, job, sinks, barrier)
-    elif job.last_committed_barrier is None or barrier > job.last_committed_barrier:
-        job.last_committed_barrier = barrier
-    return Completed(str(table_name), row.barrier, row.snapshot_id)
+        _finish_if_all_sinks_committed(session, ctx, job, sinks, target)
+    elif job.last_committed_barrier is None or target > job.last_committed_barrier:
+        job.last_committed_barrier = target
+    return Completed(str(table_name), target, snapshot_id)
 
 
 def _finish_if_all_sinks_committed(session: Session, ctx: ServiceContext, job: JobRow,

@@ -34,9 +34,13 @@ class Database:
         """A plain session for short reads outside a request's transaction."""
         return self._read()
 
+    def session(self, *, write: bool) -> Session:
+        """A new session; its transaction begins with its first statement."""
+        return (self._write if write else self._read)()
+
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[Session]:
-        session = (self._write if write else self._read)()
+        session = self.session(write=write)
         try:
             yield session
             session.commit()

@@ -71,12 +71,17 @@ def refresh_after_topology_change(session: Session, before: Topology, after: Top
                 )
 
 
-def clear_if_caught_up(session: Session, topology: Topology, table: TableRow) -> None:
-    """After a commit to a catching-up table: rejoin the min once it reached the cut."""
-    if not table.catching_up or table.latest_barrier is None:
-        return
-    qualified = table.qualified_name
+def clear_if_caught_up(session: Session, topology: Topology, qualified: str,
+                       latest: int) -> None:
+    """After a commit brought a catching-up table to ``latest``: rejoin the min once it reached
+    the cut."""
     others = table_states(session, topology.component(qualified) - {qualified})
     cut = compute_strong_cut(others.values())
-    if has_caught_up(table.latest_barrier, cut):
-        table.catching_up = False
+    if has_caught_up(latest, cut):
+        key = TableName.parse(qualified)
+        session.execute(
+            update(TableRow)
+            .where(TableRow.catalog == key.catalog, TableRow.database == key.database,
+                   TableRow.name == key.table)
+            .values(catching_up=False)
+            .execution_options(synchronize_session=False))
