@@ -13,12 +13,12 @@ from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
 from metaservice.db.session import Database
 from metaservice.delay.endpoints import router as delay_router
-from metaservice.expirations.endpoints import router as expirations_router
 from metaservice.errors import install_error_handlers
+from metaservice.expirations.endpoints import router as expirations_router
 from metaservice.health.endpoints import router as health_router
 from metaservice.jobs.endpoints import router as jobs_router
-from metaservice.limits import BodySizeLimit, TokenBucket
 from metaservice.leases.endpoints import router as leases_router
+from metaservice.limits import BodySizeLimit, TokenBucket
 from metaservice.lineage.endpoints import router as lineage_router
 from metaservice.observability.endpoints import router as observability_router
 from metaservice.observability.metrics import install_metrics
@@ -59,8 +59,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     install_metrics(app)  # outermost: times every answer, refusals included
     install_error_handlers(app)
     _document_security(app, settings)
-    for router in (health_router, auth_router, jobs_router, barriers_router, versions_router, lineage_router,
-                   delay_router, rollback_router, leases_router, expirations_router,
+    for router in (health_router, auth_router, jobs_router, barriers_router, versions_router,
+                   lineage_router, delay_router, rollback_router, leases_router, expirations_router,
                    observability_router, ui_router):
         app.include_router(router)
     return app

@@ -68,7 +68,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     from metaservice.app import create_app
     from metaservice.logging_config import configure_logging
-
     from metaservice.settings import is_loopback
 
     settings = _settings(args)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 

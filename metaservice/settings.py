@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import lru_cache
-
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from functools import cache
 
 from sqlalchemy import (
-    Select,
     and_,
     bindparam,
     func,
@@ -16,10 +15,11 @@ from sqlalchemy import (
     literal,
     or_,
     select,
-    union_all,
+    text,
     update,
 )
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import TextClause
 
 from metaservice.db.models import BarrierRow, JobProgressRow, RollbackFenceRow, TableRow
 from metaservice.names import TableName
@@ -36,41 +36,51 @@ def snap(session: Session, table_id: int, barrier: int) -> BarrierRow | None:
     ).first()
 
 
-# SQLite refuses compound SELECTs of more than 500 members (SQLITE_MAX_COMPOUND_SELECT).
+@dataclass(frozen=True, slots=True)
+class Snap:
+    """``snap(T, B)`` as a version answer needs it: the row's barrier and snapshot, and whether
+    the snapshot is approved for expiration (it must not be handed out then, SPEC §3.5)."""
+
+    barrier: int
+    snapshot_id: int
+    approved_for_expiration: bool
+
+
 _SNAPS_PER_STATEMENT = 256
 
 
 @cache
-def _snaps_statement(size: int) -> Select[tuple[BarrierRow]]:
-    """``size`` snap seeks as one UNION ALL, built once per size: building and hashing the
-    expression on every request cost ten times more CPU than running it."""
-    seeks = [
-        select(BarrierRow)
-        .where(BarrierRow.table_id == bindparam(f"t{i}"), BarrierRow.barrier <= bindparam(f"b{i}"),
-               BarrierRow.rolled_back.is_(False))
-        .order_by(BarrierRow.barrier.desc())
-        .limit(1)
-        .subquery()
-        .select()
-        for i in range(size)
-    ]
-    return select(BarrierRow).from_statement(union_all(*seeks))
+def _snaps_statement(size: int) -> TextClause:
+    """``size`` snap seeks in one statement, built once per size (constant text: the driver
+    prepares it). Each seek is the same indexed descent as :func:`snap`; the expiration check
+    is a primary-key probe. Plain SQL that PostgreSQL and SQLite both run."""
+    values = ", ".join(f"(:t{i}, :b{i})" for i in range(size))
+    return text(
+        f"WITH cuts (table_id, cut) AS (VALUES {values}) "
+        "SELECT cuts.table_id, b.barrier, b.snapshot_id, EXISTS ("
+        "  SELECT 1 FROM snapshot_expirations e"
+        "  WHERE e.table_id = b.table_id AND e.snapshot_id = b.snapshot_id) "
+        "FROM cuts JOIN barriers b ON b.table_id = cuts.table_id AND b.barrier = ("
+        "  SELECT s.barrier FROM barriers s"
+        "  WHERE s.table_id = cuts.table_id AND s.barrier <= cuts.cut AND NOT s.rolled_back"
+        "  ORDER BY s.barrier DESC LIMIT 1)")
 
 
-def snaps(session: Session, cuts: Mapping[int, int]) -> dict[int, BarrierRow]:
-    """``snap(T, B)`` of many tables (``{table_id: B}``) in one round trip per 256 tables: the
-    same indexed seeks as :func:`snap`, as one UNION ALL. Tables with no such row are absent."""
-    found: dict[int, BarrierRow] = {}
+def snaps(session: Session, cuts: Mapping[int, int]) -> dict[int, Snap]:
+    """``snap(T, B)`` of many tables (``{table_id: B}``), one round trip per 256 tables.
+    Tables with no such row are absent."""
+    found: dict[int, Snap] = {}
     items = list(cuts.items())
     for start in range(0, len(items), _SNAPS_PER_STATEMENT):
         chunk = items[start:start + _SNAPS_PER_STATEMENT]
-        size = 1 << (len(chunk) - 1).bit_length()  # powers of two: few cached statements
-        chunk += [(-1, -1)] * (size - len(chunk))  # padding: seeks of a table that never exists
-        params = {}
+        size = 1 << (len(chunk) - 1).bit_length()  # powers of two: few statements
+        chunk += [chunk[0]] * (size - len(chunk))  # padding repeats a wanted seek
+        params: dict[str, int] = {}
         for i, (table_id, barrier) in enumerate(chunk):
             params[f"t{i}"], params[f"b{i}"] = table_id, barrier
-        found.update((row.table_id, row)
-                     for row in session.scalars(_snaps_statement(size), params))
+        for table_id, barrier, snapshot_id, approved in session.execute(
+                _snaps_statement(size), params):
+            found[table_id] = Snap(barrier, snapshot_id, bool(approved))
     return found
 
 

@@ -207,7 +207,8 @@ def _pin(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Table
         for s in sources:
             row = barriers_repo.snap(session, s.id, after)
             if row is not None:
-                previous[s.qualified_name] = {"barrier": row.barrier, "snapshot_id": row.snapshot_id}
+                previous[s.qualified_name] = {"barrier": row.barrier,
+                                              "snapshot_id": row.snapshot_id}
     if handout.position_hands_out_expired(session, sources, snapshots, previous):  # SPEC §3.5
         return Position("wait", retry_after_ms=ctx.settings.wait_retry_after_ms,
                         reason=handout.SNAPSHOT_EXPIRED)

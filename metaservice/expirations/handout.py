@@ -38,12 +38,17 @@ def refuse_approved(session: Session, snapshots: Iterable[tuple[str, int, int]])
     gone = approved(session, ((t, s) for _, t, s in wanted))
     if not gone:
         return
-    expired = [{"table": name, "snapshot_id": s} for name, t, s in wanted if (t, s) in gone]
+    raise_expired([{"table": name, "snapshot_id": s} for name, t, s in wanted if (t, s) in gone])
+
+
+def raise_expired(expired: Sequence[Mapping[str, Any]]) -> None:
+    """Raise the 410 naming the snapshots (``{"table", "snapshot_id"}``) approved for
+    expiration."""
     first = expired[0]
     raise errors.SnapshotExpiredError(
         f"snapshot {first['snapshot_id']} of {first['table']} is approved for expiration"
         + (f" (and {len(expired) - 1} more)" if len(expired) > 1 else ""),
-        snapshots=expired)
+        snapshots=list(expired))
 
 
 SNAPSHOT_EXPIRED = "snapshot_expired"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from functools import cache
 
-from sqlalchemy import and_, or_, select, tuple_
+from sqlalchemy import Select, and_, bindparam, or_, select, tuple_
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -13,7 +15,8 @@ from metaservice.db.models import TableRow
 from metaservice.names import TableName
 
 
-def ensure_tables(session: Session, names: Iterable[TableName], now_ms: int) -> dict[TableName, TableRow]:
+def ensure_tables(session: Session, names: Iterable[TableName],
+                  now_ms: int) -> dict[TableName, TableRow]:
     """Rows for ``names``, created when missing. Safe when two requests create the same table
     at once (INSERT … ON CONFLICT DO NOTHING, then read)."""
     wanted = sorted(set(names))
@@ -92,3 +95,44 @@ def tables_by_id(session: Session, ids: Iterable[int]) -> dict[int, TableRow]:
 
 def table_name(row: TableRow) -> TableName:
     return TableName(row.catalog, row.database, row.name)
+
+
+@dataclass(frozen=True, slots=True)
+class CutState:
+    """What a version answer needs of one table."""
+
+    id: int
+    latest: int | None
+    catching_up: bool
+
+
+# A version answer runs this on every request: one statement per padded size, built once (a
+# query built per call cost more CPU than the database spent on it), constant text so the
+# driver prepares it.
+_NAMES_PER_STATEMENT = 256
+
+
+@cache
+def _cut_states_statement(size: int) -> Select:  # type: ignore[type-arg]
+    return select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
+                  TableRow.latest_barrier, TableRow.catching_up).where(
+        tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
+            [tuple_(bindparam(f"c{i}"), bindparam(f"d{i}"), bindparam(f"n{i}"))
+             for i in range(size)]))
+
+
+def cut_states(session: Session, names: Iterable[str]) -> dict[str, CutState]:
+    """``CutState`` by qualified name; unknown names are absent."""
+    wanted = [TableName.parse(n) for n in dict.fromkeys(names)]
+    found: dict[str, CutState] = {}
+    for start in range(0, len(wanted), _NAMES_PER_STATEMENT):
+        chunk = wanted[start:start + _NAMES_PER_STATEMENT]
+        size = 1 << (len(chunk) - 1).bit_length()  # powers of two: few statements
+        params: dict[str, str] = {}
+        for i in range(size):
+            key = chunk[i] if i < len(chunk) else chunk[0]  # padding repeats a wanted name
+            params[f"c{i}"], params[f"d{i}"], params[f"n{i}"] = key.catalog, key.database, key.table
+        for table_id, catalog, database, name, latest, catching_up in session.execute(
+                _cut_states_statement(size), params):
+            found[f"{catalog}.{database}.{name}"] = CutState(table_id, latest, bool(catching_up))
+    return found

@@ -20,8 +20,11 @@ def lock_topology(session: Session) -> int:
     return session.scalar(select(TopologyState.version).where(TopologyState.id == 1)) or 0
 
 
+_VERSION = select(TopologyState.version).where(TopologyState.id == 1)  # read on every answer
+
+
 def topology_version(session: Session) -> int:
-    return session.scalar(select(TopologyState.version).where(TopologyState.id == 1)) or 0
+    return session.scalar(_VERSION) or 0
 
 
 def load_running_topology(session: Session) -> Topology:

@@ -22,7 +22,8 @@ class VersionsIn(BaseModel):
 
     consistency: Consistency = Consistency.strong
     tables: list[QualifiedTable] = Field(min_length=1, max_length=MAX_TABLES_PER_REQUEST)
-    barrier: Barrier | None = Field(default=None, description="explicit barrier: a reproducible read")
+    barrier: Barrier | None = Field(default=None,
+                                    description="explicit barrier: a reproducible read")
     lease_seconds: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
     holder: str | None = Field(default=None, max_length=200)
 

@@ -37,10 +37,16 @@ class Version:
 
 def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             consistency: Consistency | None, barrier: int | None = None) -> dict[str, Version]:
-    """The version of every requested table under ``consistency`` or at an explicit barrier."""
+    """The version of every requested table under ``consistency`` or at an explicit barrier.
+
+    Three statements whatever the number of tables: the topology version (for the cached
+    components), the requested tables' states, and every ``snap(T, B)`` with its expiration
+    check; a strong answer over components larger than the request reads the rest of their
+    tables in one more.
+    """
     names = list(dict.fromkeys(str(t) for t in tables))
-    rows = tables_repo.find_tables(session, tables)
-    states = {str(n): TableState(str(n), r.latest_barrier, r.catching_up) for n, r in rows.items()}
+    found = tables_repo.cut_states(session, names)
+    states = {n: TableState(n, s.latest, s.catching_up) for n, s in found.items()}
     unknown = [n for n in names if n not in states or states[n].latest is None]
     if barrier is not None:
         behind = tables_behind((states.get(n, TableState(n, None)) for n in names), barrier)
@@ -57,22 +63,24 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             cuts = _weak_cuts(session, ctx, names, states)
         else:
             cuts = _strong_cuts(session, ctx, names, states)
-    by_name = {str(n): r for n, r in rows.items()}
+    snaps = barriers_repo.snaps(session, {found[n].id: cuts[n] for n in names})
     result: dict[str, Version] = {}
     missing: list[str] = []
-    found = barriers_repo.snaps(session, {by_name[name].id: cuts[name] for name in names})
+    expired: list[dict[str, object]] = []
     for name in names:
-        row = found.get(by_name[name].id)
-        if row is None:
+        snap = snaps.get(found[name].id)
+        if snap is None:
             missing.append(name)
             continue
-        result[name] = Version(name, row.barrier, row.snapshot_id)
+        if snap.approved_for_expiration:
+            expired.append({"table": name, "snapshot_id": snap.snapshot_id})
+        result[name] = Version(name, snap.barrier, snap.snapshot_id)
     if missing:
         raise errors.NoVersionError(
             f"no snapshot at or before the cut for {', '.join(missing)}",
             tables=missing, barriers={n: cuts[n] for n in missing})
-    handout.refuse_approved(
-        session, ((n, by_name[n].id, v.snapshot_id) for n, v in result.items()))
+    if expired:
+        handout.raise_expired(expired)
     return result
 
 
@@ -99,12 +107,17 @@ def _strong_cuts(session: Session, ctx: ServiceContext, names: list[str],
         raise errors.CatchingUpError(
             f"{', '.join(catching)} joined a pipeline behind its strong cut and is catching up",
             tables=catching)
+    components = {topology.component(n) for n in names}
+    # A request naming whole components (the usual case) already loaded their states; the
+    # other tables of the components are read in one statement.
+    rest = set().union(*components) - states.keys()
+    if rest:
+        more = tables_repo.cut_states(session, rest)
+        states = {**states, **{n: TableState(n, s.latest, s.catching_up)
+                               for n, s in more.items()}}
     cuts: dict[str, int] = {}
-    for component in {topology.component(n) for n in names}:
-        # A request naming the whole component (the usual case) already loaded its states.
-        member_states = ({n: states[n] for n in component} if component <= states.keys()
-                         else table_states(session, component))
-        cut = compute_strong_cut(member_states.values())
+    for component in components:
+        cut = compute_strong_cut(states.get(n, TableState(n, None)) for n in component)
         assert cut is not None  # the requested tables of this component have caught up
         for n in component & set(names):
             cuts[n] = cut

@@ -74,7 +74,7 @@ def test_wheel_carries_migrations_and_assets(tmp_path: Path) -> None:
 
 
 def test_kubernetes_manifests_are_valid() -> None:
-    validate = pytest.importorskip("kubernetes_validate")
+    pytest.importorskip("kubernetes_validate")
     manifests = sorted((ROOT / "deploy" / "k8s").glob("*.yaml"))
     assert len(manifests) >= 4
     result = subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict",
