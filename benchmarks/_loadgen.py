@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 # (method, path, JSON body) for connection number ``client`` and its ``n``-th request.
 RequestFactory = Callable[[int, int], tuple[str, str, bytes]]
+# Looks at a 2xx answer's body after its latency was taken; returns why it is wrong, or None.
+AnswerCheck = Callable[[bytes], str | None]
 
 
 @dataclass
@@ -31,8 +33,8 @@ class LoadResult:
         return self.ok / self.seconds if self.seconds else 0.0
 
 
-async def _connection(url: str, client: int, make: RequestFactory, warmup_until: float,
-                      deadline: float, result: LoadResult) -> None:
+async def _connection(url: str, client: int, make: RequestFactory, check: AnswerCheck | None,
+                      warmup_until: float, deadline: float, result: LoadResult) -> None:
     parts = urlsplit(url)
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
     host = f"{parts.hostname}:{parts.port}".encode()
@@ -53,32 +55,36 @@ async def _connection(url: str, client: int, make: RequestFactory, warmup_until:
             payload = await reader.readexactly(length)
             if now < warmup_until:
                 continue
+            elapsed_ms = (time.monotonic() - now) * 1000
             result.statuses[status] = result.statuses.get(status, 0) + 1
-            if 200 <= status < 300:
+            wrong = (f"{status} {payload[:300].decode(errors='replace')}"
+                     if not 200 <= status < 300 else check(payload) if check else None)
+            if wrong is None:
                 result.ok += 1
-                result.latencies_ms.append((time.monotonic() - now) * 1000)
+                result.latencies_ms.append(elapsed_ms)
             else:
                 result.failed += 1
                 if result.first_error is None:
-                    result.first_error = f"{status} {payload[:300].decode(errors='replace')}"
+                    result.first_error = wrong
     finally:
         writer.close()
 
 
-async def _run(urls: list[str], clients: int, make: RequestFactory, warmup: float,
-               duration: float) -> LoadResult:
+async def _run(urls: list[str], clients: int, make: RequestFactory, check: AnswerCheck | None,
+               warmup: float, duration: float) -> LoadResult:
     start = time.monotonic()
     result = LoadResult(seconds=duration)
     await asyncio.gather(*(
-        _connection(urls[c % len(urls)], c, make, start + warmup, start + warmup + duration,
-                    result)
+        _connection(urls[c % len(urls)], c, make, check, start + warmup,
+                    start + warmup + duration, result)
         for c in range(clients)))
     return result
 
 
-def run_load(urls: list[str], *, clients: int, make: RequestFactory, warmup: float = 2.0,
+def run_load(urls: list[str], *, clients: int, make: RequestFactory,
+             check: AnswerCheck | None = None, warmup: float = 2.0,
              duration: float = 10.0) -> LoadResult:
     """``clients`` keep-alive connections spread over ``urls``, each sending its next request as
     soon as the previous answer arrived, for ``warmup + duration`` seconds; counts only answers
-    to requests sent after the warm-up."""
-    return asyncio.run(_run(urls, clients, make, warmup, duration))
+    to requests sent after the warm-up. A 2xx answer that ``check`` rejects counts as failed."""
+    return asyncio.run(_run(urls, clients, make, check, warmup, duration))

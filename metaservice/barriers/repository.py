@@ -48,27 +48,40 @@ class Snap:
 
 _SNAPS_PER_STATEMENT = 256
 
+# Each seek is the same indexed descent as :func:`snap`; the expiration check is a primary-key
+# probe. ``cuts`` is a VALUES list on SQLite and two arrays on PostgreSQL (psycopg re-parses
+# every statement of more than 50 parameters on each execution).
+_SNAPS_QUERY = (
+    "WITH cuts (table_id, cut) AS ({cuts}) "
+    "SELECT cuts.table_id, b.barrier, b.snapshot_id, EXISTS ("
+    "  SELECT 1 FROM snapshot_expirations e"
+    "  WHERE e.table_id = b.table_id AND e.snapshot_id = b.snapshot_id) "
+    "FROM cuts JOIN barriers b ON b.table_id = cuts.table_id AND b.barrier = ("
+    "  SELECT s.barrier FROM barriers s"
+    "  WHERE s.table_id = cuts.table_id AND s.barrier <= cuts.cut AND NOT s.rolled_back"
+    "  ORDER BY s.barrier DESC LIMIT 1)")
+
+_SNAPS_POSTGRES = text(_SNAPS_QUERY.format(
+    cuts="SELECT * FROM unnest(CAST(:tables AS bigint[]), CAST(:cuts AS bigint[]))"))
+
 
 @cache
 def _snaps_statement(size: int) -> TextClause:
     """``size`` snap seeks in one statement, built once per size (constant text: the driver
-    prepares it). Each seek is the same indexed descent as :func:`snap`; the expiration check
-    is a primary-key probe. Plain SQL that PostgreSQL and SQLite both run."""
+    prepares it)."""
     values = ", ".join(f"(:t{i}, :b{i})" for i in range(size))
-    return text(
-        f"WITH cuts (table_id, cut) AS (VALUES {values}) "
-        "SELECT cuts.table_id, b.barrier, b.snapshot_id, EXISTS ("
-        "  SELECT 1 FROM snapshot_expirations e"
-        "  WHERE e.table_id = b.table_id AND e.snapshot_id = b.snapshot_id) "
-        "FROM cuts JOIN barriers b ON b.table_id = cuts.table_id AND b.barrier = ("
-        "  SELECT s.barrier FROM barriers s"
-        "  WHERE s.table_id = cuts.table_id AND s.barrier <= cuts.cut AND NOT s.rolled_back"
-        "  ORDER BY s.barrier DESC LIMIT 1)")
+    return text(_SNAPS_QUERY.format(cuts=f"VALUES {values}"))
 
 
 def snaps(session: Session, cuts: Mapping[int, int]) -> dict[int, Snap]:
-    """``snap(T, B)`` of many tables (``{table_id: B}``), one round trip per 256 tables.
-    Tables with no such row are absent."""
+    """``snap(T, B)`` of many tables (``{table_id: B}``): one round trip on PostgreSQL, one per
+    256 tables on SQLite. Tables with no such row are absent."""
+    if not cuts:
+        return {}
+    if session.get_bind().dialect.name == "postgresql":
+        rows = session.execute(_SNAPS_POSTGRES, {"tables": list(cuts), "cuts": list(cuts.values())})
+        return {table_id: Snap(barrier, snapshot_id, bool(approved))
+                for table_id, barrier, snapshot_id, approved in rows}
     found: dict[int, Snap] = {}
     items = list(cuts.items())
     for start in range(0, len(items), _SNAPS_PER_STATEMENT):

@@ -6,12 +6,12 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from sqlalchemy import Select, and_, bindparam, or_, select, tuple_
+from sqlalchemy import Select, and_, bindparam, or_, select, text, tuple_
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from metaservice.db.models import TableRow
+from metaservice.db.models import TableRow, TopologyState
 from metaservice.names import TableName
 
 
@@ -106,33 +106,60 @@ class CutState:
     catching_up: bool
 
 
-# A version answer runs this on every request: one statement per padded size, built once (a
-# query built per call cost more CPU than the database spent on it), constant text so the
-# driver prepares it.
+# A version answer runs this on every request, so the statement is built once and its text is
+# constant (the driver prepares it; a query built per call cost more CPU than the database spent
+# on it). PostgreSQL takes the names as three arrays: psycopg re-parses every statement of more
+# than 50 parameters on each execution. SQLite takes one tuple IN per padded size.
 _NAMES_PER_STATEMENT = 256
+
+_CUT_STATES_POSTGRES = text(
+    "SELECT t.id, t.catalog, t.database, t.name, t.latest_barrier, t.catching_up, "
+    "  (SELECT version FROM topology_state WHERE id = 1) "
+    "FROM unnest(CAST(:catalogs AS text[]), CAST(:databases AS text[]), CAST(:names AS text[])) "
+    "  AS w(catalog, database, name) "
+    "JOIN tables t ON t.catalog = w.catalog AND t.database = w.database AND t.name = w.name")
+
+
+_TOPOLOGY_VERSION = (select(TopologyState.version).where(TopologyState.id == 1)
+                     .scalar_subquery())
 
 
 @cache
 def _cut_states_statement(size: int) -> Select:  # type: ignore[type-arg]
     return select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
-                  TableRow.latest_barrier, TableRow.catching_up).where(
+                  TableRow.latest_barrier, TableRow.catching_up, _TOPOLOGY_VERSION).where(
         tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
             [tuple_(bindparam(f"c{i}"), bindparam(f"d{i}"), bindparam(f"n{i}"))
              for i in range(size)]))
 
 
-def cut_states(session: Session, names: Iterable[str]) -> dict[str, CutState]:
-    """``CutState`` by qualified name; unknown names are absent."""
+def cut_states(session: Session, names: Iterable[str]) -> tuple[dict[str, CutState], int | None]:
+    """``CutState`` by qualified name (unknown names are absent), and the topology version read
+    by the same statement (``None`` when no name is known): a version answer saves a round
+    trip with it."""
     wanted = [TableName.parse(n) for n in dict.fromkeys(names)]
     found: dict[str, CutState] = {}
-    for start in range(0, len(wanted), _NAMES_PER_STATEMENT):
-        chunk = wanted[start:start + _NAMES_PER_STATEMENT]
-        size = 1 << (len(chunk) - 1).bit_length()  # powers of two: few statements
-        params: dict[str, str] = {}
-        for i in range(size):
-            key = chunk[i] if i < len(chunk) else chunk[0]  # padding repeats a wanted name
-            params[f"c{i}"], params[f"d{i}"], params[f"n{i}"] = key.catalog, key.database, key.table
-        for table_id, catalog, database, name, latest, catching_up in session.execute(
-                _cut_states_statement(size), params):
+    version: int | None = None
+    if not wanted:
+        return found, version
+    if session.get_bind().dialect.name == "postgresql":
+        batches = [(_CUT_STATES_POSTGRES, {
+            "catalogs": [n.catalog for n in wanted], "databases": [n.database for n in wanted],
+            "names": [n.table for n in wanted]})]
+    else:
+        batches = []
+        for start in range(0, len(wanted), _NAMES_PER_STATEMENT):
+            chunk = wanted[start:start + _NAMES_PER_STATEMENT]
+            size = 1 << (len(chunk) - 1).bit_length()  # powers of two: few statements
+            params: dict[str, str] = {}
+            for i in range(size):
+                key = chunk[i] if i < len(chunk) else chunk[0]  # padding repeats a wanted name
+                params[f"c{i}"], params[f"d{i}"], params[f"n{i}"] = (key.catalog, key.database,
+                                                                     key.table)
+            batches.append((_cut_states_statement(size), params))
+    for statement, params in batches:
+        for table_id, catalog, database, name, latest, catching_up, topology in session.execute(
+                statement, params):
             found[f"{catalog}.{database}.{name}"] = CutState(table_id, latest, bool(catching_up))
-    return found
+            version = topology
+    return found, version

@@ -56,8 +56,11 @@ class TopologyCache:
         self._version: int | None = None
         self._topology: Topology | None = None
 
-    def get(self, session: Session) -> Topology:
-        version = topology_version(session)
+    def get(self, session: Session, version: int | None = None) -> Topology:
+        """The topology at ``version`` when the caller read it in this transaction, else at
+        the version read now."""
+        if version is None:
+            version = topology_version(session)
         with self._lock:
             if self._version == version and self._topology is not None:
                 return self._topology

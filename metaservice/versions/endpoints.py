@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
 from metaservice.deps import Context, DatabaseDep, ReadSession
 from metaservice.leases import service as leases
 from metaservice.names import CatalogPath, DatabasePath, TableName, TablePath
 from metaservice.versions import service
 from metaservice.versions.cuts import Consistency
-from metaservice.versions.schemas import TableVersion, VersionOut, VersionsIn, VersionsOut
+from metaservice.versions.schemas import VersionOut, VersionsIn, VersionsOut
 
 router = APIRouter(tags=["versions"])
 
@@ -26,7 +29,7 @@ def get_version(consistency: Consistency, catalog: CatalogPath, database: Databa
 
 @router.post("/versions", response_model=VersionsOut, response_model_exclude_none=True,
              operation_id="get_versions")
-def get_versions(body: VersionsIn, database: DatabaseDep, ctx: Context) -> VersionsOut:
+def get_versions(body: VersionsIn, database: DatabaseDep, ctx: Context) -> JSONResponse:
     """Versions of many tables that reflect the same barrier per component. With
     ``lease_seconds`` they are leased in the same (write) transaction; plain reads stay on a
     read transaction. Either way the transaction ends before the response is sent."""
@@ -38,9 +41,12 @@ def get_versions(body: VersionsIn, database: DatabaseDep, ctx: Context) -> Versi
         else:
             versions, lease = leases.lease_versions(session, ctx, names, body.consistency,
                                                     body.barrier, body.lease_seconds, body.holder)
-    return VersionsOut(
-        consistency="barrier" if body.barrier is not None else body.consistency.value,
-        versions={n: TableVersion(barrier=v.barrier, snapshot_id=v.snapshot_id)
-                  for n, v in versions.items()},
-        lease_id=lease.lease_id if lease else None,
-        expires_at=lease.expires_at if lease else None)
+    # Rendered directly in VersionsOut's shape (``None`` fields left out): this is the hot read
+    # path, and validating the answer built from stored data again cost a tenth of its CPU.
+    answer: dict[str, Any] = {
+        "consistency": "barrier" if body.barrier is not None else body.consistency.value,
+        "versions": {n: {"barrier": v.barrier, "snapshot_id": v.snapshot_id}
+                     for n, v in versions.items()}}
+    if lease is not None:
+        answer |= {"lease_id": lease.lease_id, "expires_at": lease.expires_at}
+    return JSONResponse(answer)

@@ -39,13 +39,13 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             consistency: Consistency | None, barrier: int | None = None) -> dict[str, Version]:
     """The version of every requested table under ``consistency`` or at an explicit barrier.
 
-    Three statements whatever the number of tables: the topology version (for the cached
-    components), the requested tables' states, and every ``snap(T, B)`` with its expiration
+    Two statements whatever the number of tables: the requested tables' states with the
+    topology version (for the cached components), and every ``snap(T, B)`` with its expiration
     check; a strong answer over components larger than the request reads the rest of their
     tables in one more.
     """
     names = list(dict.fromkeys(str(t) for t in tables))
-    found = tables_repo.cut_states(session, names)
+    found, topology_version = tables_repo.cut_states(session, names)
     states = {n: TableState(n, s.latest, s.catching_up) for n, s in found.items()}
     unknown = [n for n in names if n not in states or states[n].latest is None]
     if barrier is not None:
@@ -60,9 +60,9 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             raise errors.NoVersionError(
                 f"no completed barrier yet for {', '.join(unknown)}", tables=unknown)
         if consistency == Consistency.weak:
-            cuts = _weak_cuts(session, ctx, names, states)
+            cuts = _weak_cuts(session, ctx, names, states, topology_version)
         else:
-            cuts = _strong_cuts(session, ctx, names, states)
+            cuts = _strong_cuts(session, ctx, names, states, topology_version)
     snaps = barriers_repo.snaps(session, {found[n].id: cuts[n] for n in names})
     result: dict[str, Version] = {}
     missing: list[str] = []
@@ -85,8 +85,8 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
 
 
 def _weak_cuts(session: Session, ctx: ServiceContext, names: list[str],
-               states: dict[str, TableState]) -> dict[str, int]:
-    topology = ctx.topology_cache.get(session)
+               states: dict[str, TableState], topology_version: int | None) -> dict[str, int]:
+    topology = ctx.topology_cache.get(session, topology_version)
     groups: dict[frozenset[str], list[str]] = {}
     for n in names:
         groups.setdefault(topology.component(n), []).append(n)
@@ -100,8 +100,8 @@ def _weak_cuts(session: Session, ctx: ServiceContext, names: list[str],
 
 
 def _strong_cuts(session: Session, ctx: ServiceContext, names: list[str],
-                 states: dict[str, TableState]) -> dict[str, int]:
-    topology = ctx.topology_cache.get(session)
+                 states: dict[str, TableState], topology_version: int | None) -> dict[str, int]:
+    topology = ctx.topology_cache.get(session, topology_version)
     catching = [n for n in names if states[n].catching_up]
     if catching:
         raise errors.CatchingUpError(
@@ -112,7 +112,7 @@ def _strong_cuts(session: Session, ctx: ServiceContext, names: list[str],
     # other tables of the components are read in one statement.
     rest = set().union(*components) - states.keys()
     if rest:
-        more = tables_repo.cut_states(session, rest)
+        more, _ = tables_repo.cut_states(session, rest)
         states = {**states, **{n: TableState(n, s.latest, s.catching_up)
                                for n, s in more.items()}}
     cuts: dict[str, int] = {}
