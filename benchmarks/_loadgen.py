@@ -27,6 +27,12 @@ class LoadResult:
     statuses: dict[int, int] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list)
     first_error: str | None = None
+    warmup_requests: int = 0  # answered during the warm-up, not counted above
+
+    @property
+    def answered(self) -> int:
+        """Every request answered, warm-up included: what the server's CPU time was spent on."""
+        return self.ok + self.failed + self.warmup_requests
 
     @property
     def per_second(self) -> float:
@@ -54,6 +60,7 @@ async def _connection(url: str, client: int, make: RequestFactory, check: Answer
                     length = int(line[15:])
             payload = await reader.readexactly(length)
             if now < warmup_until:
+                result.warmup_requests += 1
                 continue
             elapsed_ms = (time.monotonic() - now) * 1000
             result.statuses[status] = result.statuses.get(status, 0) + 1

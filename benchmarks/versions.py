@@ -61,8 +61,7 @@ def _measure_server(server: environment.ServerProcess, pipelines: topology.Pipel
         if result.failed or not result.ok:
             raise RuntimeError(f"POST /versions: {result.failed} wrong answers, first: "
                                f"{result.first_error}")
-        # CPU of the warm-up second counts too: a slight overestimate, never an underestimate.
-        return result.latencies_ms, (server.cpu_seconds() - cpu_before) * 1000 / result.ok
+        return result.latencies_ms, (server.cpu_seconds() - cpu_before) * 1000 / result.answered
 
     one, cpu_ms = series([pipelines.chain(rng.randrange(CHAINS)) for _ in range(1000)], seconds)
     ten, _ = series([[pipelines.table(c, rng.randrange(LENGTH))

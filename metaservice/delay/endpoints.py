@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Query, Response
 
 from metaservice.delay import service
@@ -39,6 +39,6 @@ def get_table_delay(catalog: CatalogPath, database: DatabasePath, table: TablePa
 
 
 def _json(answer: dict[str, Any]) -> Response:
-    """Serialised once by the C JSON encoder; the service builds the answer from typed values in
-    the documented shape (the tests validate it against the response model)."""
-    return Response(json.dumps(answer, separators=(",", ":")), media_type="application/json")
+    """Serialised once, by orjson; the service builds the answer from typed values in the
+    documented shape (the tests validate it against the response model)."""
+    return Response(orjson.dumps(answer), media_type="application/json")

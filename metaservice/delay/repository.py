@@ -39,6 +39,10 @@ def tables_named(session: Session, names: Iterable[str]) -> list[TableLatest]:
     return [TableLatest(i, f"{c}.{d}.{t}", b, at) for i, c, d, t, b, at in rows]
 
 
+def _is_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
 @dataclass(frozen=True)
 class RecentHop:
     """The progress record a job finished last within the window."""
@@ -67,24 +71,34 @@ WHERE rn = n OR rn = (50 * n + 99) / 100 OR rn = (95 * n + 99) / 100 OR rn = (99
 
 
 # PostgreSQL has the ordered-set aggregate itself: percentile_disc(f) is the first value whose
-# position reaches f·n, i.e. the nearest rank; one sort per group, no window.
+# position reaches f·n, i.e. the nearest rank; one sort per group, no window. Three scalar
+# columns rather than one array: psycopg parses a text array in Python, row by row.
 _PERCENTILE_AGGREGATE = """
 SELECT {group} AS grp, COUNT(*) AS n,
-       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY {value}) AS ps,
+       percentile_disc(0.5) WITHIN GROUP (ORDER BY {value}),
+       percentile_disc(0.95) WITHIN GROUP (ORDER BY {value}),
+       percentile_disc(0.99) WITHIN GROUP (ORDER BY {value}),
        MAX({value}) AS top
 FROM {table}
 WHERE {where}
-GROUP BY {group}
+GROUP BY 1
 """
+
+# Grouping by a name needs equality only: the "C" collation sorts by bytes, much faster than a
+# locale's rules (PostgreSQL only; SQLite compares bytes anyway).
+_BYTES = ' COLLATE "C"'
+
 
 
 def _percentiles(session: Session, group: str, value: str, table: str, where: str,
-                 params: dict[str, Any], expanding: list[str]) -> dict[Any, Percentiles]:
-    if session.get_bind().dialect.name == "postgresql":
-        sql = _PERCENTILE_AGGREGATE.format(group=group, value=value, table=table, where=where)
+                 params: dict[str, Any], expanding: list[str], *,
+                 text_group: bool = False) -> dict[Any, Percentiles]:
+    if _is_postgres(session):
+        sql = _PERCENTILE_AGGREGATE.format(group=group + (_BYTES if text_group else ""),
+                                           value=value, table=table, where=where)
         stmt = text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
-        return {g: Percentiles(int(n), int(ps[0]), int(ps[1]), int(ps[2]), int(top))
-                for g, n, ps, top in session.execute(stmt, params)}
+        return {g: Percentiles(n, p50, p95, p99, top)
+                for g, n, p50, p95, p99, top in session.execute(stmt, params)}
     sql = _PERCENTILE_ROWS.format(group=group, value=value, table=table, where=where)
     stmt = text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
     found: dict[Any, dict[int, int]] = {}
@@ -106,7 +120,7 @@ def hop_latency_percentiles(session: Session, *, since_ms: int,
     if jobs is not None:
         params["jobs"] = sorted(set(jobs)) or [""]
     return _percentiles(session, "job_name", "finished_at - sources_ready_at", "job_progress",
-                        where, params, ["jobs"] if jobs is not None else [])
+                        where, params, ["jobs"] if jobs is not None else [], text_group=True)
 
 
 def end_to_end_percentiles(session: Session, *, since_ms: int,
@@ -130,7 +144,7 @@ def recent_hops(session: Session, *, since_ms: int,
     stmt = text(f"""
         SELECT job_name, barrier, sources_ready_at, finished_at FROM (
             SELECT job_name, barrier, sources_ready_at, finished_at,
-                   ROW_NUMBER() OVER (PARTITION BY job_name
+                   ROW_NUMBER() OVER (PARTITION BY job_name{_BYTES if _is_postgres(session) else ""}
                                       ORDER BY finished_at DESC, barrier DESC) AS recent
             FROM job_progress WHERE {where}
         ) ranked WHERE recent = 1""")
@@ -138,5 +152,4 @@ def recent_hops(session: Session, *, since_ms: int,
     if jobs is not None:
         stmt = stmt.bindparams(bindparam("jobs", expanding=True))
         params["jobs"] = sorted(set(jobs)) or [""]
-    return {job: RecentHop(job, int(b), None if r is None else int(r), int(f))
-            for job, b, r, f in session.execute(stmt, params)}
+    return {job: RecentHop(job, b, r, f) for job, b, r, f in session.execute(stmt, params)}
