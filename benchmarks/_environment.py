@@ -218,6 +218,17 @@ class ServerProcess:
         """User + system CPU time of the process (all its threads) so far."""
         return process_cpu_seconds(self.process.pid)
 
+    def sequential(self, path: str, seconds: float, *, method: str = "GET",
+                   body: bytes = b"") -> tuple[list[float], float]:
+        """Latencies (ms) of ``path`` asked one request after the other on one keep-alive
+        connection for ``seconds`` after a one-second warm-up, and the server's CPU time (ms)
+        per request answered, warm-up included."""
+        from benchmarks._loadgen import sequential
+
+        cpu = self.cpu_seconds()
+        result = sequential(self.url, path, seconds, method=method, body=body)
+        return result.latencies_ms, (self.cpu_seconds() - cpu) * 1000 / result.answered
+
 
 def process_cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -95,3 +95,15 @@ def run_load(urls: list[str], *, clients: int, make: RequestFactory,
     soon as the previous answer arrived, for ``warmup + duration`` seconds; counts only answers
     to requests sent after the warm-up. A 2xx answer that ``check`` rejects counts as failed."""
     return asyncio.run(_run(urls, clients, make, check, warmup, duration))
+
+
+def sequential(url: str, path: str, seconds: float, *, method: str = "GET", body: bytes = b"",
+               warmup: float = 1.0) -> LoadResult:
+    """One keep-alive connection asking ``path`` one request after the other for ``seconds``
+    after a warm-up: the latency a single client sees. Raises if any answer is not 2xx."""
+    result = run_load([url], clients=1, warmup=warmup, duration=seconds,
+                      make=lambda _client, _n: (method, path, body))
+    if result.failed or not result.ok:
+        raise RuntimeError(f"{method} {path}: {result.failed} failed, first: "
+                           f"{result.first_error}")
+    return result

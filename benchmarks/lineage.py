@@ -3,8 +3,9 @@
 100 pipelines of 10 tables, each fed by an ingestion job, each downstream job reading its own
 pipeline's previous table and that of the next two pipelines (fan-in: 2,700 table → job → table
 edges, one connected graph), all running; bulk-loaded into a fresh, migrated database on
-PostgreSQL and on SQLite. One ``metaservice serve`` process answers a sequential keep-alive
-httpx client over loopback. Goal: well under 100 ms (judged as p99 < 100 ms).
+PostgreSQL and on SQLite. One ``metaservice serve`` process answers one keep-alive connection
+of the load generator (``benchmarks/_loadgen.py``) over loopback, one request after the other.
+Goal: well under 100 ms (judged as p99 < 100 ms).
 
 Also measured, without a goal: ``GET /lineage/{table}?direction=both`` for a table in the middle
 of the graph, and the first ``GET /lineage`` after the topology changed (cache reload).
@@ -12,7 +13,6 @@ of the graph, and the first ``GET /lineage`` after the topology changed (cache r
 
 from __future__ import annotations
 
-import random
 import time
 
 import httpx
@@ -33,7 +33,7 @@ def _timed_get(client: httpx.Client, path: str) -> tuple[float, httpx.Response]:
     return elapsed, response
 
 
-def measure(backend: str, samples: int) -> dict[str, float | int]:
+def measure(backend: str, seconds: float) -> dict[str, float | int]:
     database = (environment.postgres_schema("lineage") if backend == "postgresql"
                 else environment.sqlite_file("lineage"))
     with database as url:
@@ -46,27 +46,21 @@ def measure(backend: str, samples: int) -> dict[str, float | int]:
             if len(body["tables"]) != CHAINS * LENGTH or len(body["jobs"]) != pipelines.jobs:
                 raise RuntimeError(f"unexpected topology: {len(body['tables'])} tables, "
                                    f"{len(body['jobs'])} jobs")
-            for _ in range(min(20, samples)):
-                _timed_get(client, "/lineage")
-            cpu_before = server.cpu_seconds()
-            full = [_timed_get(client, "/lineage")[0] for _ in range(samples)]
-            cpu_ms = (server.cpu_seconds() - cpu_before) * 1000 / samples
-            rng = random.Random(3)
-            middle = [_timed_get(client, f"/lineage/lake/p{rng.randrange(CHAINS)}/"
-                                         f"t{LENGTH // 2}?direction=both")[0]
-                      for _ in range(max(samples // 2, 10))]
+            full, cpu_ms = server.sequential("/lineage", seconds)
+            middle, _ = server.sequential(f"/lineage/lake/p{CHAINS // 2}/t{LENGTH // 2}"
+                                          "?direction=both", seconds / 2)
     return {"p50": percentile(full, 50), "p99": percentile(full, 99), "cold": cold_ms,
             "cpu": cpu_ms, "bytes": len(response.content), "edges": len(body["edges"]),
             "jobs": len(body["jobs"]), "middle_p50": percentile(middle, 50),
-            "middle_p99": percentile(middle, 99), "samples": samples}
+            "middle_p99": percentile(middle, 99), "samples": len(full)}
 
 
 def run(quick: bool) -> list[Result]:
-    samples = 50 if quick else 300
+    seconds = 3.0 if quick else 15.0
     backends = ["postgresql", "sqlite"] if environment.postgres_reachable() else ["sqlite"]
     results = []
     for backend in backends:
-        m = measure(backend, samples)
+        m = measure(backend, seconds)
         label = "PostgreSQL" if backend == "postgresql" else "SQLite"
         results.append(Result.absolute(
             f"GET /lineage p99, 1,000 tables / {m['jobs']:,} jobs ({label})", float(m["p99"]),

@@ -1,6 +1,7 @@
 """Operators' topology queries on a 1,000-table, 1,000-job pipeline graph: ``GET /delay`` (every
 table's lag and bottleneck, every job's local lag, p50/p95/p99 of hop and end-to-end latency),
-``GET /delay/{table}`` (one lag decomposed hop by hop) and, for comparison, ``GET /lineage``.
+``GET /delay/{table}`` (one lag decomposed hop by hop). ``GET /lineage`` on the same graph is
+``benchmarks/lineage.py``.
 
 The graph is ``benchmarks/_topology.py``'s: 100 pipelines of 10 tables, each downstream job
 reading its own pipeline's previous table and that of the next two pipelines (2,700 edges, one
@@ -30,7 +31,6 @@ from sqlalchemy import create_engine, insert, select, text
 
 from benchmarks import _environment as environment
 from benchmarks import _topology as topology
-from benchmarks._loadgen import run_load
 from benchmarks._report import Result, percentile
 
 CHAINS, LENGTH, CROSS_LINKS, BARRIERS = 100, 10, 2, 10
@@ -99,19 +99,6 @@ def _timed(client: httpx.Client, path: str, params: dict | None = None) -> tuple
     return elapsed, response.content
 
 
-def _series(server: environment.ServerProcess, seconds: float,
-            path: str) -> tuple[list[float], float]:
-    """Latencies of ``GET path`` asked one after the other on one keep-alive connection of the
-    load generator for ``seconds`` (after a one-second warm-up), and the server's CPU time per
-    request."""
-    cpu = server.cpu_seconds()
-    result = run_load([server.url], clients=1, warmup=1.0, duration=seconds,
-                      make=lambda _client, _n: ("GET", path, b""))
-    if result.failed or not result.ok:
-        raise RuntimeError(f"GET {path}: {result.failed} failed, first: {result.first_error}")
-    return result.latencies_ms, (server.cpu_seconds() - cpu) * 1000 / result.answered
-
-
 def measure(backend: str, seconds: float) -> dict[str, object]:
     database = (environment.postgres_schema("topoq") if backend == "postgresql"
                 else environment.sqlite_file("topoq"))
@@ -132,15 +119,12 @@ def measure(backend: str, seconds: float) -> dict[str, object]:
             samples_in = (sum(t["end_to_end_latency_ms"]["count"] for t in delay["tables"]),
                           sum(j["hop_latency_ms"]["count"] for j in delay["jobs"]))
             hops_in_path = len(json.loads(_timed(client, last)[1])["path"])
-            lineage_bytes = len(_timed(client, "/lineage")[1])
-            full, cpu_full = _series(server, seconds, f"/delay?window_seconds={everything}")
-            hour, cpu_hour = _series(server, seconds, "/delay?window_seconds=1")
-            one, _ = _series(server, seconds, f"{last}?window_seconds={everything}")
-            lineage, cpu_lineage = _series(server, seconds, "/lineage")
-    return {"delay_full": full, "delay_hour": hour, "table": one, "lineage": lineage,
-            "cold": cold, "cpu_full": cpu_full, "cpu_hour": cpu_hour,
-            "cpu_lineage": cpu_lineage, "bytes": len(body),
-            "lineage_bytes": lineage_bytes, "samples_in": samples_in, "hops": hops,
+            full, cpu_full = server.sequential(f"/delay?window_seconds={everything}", seconds)
+            hour, cpu_hour = server.sequential("/delay?window_seconds=1", seconds)
+            one, _ = server.sequential(f"{last}?window_seconds={everything}", seconds)
+    return {"delay_full": full, "delay_hour": hour, "table": one,
+            "cold": cold, "cpu_full": cpu_full, "cpu_hour": cpu_hour, "bytes": len(body),
+            "samples_in": samples_in, "hops": hops,
             "path": hops_in_path, "jobs": pipelines.jobs}
 
 
@@ -176,12 +160,6 @@ def run(quick: bool) -> list[Result]:
                 "ms", goal="≤ 100 ms", met_if=lambda v: v <= GOAL_MS,
                 notes=f"p50 {p('table', 50):.1f} ms; {m['path']} hops decomposed, bottleneck "
                       "among every upstream job"),
-            Result.absolute(
-                f"GET /lineage p99, {size}", p("lineage", 99), "ms", goal="≤ 100 ms",
-                met_if=lambda v: v <= GOAL_MS,
-                notes=f"p50 {p('lineage', 50):.1f} ms, server CPU {m['cpu_lineage']:.1f} ms per "
-                      "request; answer "
-                      f"{m['lineage_bytes'] / 1024:.0f} KiB"),
         ]
     return results
 

@@ -85,15 +85,6 @@ class Percentiles:
     max: int | None
 
     @classmethod
-    def from_ranks(cls, count: int, ranked: Mapping[int, int]) -> Percentiles:
-        """From the values at 1-based ranks of the sorted samples (as the database answers
-        them): those at the nearest ranks of 50, 95 and 99 and at rank ``count``."""
-        def at(p: float) -> int:
-            return ranked[max(1, math.ceil(p / 100 * count))]
-
-        return cls(count, at(50), at(95), at(99), ranked[count])
-
-    @classmethod
     def of(cls, values: Sequence[int]) -> Percentiles:
         if not values:
             return cls(0, None, None, None, None)

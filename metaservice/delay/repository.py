@@ -3,6 +3,7 @@ progress records by ``ix_job_progress_finished_at``, barriers by ``ix_barriers_c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,26 @@ def _is_postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
 
+def _driver_rows(session: Session, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` straight from the driver's cursor, in the session's transaction. For
+    the tens of thousands of samples of a window, SQLAlchemy's result rows cost twice the query
+    itself. ``sql`` uses ``:name`` parameters; a list value stands for ``(:name_0, ...)``."""
+    flat: dict[str, Any] = {}
+    for name, value in params.items():
+        if isinstance(value, list):
+            keys = [f"{name}_{i}" for i in range(len(value))]
+            sql = re.sub(rf":{name}\b", "(" + ", ".join(f":{k}" for k in keys) + ")", sql)
+            flat.update(zip(keys, value, strict=True))
+        else:
+            flat[name] = value
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.execute(sql, flat)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
 @dataclass(frozen=True)
 class RecentHop:
     """The progress record a job finished last within the window."""
@@ -53,23 +74,10 @@ class RecentHop:
     finished_at: int
 
 
-# Nearest-rank percentiles computed by the database, so only a few rows per group leave it,
-# whatever the number of samples. Both must agree with delay/formulas.py's percentile (a test
-# compares them on both backends). SQLite (>= 3.25): window functions pick, per group, the rows
-# ranked ceil(p*n/100) for p = 50, 95, 99 and n (the max); integer division truncates, so
-# ceil(p*n/100) is (p*n + 99) / 100.
-_PERCENTILE_ROWS = """
-SELECT grp, n, rn, v FROM (
-    SELECT {group} AS grp, {value} AS v,
-           ROW_NUMBER() OVER (PARTITION BY {group} ORDER BY {value}) AS rn,
-           COUNT(*) OVER (PARTITION BY {group}) AS n
-    FROM {table}
-    WHERE {where}
-) ranked
-WHERE rn = n OR rn = (50 * n + 99) / 100 OR rn = (95 * n + 99) / 100 OR rn = (99 * n + 99) / 100
-"""
-
-
+# Nearest-rank percentiles (delay/formulas.py's; a test compares them on both backends).
+# PostgreSQL computes them (below), so only one row per group leaves it. SQLite hands the
+# window's samples over and Python groups and sorts them: its window functions ranking the same
+# samples cost four times more CPU than that.
 # PostgreSQL has the ordered-set aggregate itself: percentile_disc(f) is the first value whose
 # position reaches f·n, i.e. the nearest rank; one sort per group, no window. Three scalar
 # columns rather than one array: psycopg parses a text array in Python, row by row.
@@ -99,15 +107,11 @@ def _percentiles(session: Session, group: str, value: str, table: str, where: st
         stmt = text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
         return {g: Percentiles(n, p50, p95, p99, top)
                 for g, n, p50, p95, p99, top in session.execute(stmt, params)}
-    sql = _PERCENTILE_ROWS.format(group=group, value=value, table=table, where=where)
-    stmt = text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
-    found: dict[Any, dict[int, int]] = {}
-    sizes: dict[Any, int] = {}
-    for group, n, rn, value in session.execute(stmt, params):
-        found.setdefault(group, {})[int(rn)] = int(value)
-        sizes[group] = int(n)
-    return {group: Percentiles.from_ranks(sizes[group], ranks)
-            for group, ranks in found.items()}
+    samples: dict[Any, list[int]] = {}
+    for key, sample in _driver_rows(session, f"SELECT {group}, {value} FROM {table} "
+                                             f"WHERE {where}", params):
+        samples.setdefault(key, []).append(sample)
+    return {key: Percentiles.of(values) for key, values in samples.items()}
 
 
 def hop_latency_percentiles(session: Session, *, since_ms: int,
@@ -153,3 +157,66 @@ def recent_hops(session: Session, *, since_ms: int,
         stmt = stmt.bindparams(bindparam("jobs", expanding=True))
         params["jobs"] = sorted(set(jobs)) or [""]
     return {job: RecentHop(job, b, r, f) for job, b, r, f in session.execute(stmt, params)}
+
+
+@dataclass(frozen=True)
+class HopFigures:
+    """Per job, over the committed progress records finished in the window: the one finished
+    last (:func:`recent_hops`) and the hop latency percentiles
+    (:func:`hop_latency_percentiles`)."""
+
+    recent: dict[str, RecentHop]
+    latencies: dict[str, Percentiles]
+
+
+# PostgreSQL: both from one pass over the window's progress records. Percentile aggregates skip
+# the NULL latencies of records without ``sources_ready_at``, as the separate query's filter
+# does; the record finished last comes from aggregates ordered like recent_hops' window.
+_HOP_FIGURES = """
+SELECT job_name COLLATE "C",
+       COUNT(finished_at - sources_ready_at),
+       percentile_disc(0.5) WITHIN GROUP (ORDER BY finished_at - sources_ready_at),
+       percentile_disc(0.95) WITHIN GROUP (ORDER BY finished_at - sources_ready_at),
+       percentile_disc(0.99) WITHIN GROUP (ORDER BY finished_at - sources_ready_at),
+       MAX(finished_at - sources_ready_at),
+       (array_agg(barrier ORDER BY finished_at DESC, barrier DESC))[1],
+       (array_agg(sources_ready_at ORDER BY finished_at DESC, barrier DESC))[1],
+       MAX(finished_at)
+FROM job_progress
+WHERE finished_at >= :since AND state = 'committed'{jobs}
+GROUP BY 1
+"""
+
+
+def hop_figures(session: Session, *, since_ms: int,
+                jobs: Iterable[str] | None = None) -> HopFigures:
+    """:func:`recent_hops` and :func:`hop_latency_percentiles` together, from one statement
+    instead of two passes over the same records."""
+    params: dict[str, Any] = {"since": since_ms}
+    jobs_filter = "" if jobs is None else " AND job_name IN :jobs"
+    if jobs is not None:
+        params["jobs"] = sorted(set(jobs)) or [""]
+    recent: dict[str, RecentHop] = {}
+    latencies: dict[str, Percentiles] = {}
+    if _is_postgres(session):
+        stmt = text(_HOP_FIGURES.format(jobs=jobs_filter))
+        if jobs is not None:
+            stmt = stmt.bindparams(bindparam("jobs", expanding=True))
+        for job, n, p50, p95, p99, top, barrier, ready, finished in session.execute(stmt,
+                                                                                    params):
+            recent[job] = RecentHop(job, barrier, ready, finished)
+            if n:
+                latencies[job] = Percentiles(n, p50, p95, p99, top)
+        return HopFigures(recent, latencies)
+    samples: dict[str, list[int]] = {}
+    last: dict[str, tuple[int, int, int | None]] = {}  # (finished_at, barrier, ready)
+    for job, barrier, ready, finished in _driver_rows(
+            session, "SELECT job_name, barrier, sources_ready_at, finished_at FROM job_progress "
+                     f"WHERE finished_at >= :since AND state = 'committed'{jobs_filter}", params):
+        seen = last.get(job)
+        if seen is None or (finished, barrier) > seen[:2]:
+            last[job] = (finished, barrier, ready)
+        if ready is not None:
+            samples.setdefault(job, []).append(finished - ready)
+    return HopFigures({job: RecentHop(job, b, r, f) for job, (f, b, r) in last.items()},
+                      {job: Percentiles.of(v) for job, v in samples.items()})

@@ -85,9 +85,8 @@ def overview(session: Session, ctx: ServiceContext, window_seconds: float) -> di
     topology = ctx.topology_cache.get(session)
     tables = delay_repo.all_tables(session)
     latest = {t.name: t.latest_barrier for t in tables}
-    figures = _JobFigures(topology, topology.jobs, latest,
-                          delay_repo.recent_hops(session, since_ms=since),
-                          delay_repo.hop_latency_percentiles(session, since_ms=since))
+    hops = delay_repo.hop_figures(session, since_ms=since)
+    figures = _JobFigures(topology, topology.jobs, latest, hops.recent, hops.latencies)
     samples = delay_repo.end_to_end_percentiles(session, since_ms=since)
     writer_of = _writer_inputs(topology)
     names = sorted(latest)
@@ -121,10 +120,8 @@ def table_delay(session: Session, ctx: ServiceContext, name: TableName,
     if this is None:
         raise errors.UnknownTableError(f"unknown table {qualified}", table=qualified)
     latest = {t.name: t.latest_barrier for t in tables}
-    figures = _JobFigures(
-        topology, upstream.jobs, latest,
-        delay_repo.recent_hops(session, since_ms=since, jobs=upstream.jobs),
-        delay_repo.hop_latency_percentiles(session, since_ms=since, jobs=upstream.jobs))
+    hops = delay_repo.hop_figures(session, since_ms=since, jobs=upstream.jobs)
+    figures = _JobFigures(topology, upstream.jobs, latest, hops.recent, hops.latencies)
     decomposition = formulas.decompose_lag(qualified, now, latest, _writer_inputs(topology))
     ranked = figures.ranked(upstream.jobs)
     e2e = delay_repo.end_to_end_percentiles(session, since_ms=since,

@@ -41,6 +41,16 @@ def test_percentiles_in_sql_match_the_formula(database: Database) -> None:
                 finished.setdefault(f"j{i}", []).append((ready + latency, barrier))
         session.add(BarrierRow(table_id=tables[0].id, barrier=1, snapshot_id=9,
                                committed_at=10))          # before the window
+        # j6: records without sources_ready_at (no hop latency), the last two finished at the
+        # same time (the greater barrier is the recent one), one uncommitted finished later.
+        session.add(JobRow(name="j6", state="running", run=1, registered_at=0, updated_at=0))
+        session.flush()
+        for barrier, finished_at, state in ((10, 500, "committed"), (30, 900, "committed"),
+                                            (20, 900, "committed"), (40, 950, "aborted")):
+            session.add(JobProgressRow(
+                job_name="j6", run=1, barrier=barrier, state=state, started_at=1,
+                sources_ready_at=None, finished_at=finished_at, attempts=1, snapshots={},
+                previous={}))
     with database.transaction(write=False) as session:
         e2e = delay_repo.end_to_end_percentiles(session, since_ms=500_000)
         assert e2e == {t: Percentiles.of(v) for t, v in values.items()}
@@ -54,3 +64,12 @@ def test_percentiles_in_sql_match_the_formula(database: Database) -> None:
         last_finished, last_barrier = max(finished["j3"])
         assert list(recent) == ["j3"]
         assert (recent["j3"].finished_at, recent["j3"].barrier) == (last_finished, last_barrier)
+        assert delay_repo.recent_hops(session, since_ms=0)["j6"] == delay_repo.RecentHop(
+            "j6", 30, None, 900)
+
+        # Together (one statement on PostgreSQL), the same figures.
+        for since, jobs in ((0, None), (0, ["j3", "j6"]), (0, []), (10**12, None)):
+            both = delay_repo.hop_figures(session, since_ms=since, jobs=jobs)
+            assert both.recent == delay_repo.recent_hops(session, since_ms=since, jobs=jobs)
+            assert both.latencies == delay_repo.hop_latency_percentiles(
+                session, since_ms=since, jobs=jobs)
