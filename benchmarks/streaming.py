@@ -154,7 +154,7 @@ def _service_calls_per_barrier(url: str, sink: str, samples: int) -> list[float]
 def run(quick: bool) -> list[Result]:
     rows = 200_000 if quick else 1_000_000
     batches = 10 if quick else 20
-    rounds = 1 if quick else 2
+    rounds = 1 if quick else 3  # alternating, median: one run of ~10 s is noisy
     base = Path(tempfile.mkdtemp(prefix="bench_streaming_"))
     try:
         return _run(base, rows, batches, rounds)
