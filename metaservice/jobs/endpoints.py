@@ -7,9 +7,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query
 
 from metaservice.barriers.service import Position
-from metaservice.deps import Context, CurrentPrincipal, ReadSession, WriteSession
+from metaservice.context import ServiceContext
+from metaservice.db.session import Database
+from metaservice.deps import Context, CurrentPrincipal, DatabaseDep, ReadSession, WriteSession
 from metaservice.jobs import service
 from metaservice.jobs.schemas import JobList, JobOut, PositionOut, StartIn, StartOut
+from metaservice.jobs.service import Role
 from metaservice.names import CatalogPath, DatabasePath, JobPath, TableName, TablePath
 
 router = APIRouter(tags=["jobs"])
@@ -27,23 +30,32 @@ def position_out(position: Position) -> dict:
 @router.post("/register/source/{job}/{catalog}/{database}/{table}", response_model=JobOut,
              operation_id="register_source")
 def register_source(job: JobPath, catalog: CatalogPath, database: DatabasePath,
-                    table: TablePath, session: WriteSession, ctx: Context,
+                    table: TablePath, store: DatabaseDep, ctx: Context,
                     principal: CurrentPrincipal) -> JobOut:
     """Plan: job reads the table. Idempotent."""
-    view = service.register(session, ctx, job, "source", TableName(catalog, database, table),
-                            owner=principal.name)
-    return JobOut.of(view)
+    return _register(store, ctx, job, "source", TableName(catalog, database, table),
+                     principal.name)
 
 
 @router.post("/register/sink/{job}/{catalog}/{database}/{table}", response_model=JobOut,
              operation_id="register_sink")
 def register_sink(job: JobPath, catalog: CatalogPath, database: DatabasePath,
-                  table: TablePath, session: WriteSession, ctx: Context,
+                  table: TablePath, store: DatabaseDep, ctx: Context,
                   principal: CurrentPrincipal) -> JobOut:
     """Plan: job writes the table. Idempotent."""
-    view = service.register(session, ctx, job, "sink", TableName(catalog, database, table),
-                            owner=principal.name)
-    return JobOut.of(view)
+    return _register(store, ctx, job, "sink", TableName(catalog, database, table),
+                     principal.name)
+
+
+def _register(database: Database, ctx: ServiceContext, job: str, role: Role, table: TableName,
+              owner: str | None) -> JobOut:
+    """An edge a running job already has is answered by a read; anything else is a write."""
+    with database.transaction(write=False) as session:
+        view = service.registered_running(session, job, role, table)
+        if view is not None:
+            return JobOut.of(view)
+    with database.transaction(write=True) as session:
+        return JobOut.of(service.register(session, ctx, job, role, table, owner=owner))
 
 
 @router.post("/jobs/{job}/start", response_model=StartOut, response_model_exclude_none=True,

@@ -68,6 +68,18 @@ def list_all(session: Session, ctx: ServiceContext, state: str | None) -> list[J
     return [JobView(j, edges[j.name]["source"], edges[j.name]["sink"]) for j in jobs]
 
 
+def registered_running(session: Session, name: str, role: Role,
+                       table: TableName) -> JobView | None:
+    """The view of a running job that already has this edge (``None`` otherwise): registering
+    it again changes nothing, so a read answers it. A streaming sink registers its edge at
+    every micro-batch; this keeps those calls off the write path."""
+    job = jobs_repo.get_job(session, name)
+    if job is None or job.state != "running":
+        return None
+    edges = jobs_repo.edges_of(session, [name])[name]
+    return JobView(job, edges["source"], edges["sink"]) if table in edges[role] else None
+
+
 def register(session: Session, ctx: ServiceContext, name: str, role: Role, table: TableName,
              owner: str | None = None) -> JobView:
     """Plan: record that job ``name`` reads (source) or writes (sink) ``table``. Idempotent.

@@ -8,6 +8,8 @@ import httpx
 import pytest
 
 from metaservice.clock import ManualClock
+from metaservice.db.session import Database
+from metaservice.jobs import repository as jobs_repo
 
 
 def register(client: httpx.Client, job: str, role: str, table: str) -> httpx.Response:
@@ -186,3 +188,22 @@ def test_two_jobs_racing_to_start_with_the_same_sink_exactly_one_wins(
         running = [j["job"] for j in client.get("/jobs?state=running").json()["jobs"]
                    if sink in j["sinks"]]
         assert len(running) == 1
+
+
+def test_registering_an_edge_a_running_job_has_is_a_read(client: httpx.Client,
+                                                         database: Database) -> None:
+    """A streaming sink registers its edge at every micro-batch: for a running job that already
+    has it, the answer must not wait for the write lock another commit holds."""
+    plan(client, "reader", ["lake.db.in"], ["lake.db.out"])
+    assert client.post("/jobs/reader/start").status_code == 200
+    with database.transaction(write=True) as session:
+        # SQLite: this write transaction holds the database's write lock; PostgreSQL: the job's
+        # row lock, which the write path of a registration takes first.
+        assert jobs_repo.get_job(session, "reader", for_update=True) is not None
+        again = client.post("/register/sink/reader/lake/db/out", timeout=5)
+        assert again.status_code == 200, again.text
+        assert again.json()["state"] == "running"
+        assert again.json()["sinks"] == ["lake.db.out"]
+    # A new edge still goes through the write path, and is refused on a running job.
+    assert error(register(client, "reader", "sink", "lake.db.other"))["code"] == \
+        "job_not_planned"
