@@ -9,7 +9,8 @@ from tests.metaservice.test_errors import assert_error
 from tests.metaservice.test_jobs import plan
 
 
-def root(client: httpx.Client, table: str, snapshot: int, barrier: int | None = None) -> httpx.Response:
+def root(client: httpx.Client, table: str, snapshot: int,
+         barrier: int | None = None) -> httpx.Response:
     body = {"snapshot_id": snapshot} if barrier is None else {"snapshot_id": snapshot,
                                                               "barrier": barrier}
     return client.post(f"/tables/{table.replace('.', '/')}/barriers", json=body)

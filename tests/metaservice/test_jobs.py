@@ -174,7 +174,8 @@ def test_two_jobs_racing_to_start_with_the_same_sink_exactly_one_wins(
         barrier = threading.Barrier(len(jobs))
         results: dict[str, int] = {}
 
-        def start(j: str) -> None:
+        def start(j: str, barrier: threading.Barrier = barrier,
+                  results: dict[str, int] = results) -> None:
             with httpx.Client(base_url=base, timeout=30) as own:
                 barrier.wait()
                 results[j] = own.post(f"/jobs/{j}/start").status_code

@@ -24,7 +24,8 @@ def test_deep_chain_has_no_cycle_and_closing_it_reports_the_whole_path() -> None
 
 
 def test_diamond_is_not_a_cycle_but_a_back_edge_is() -> None:
-    diamond = [job("left", ["a"], ["b"]), job("right", ["a"], ["c"]), job("join", ["b", "c"], ["d"])]
+    diamond = [job("left", ["a"], ["b"]), job("right", ["a"], ["c"]),
+               job("join", ["b", "c"], ["d"])]
     assert Topology(diamond).find_cycle() is None
     cycle = Topology([*diamond, job("loop", ["d"], ["a"])]).find_cycle()
     assert cycle is not None
@@ -36,7 +37,8 @@ def test_a_job_reading_and_writing_one_table_is_a_cycle() -> None:
 
 
 def test_components_connect_in_either_direction() -> None:
-    topology = Topology([job("a", ["t1"], ["t2"]), job("b", ["t3"], ["t2"]), job("c", ["t4"], ["t5"])])
+    topology = Topology([job("a", ["t1"], ["t2"]), job("b", ["t3"], ["t2"]),
+                         job("c", ["t4"], ["t5"])])
     assert topology.component("t1") == {"t1", "t2", "t3"}
     assert topology.component("t5") == {"t4", "t5"}
     assert topology.component("unrelated") == {"unrelated"}
