@@ -168,17 +168,14 @@ def run(quick: bool) -> list[Result]:
     pgbench_clients = [16] if quick else [16, 32]
     with environment.postgres_schema("commits") as url:
         first_id = create_tables(url)
-        runs: list[Run] = [measure_pgbench(url, first_id, pgbench_clients[0], duration)]
-        for processes, clients in configurations:
-            runs.append(measure_metaservice(url, processes, clients, warmup, duration))
-        for clients in pgbench_clients[1:]:
-            runs.append(measure_pgbench(url, first_id, clients, duration))
-        best = max(configurations, key=lambda c: next(
-            r.tps for r in runs if r.label.startswith(f"MetaService, {c[0]} process")
-            and r.label.endswith(f" {c[1]} clients")))
-        runs.append(measure_metaservice(url, *best, warmup, duration, healthz=True))
-    service = max((r for r in runs if r.label.startswith("MetaService")), key=lambda r: r.tps)
-    baseline = max((r for r in runs if r.label.startswith("pgbench")), key=lambda r: r.tps)
+        baselines = [measure_pgbench(url, first_id, pgbench_clients[0], duration)]
+        services = {c: measure_metaservice(url, *c, warmup, duration) for c in configurations}
+        baselines += [measure_pgbench(url, first_id, c, duration) for c in pgbench_clients[1:]]
+        best = max(services, key=lambda c: services[c].tps)
+        ceiling = measure_metaservice(url, *best, warmup, duration, healthz=True)
+    runs = [baselines[0], *services.values(), *baselines[1:], ceiling]
+    service = services[best]
+    baseline = max(baselines, key=lambda r: r.tps)
 
     def describe(r: Run) -> str:
         extra = []

@@ -21,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import TextClause
 
+from metaservice.db.engine import on_postgres
 from metaservice.db.models import BarrierRow, JobProgressRow, RollbackFenceRow, TableRow
 from metaservice.names import TableName
 
@@ -78,7 +79,7 @@ def snaps(session: Session, cuts: Mapping[int, int]) -> dict[int, Snap]:
     256 tables on SQLite. Tables with no such row are absent."""
     if not cuts:
         return {}
-    if session.get_bind().dialect.name == "postgresql":
+    if on_postgres(session):
         rows = session.execute(_SNAPS_POSTGRES, {"tables": list(cuts), "cuts": list(cuts.values())})
         return {table_id: Snap(barrier, snapshot_id, bool(approved))
                 for table_id, barrier, snapshot_id, approved in rows}

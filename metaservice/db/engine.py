@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.orm import Session
 
 from metaservice.errors import InvalidRequestError
 
@@ -26,6 +27,11 @@ class DatabaseURLError(ValueError):
 
 def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
+
+
+def on_postgres(session: Session) -> bool:
+    """Whether the session's database is PostgreSQL (for statements written per dialect)."""
+    return session.get_bind().dialect.name == "postgresql"
 
 
 def build_engine(url: str, *, sqlite_busy_timeout_ms: int = 30_000, **kwargs: Any) -> Engine:

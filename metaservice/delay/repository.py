@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import bindparam, select, text, tuple_
 from sqlalchemy.orm import Session
 
+from metaservice.db.engine import on_postgres
 from metaservice.db.models import TableRow
 from metaservice.delay.formulas import Percentiles
 
@@ -40,14 +41,11 @@ def tables_named(session: Session, names: Iterable[str]) -> list[TableLatest]:
     return [TableLatest(i, f"{c}.{d}.{t}", b, at) for i, c, d, t, b, at in rows]
 
 
-def _is_postgres(session: Session) -> bool:
-    return session.get_bind().dialect.name == "postgresql"
-
-
 def _driver_rows(session: Session, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """The rows of ``sql`` straight from the driver's cursor, in the session's transaction. For
-    the tens of thousands of samples of a window, SQLAlchemy's result rows cost twice the query
-    itself. ``sql`` uses ``:name`` parameters; a list value stands for ``(:name_0, ...)``."""
+    """SQLite only: the rows of ``sql`` straight from sqlite3's cursor, in the session's
+    transaction. For the tens of thousands of samples of a window, SQLAlchemy's result rows cost
+    more than the query itself. ``sql`` uses sqlite3's ``:name`` parameters; a list value
+    stands for ``(:name_0, :name_1, ...)``."""
     flat: dict[str, Any] = {}
     for name, value in params.items():
         if isinstance(value, list):
@@ -101,7 +99,7 @@ _BYTES = ' COLLATE "C"'
 def _percentiles(session: Session, group: str, value: str, table: str, where: str,
                  params: dict[str, Any], expanding: list[str], *,
                  text_group: bool = False) -> dict[Any, Percentiles]:
-    if _is_postgres(session):
+    if on_postgres(session):
         sql = _PERCENTILE_AGGREGATE.format(group=group + (_BYTES if text_group else ""),
                                            value=value, table=table, where=where)
         stmt = text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
@@ -148,7 +146,7 @@ def recent_hops(session: Session, *, since_ms: int,
     stmt = text(f"""
         SELECT job_name, barrier, sources_ready_at, finished_at FROM (
             SELECT job_name, barrier, sources_ready_at, finished_at,
-                   ROW_NUMBER() OVER (PARTITION BY job_name{_BYTES if _is_postgres(session) else ""}
+                   ROW_NUMBER() OVER (PARTITION BY job_name{_BYTES if on_postgres(session) else ""}
                                       ORDER BY finished_at DESC, barrier DESC) AS recent
             FROM job_progress WHERE {where}
         ) ranked WHERE recent = 1""")
@@ -198,7 +196,7 @@ def hop_figures(session: Session, *, since_ms: int,
         params["jobs"] = sorted(set(jobs)) or [""]
     recent: dict[str, RecentHop] = {}
     latencies: dict[str, Percentiles] = {}
-    if _is_postgres(session):
+    if on_postgres(session):
         stmt = text(_HOP_FIGURES.format(jobs=jobs_filter))
         if jobs is not None:
             stmt = stmt.bindparams(bindparam("jobs", expanding=True))

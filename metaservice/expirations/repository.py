@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from sqlalchemy import and_, or_, select, tuple_
 from sqlalchemy.orm import Session
 
+from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
     ExpirationRow,
@@ -41,7 +42,7 @@ def hold_tables(session: Session, table_ids: Iterable[int]) -> None:
     """Share-lock the table rows (``FOR KEY SHARE``, by id): an approval of any of these tables
     waits for this transaction, and this one waits for an approval in progress."""
     ids = sorted(set(table_ids))
-    if not ids or session.get_bind().dialect.name != "postgresql":
+    if not ids or not on_postgres(session):
         return
     session.execute(
         select(TableRow.id).where(TableRow.id.in_(ids)).order_by(TableRow.id)

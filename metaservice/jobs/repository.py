@@ -7,6 +7,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from metaservice.db.engine import on_postgres
 from metaservice.db.models import JobRow, JobTableRow, TableRow
 from metaservice.names import TableName
 
@@ -20,7 +21,7 @@ def get_job(session: Session, name: str, *, for_update: bool = False) -> JobRow 
 
 def create_planned_job(session: Session, name: str, now_ms: int, owner: str | None) -> None:
     """Insert a planned job unless one exists (two registrations racing both succeed)."""
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    insert = pg_insert if on_postgres(session) else sqlite_insert
     session.execute(
         insert(JobRow).values(name=name, state="planned", run=0, owner=owner,
                               registered_at=now_ms, updated_at=now_ms)

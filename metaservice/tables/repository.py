@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from metaservice.db.engine import on_postgres
 from metaservice.db.models import TableRow, TopologyState
 from metaservice.names import TableName
 
@@ -22,7 +23,7 @@ def ensure_tables(session: Session, names: Iterable[TableName],
     wanted = sorted(set(names))
     if not wanted:
         return {}
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    insert = pg_insert if on_postgres(session) else sqlite_insert
     stmt = insert(TableRow).values(
         [
             {"catalog": n.catalog, "database": n.database, "name": n.table, "created_at": now_ms}
@@ -142,7 +143,7 @@ def cut_states(session: Session, names: Iterable[str]) -> tuple[dict[str, CutSta
     version: int | None = None
     if not wanted:
         return found, version
-    if session.get_bind().dialect.name == "postgresql":
+    if on_postgres(session):
         batches = [(_CUT_STATES_POSTGRES, {
             "catalogs": [n.catalog for n in wanted], "databases": [n.database for n in wanted],
             "names": [n.table for n in wanted]})]

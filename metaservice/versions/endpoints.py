@@ -27,8 +27,7 @@ def get_version(consistency: Consistency, catalog: CatalogPath, database: Databa
                       snapshot_id=version.snapshot_id)
 
 
-@router.post("/versions", response_model=VersionsOut, response_model_exclude_none=True,
-             operation_id="get_versions")
+@router.post("/versions", response_model=VersionsOut, operation_id="get_versions")
 def get_versions(body: VersionsIn, database: DatabaseDep, ctx: Context) -> JSONResponse:
     """Versions of many tables that reflect the same barrier per component. With
     ``lease_seconds`` they are leased in the same (write) transaction; plain reads stay on a
