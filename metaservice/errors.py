@@ -104,6 +104,21 @@ class BarrierNotCompleteError(MetaServiceError):
     code = "barrier_not_complete"
 
 
+class BarrierNotExactError(MetaServiceError):
+    """Some table completed the barrier's neighbourhood but is not exact at it (SPEC §2, §4):
+    its snapshot there would mix two points of the source data."""
+
+    status_code = 409
+    code = "barrier_not_exact"
+
+
+class BarrierInFutureError(MetaServiceError):
+    """A barrier beyond the server's clock plus the configured bound (SPEC §2)."""
+
+    status_code = 422
+    code = "barrier_in_future"
+
+
 class SnapshotExpiredError(MetaServiceError):
     status_code = 410
     code = "snapshot_expired"

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     rate_limit_per_second: float = Field(
         default=0.0, ge=0, description="per token (or client address); 0 turns it off")
     rate_limit_burst: int = Field(default=100, ge=1)
+    max_barrier_ahead_seconds: float = Field(
+        default=86_400.0, gt=0,
+        description="barriers further ahead of the server's clock are refused (barrier_in_future)")
 
     @field_validator("database_url")
     @classmethod
