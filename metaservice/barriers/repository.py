@@ -309,3 +309,102 @@ def advance_latest(session: Session, table: LockedTable, *, barrier: int, snapsh
         return False
     table.latest_barrier, table.latest_snapshot_id = barrier, snapshot_id
     return True
+
+
+# -- reads for exactness (``versions/history.py``) -------------------------------------------
+
+_TAIL_POSTGRES = text(
+    "SELECT w.id, b.barrier, b.snapshot_id "
+    "FROM unnest(CAST(:ids AS integer[])) AS w(id) CROSS JOIN LATERAL ("
+    "  SELECT s.barrier, s.snapshot_id FROM barriers s"
+    "  WHERE s.table_id = w.id AND NOT s.rolled_back"
+    "  ORDER BY s.barrier DESC LIMIT :depth) AS b")
+
+
+@cache
+def _tail_statement(size: int) -> TextClause:
+    """The newest rows of ``size`` tables, one indexed descent each, in one statement."""
+    parts = [f"SELECT * FROM (SELECT :t{i} AS id, barrier, snapshot_id FROM barriers "
+             f"WHERE table_id = :t{i} AND NOT rolled_back ORDER BY barrier DESC LIMIT :depth)"
+             for i in range(size)]
+    return text(" UNION ALL ".join(parts))
+
+
+def tails(session: Session, table_ids: list[int],
+          depth: int) -> dict[int, list[tuple[int, int]]]:
+    """The ``depth`` newest ``(barrier, snapshot_id)`` of each table, newest first."""
+    found: dict[int, list[tuple[int, int]]] = {t: [] for t in table_ids}
+    if not table_ids:
+        return found
+    if on_postgres(session):
+        rows = session.execute(_TAIL_POSTGRES, {"ids": list(table_ids), "depth": depth})
+    else:
+        rows_list: list[tuple[int, int, int]] = []
+        unique = list(dict.fromkeys(table_ids))
+        for start in range(0, len(unique), 64):
+            chunk = unique[start:start + 64]
+            size = 1 << (len(chunk) - 1).bit_length()
+            chunk = chunk + [chunk[0]] * (size - len(chunk))
+            params: dict[str, int] = {f"t{i}": t for i, t in enumerate(chunk)}
+            params["depth"] = depth
+            seen: set[tuple[int, int]] = set()
+            for table_id, barrier, snapshot_id in session.execute(_tail_statement(size), params):
+                if (table_id, barrier) in seen:
+                    continue  # padding repeats a table
+                seen.add((table_id, barrier))
+                rows_list.append((table_id, barrier, snapshot_id))
+        rows = rows_list  # type: ignore[assignment]
+    for table_id, barrier, snapshot_id in rows:
+        found[int(table_id)].append((int(barrier), int(snapshot_id)))
+    for rows_of_table in found.values():
+        rows_of_table.sort(reverse=True)
+    return found
+
+
+_SNAP_SEEK = (select(_barriers.c.barrier, _barriers.c.snapshot_id)
+              .where(_barriers.c.table_id == bindparam("table_id"),
+                     _barriers.c.barrier <= bindparam("barrier"),
+                     _barriers.c.rolled_back.is_(False))
+              .order_by(_barriers.c.barrier.desc()).limit(1))
+
+_FIRST_AFTER = (select(_barriers.c.barrier, _barriers.c.snapshot_id)
+                .where(_barriers.c.table_id == bindparam("table_id"),
+                       _barriers.c.barrier > bindparam("after"),
+                       _barriers.c.barrier <= bindparam("upto"),
+                       _barriers.c.rolled_back.is_(False))
+                .order_by(_barriers.c.barrier.asc()).limit(64))
+
+
+def snap_seek(session: Session, table_id: int, barrier: int) -> tuple[int, int] | None:
+    """``snap(T, B)`` as ``(barrier, snapshot_id)``."""
+    row = session.execute(_SNAP_SEEK, {"table_id": table_id, "barrier": barrier}).first()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def first_change(session: Session, table_id: int, after: int, snapshot_id: int | None,
+                 upto: int) -> int | None:
+    """The first barrier in ``(after, upto]`` whose snapshot is not ``snapshot_id``. The rows
+    with the same snapshot are heartbeats of one snapshot: few, read in order."""
+    while True:
+        rows = session.execute(_FIRST_AFTER, {"table_id": table_id, "after": after,
+                                              "upto": upto}).all()
+        for barrier, snap_id in rows:
+            if snapshot_id is None or snap_id != snapshot_id:
+                return int(barrier)
+        if len(rows) < 64:
+            return None
+        after = int(rows[-1][0])
+
+
+def last_written_by(session: Session, job: str, sink_ids: list[int]) -> int | None:
+    """The greatest barrier every one of ``sink_ids`` completed with a snapshot ``job`` wrote
+    (in any run, not rolled back)."""
+    if not sink_ids:
+        return None
+    return session.scalar(
+        select(BarrierRow.barrier)
+        .where(BarrierRow.writer_job == job, BarrierRow.table_id.in_(sink_ids),
+               BarrierRow.rolled_back.is_(False))
+        .group_by(BarrierRow.barrier)
+        .having(func.count(func.distinct(BarrierRow.table_id)) == len(set(sink_ids)))
+        .order_by(BarrierRow.barrier.desc()).limit(1))

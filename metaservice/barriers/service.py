@@ -15,6 +15,12 @@ from sqlalchemy.orm import Session
 
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
+from metaservice.barriers.protocol import (
+    OtherJob,
+    choose_barrier,
+    earliest_barrier,
+    jobs_ahead,
+)
 from metaservice.context import ServiceContext
 from metaservice.db.models import JobProgressRow, JobRow, TableRow, TopologyState
 from metaservice.expirations import handout
@@ -22,8 +28,10 @@ from metaservice.jobs import repository as jobs_repo
 from metaservice.names import TableName
 from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.repository import load_running_topology
-from metaservice.versions.catching_up import clear_if_caught_up
+from metaservice.versions.catching_up import rejoin_if_caught_up
+from metaservice.versions.cuts import tables_not_exact
+from metaservice.versions.exactness import Exactness
+from metaservice.versions.history import DatabaseHistory
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +121,7 @@ def record_completed_barrier(session: Session, ctx: ServiceContext,
                                         committed_at=now):
         raise errors.ConcurrentUpdateError(f"latest({name}) moved concurrently; retry", table=name)
     if table.catching_up:
-        clear_if_caught_up(session, load_running_topology(session), name, barrier)
+        rejoin_if_caught_up(session, ctx.topology_cache.get(session), name)
     logger.info("barrier_completed", extra={"table": name, "barrier": barrier,
                                             "snapshot_id": snapshot_id, "job": writer_job})
     return True
@@ -233,33 +241,90 @@ def _pin(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Table
     return pinned_position(job)
 
 
+def _job_view(session: Session, ctx: ServiceContext, job: JobRow,
+              sources: list[TableRow]) -> tuple[Exactness, list[str], list[OtherJob]]:
+    """Read what a decision about ``job`` needs: the history of its component, its sinks and
+    the other running jobs of the component (with sources) and the barriers they hold."""
+    topology = ctx.topology_cache.get(session)
+    history = DatabaseHistory(session, topology)
+    component = topology.component(sources[0].qualified_name)
+    history.load(component)
+    me = topology.jobs.get(job.name)
+    sinks = sorted(me.sinks) if me is not None else [t.qualified_name
+                                                     for t in _sink_tables(session, job.name)]
+    names = sorted(j.job for j in topology.jobs.values()
+                   if j.job != job.name and j.sources and (j.sources | j.sinks) & component)
+    pins = jobs_repo.pinned_barriers(session, names)
+    others = [OtherJob(n, topology.jobs[n].sinks, pins.get(n)) for n in names]
+    return Exactness(history), sinks, others
+
+
+def _sinks_latest(exactness: Exactness, sinks: list[str]) -> int | None:
+    """The newest barrier any sink completed: no barrier at or below it can be handed out."""
+    latests = [b for b in (exactness.history.latest(k) for k in sinks) if b is not None]
+    return max(latests) if latests else None
+
+
+def resume_point(session: Session, job: JobRow, sinks: list[TableRow]) -> int | None:
+    """The last barrier every sink completed with a snapshot this job wrote (in any run)."""
+    return barriers_repo.last_written_by(session, job.name, [t.id for t in sinks])
+
+
 def start_position(session: Session, ctx: ServiceContext, job: JobRow,
                    start_from: str | int) -> Position:
-    """The aligned start position of a job that has just started (SPEC §5.2), pinned."""
+    """The aligned start position of a job that has just started (SPEC §5.2), pinned.
+
+    ``resume`` continues after the last barrier all the job's sinks completed, as ``next``
+    would (incremental, ``previous`` set); with no such history it starts as ``latest``. No
+    barrier at or below a sink's latest is ever handed out: the job resumes after it instead.
+    """
     sources = _source_tables(session, job.name)
     if not sources:
         return Position("none")
     if _sinks_fenced(session, job.name):
         return _wait(ctx)
-    latests = [s.latest_barrier for s in sources]
-    if start_from == "latest":
-        if any(b is None for b in latests):
-            return _wait(ctx)
-        return _pin(session, ctx, job, sources, min(latests), None)  # type: ignore[type-var]
-    if start_from == "earliest":
-        firsts = [handout.earliest_retained(session, s.id) for s in sources]
-        if any(f is None for f in firsts):
-            return _wait(ctx)
-        if max(f.barrier for f in firsts) > min(latests):  # type: ignore[union-attr, type-var]
-            return _wait(ctx)  # a source's retained history starts after another's latest
-        return _pin(session, ctx, job, sources, max(f.barrier for f in firsts), None)  # type: ignore[union-attr]
-    barrier = int(start_from)
+    exactness, sinks, others = _job_view(session, ctx, job, sources)
+    floor = _sinks_latest(exactness, sinks)
+    after: int | None = None
+    if start_from == "resume":
+        after = resume_point(session, job, _sink_tables(session, job.name))
+    elif start_from == "earliest":
+        if floor is None:
+            return _start_earliest(session, ctx, job, sources, exactness)
+    elif start_from != "latest" and (floor is None or int(start_from) > floor):
+        return _start_at(session, ctx, job, sources, exactness, int(start_from))
+    candidates = [b for b in (after, floor) if b is not None]
+    after = max(candidates) if candidates else None
+    if after is not None:
+        job.last_committed_barrier = after  # ``next`` goes on from here, also after a wait
+    return _decide(session, ctx, job, sources, exactness, others, after)
+
+
+def _start_earliest(session: Session, ctx: ServiceContext, job: JobRow,
+                    sources: list[TableRow], exactness: Exactness) -> Position:
+    firsts = [handout.earliest_retained(session, s.id) for s in sources]
+    if any(f is None for f in firsts):
+        return _wait(ctx)
+    barrier = earliest_barrier(exactness, [s.qualified_name for s in sources],
+                               [f.barrier for f in firsts])  # type: ignore[union-attr]
+    return _wait(ctx) if barrier is None else _pin(session, ctx, job, sources, barrier, None)
+
+
+def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
+              exactness: Exactness, barrier: int) -> Position:
+    """``from: <barrier>``: that barrier, complete and exact in every source, or an error."""
     behind = sorted(s.qualified_name for s in sources
                     if s.latest_barrier is None or s.latest_barrier < barrier)
     if behind:
         raise errors.BarrierNotCompleteError(
             f"barrier {barrier} is not complete in {', '.join(behind)}", barrier=barrier,
             tables=behind)
+    not_exact = tables_not_exact(exactness, [s.qualified_name for s in sources], barrier)
+    if not_exact:
+        raise errors.BarrierNotExactError(
+            f"{', '.join(not_exact)} not exact at barrier {barrier}", barrier=barrier,
+            tables=list(not_exact),
+            nearest={n: {"below": b, "above": a} for n, (b, a) in not_exact.items()})
     position = _pin(session, ctx, job, sources, barrier, None)
     if position.reason == handout.SNAPSHOT_EXPIRED:
         raise errors.SnapshotExpiredError(
@@ -268,6 +333,16 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
         raise errors.NoVersionError(f"some source has no snapshot at or before barrier {barrier}",
                                     barrier=barrier)
     return position
+
+
+def _decide(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
+            exactness: Exactness, others: list[OtherJob], after: int | None) -> Position:
+    """Choose (``barriers/protocol.py``) and pin the barrier after ``after``, or wait."""
+    ahead = jobs_ahead(exactness, others, after)
+    barrier = choose_barrier(exactness, [s.qualified_name for s in sources], after, ahead)
+    if barrier is None:
+        return _wait(ctx)
+    return _pin(session, ctx, job, sources, barrier, after)
 
 
 def _running_job(session: Session, name: str) -> JobRow:
@@ -297,20 +372,16 @@ def next_barrier(session: Session, ctx: ServiceContext, name: str, after: int | 
     sources = _source_tables(session, name)
     if not sources:
         return Position("none")
-    latests = [s.latest_barrier for s in sources]
-    if any(b is None for b in latests):
-        return _wait(ctx)
     if (after is not None and (job.last_committed_barrier is None
                                or after > job.last_committed_barrier)
             and barriers_repo.rolled_back_in_any(
                 session, [t.id for t in _sink_tables(session, name)], after)):
         after = None  # a barrier a rollback took back: the job restarts where its sinks are
-    candidates = [b for b in (after, job.last_committed_barrier) if b is not None]
+    exactness, sinks, others = _job_view(session, ctx, job, sources)
+    candidates = [b for b in (after, job.last_committed_barrier,
+                              _sinks_latest(exactness, sinks)) if b is not None]
     effective_after = max(candidates) if candidates else None
-    barrier = min(latests)  # type: ignore[type-var]
-    if effective_after is not None and barrier <= effective_after:
-        return _wait(ctx)
-    return _pin(session, ctx, job, sources, barrier, effective_after)
+    return _decide(session, ctx, job, sources, exactness, others, effective_after)
 
 
 def _clear_pin(job: JobRow) -> None:

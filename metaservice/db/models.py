@@ -66,6 +66,8 @@ class TableRow(Base):
     catching_up: Mapped[bool] = mapped_column(
         Boolean, nullable=False, default=False, server_default=text("false")
     )
+    # While catching up: the strong cut its component had when it joined (None: none then).
+    catch_up_floor: Mapped[int | None] = mapped_column(BigInteger)
 
     @property
     def qualified_name(self) -> str:

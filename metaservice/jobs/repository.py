@@ -93,3 +93,13 @@ def purge_expired_planned(session: Session, older_than_ms: int) -> int:
         session.execute(delete(JobTableRow).where(JobTableRow.job_name.in_(names)))
         session.execute(delete(JobRow).where(JobRow.name.in_(names)))
     return len(names)
+
+
+def pinned_barriers(session: Session, names: list[str]) -> dict[str, int]:
+    """The barrier each of the named running jobs holds (jobs holding none are absent)."""
+    if not names:
+        return {}
+    rows = session.execute(select(JobRow.name, JobRow.pinned_barrier)
+                           .where(JobRow.name.in_(names), JobRow.pinned_barrier.is_not(None),
+                                  JobRow.pin_invalidated_reason.is_(None)))
+    return {name: int(barrier) for name, barrier in rows}

@@ -39,9 +39,10 @@ class JobList(BaseModel):
 class StartIn(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
-    start_from: Literal["latest", "earliest"] | Barrier = Field(
-        default="latest", alias="from",
-        description="latest, earliest, or an explicit barrier to start from")
+    start_from: Literal["resume", "latest", "earliest"] | Barrier = Field(
+        default="resume", alias="from",
+        description="resume (after the last barrier the job's sinks completed; with no such "
+                    "history, as latest), latest, earliest, or an explicit barrier")
 
 
 class PositionOut(BaseModel):

@@ -132,7 +132,7 @@ class Started:
 
 
 def start(session: Session, ctx: ServiceContext, name: str,
-          start_from: str | int = "latest") -> Started:
+          start_from: str | int = "resume") -> Started:
     """The job becomes running: it becomes the writer of its sinks (exactly one job wins a race
     for a sink), its edges join the topology (no cycle), and its start position is pinned."""
     lock_topology(session)
@@ -144,7 +144,8 @@ def start(session: Session, ctx: ServiceContext, name: str,
         view = _view(session, job)
         if job.pinned_barrier is not None:
             return Started(view, pinned_position(job))
-        if job.last_committed_barrier is not None and start_from in ("latest", "earliest"):
+        if job.last_committed_barrier is not None and start_from in ("resume", "latest",
+                                                                     "earliest"):
             # A driver restarted mid-run goes on where the run is, as ``next`` would: never a
             # barrier already committed, and with ``previous`` so its read stays incremental.
             # An explicit barrier is pinned as asked (a streaming sink replaying a batch).

@@ -6,7 +6,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from sqlalchemy import Select, and_, bindparam, or_, select, text, tuple_
+from sqlalchemy import Select, and_, bindparam, or_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -105,6 +105,7 @@ class CutState:
     id: int
     latest: int | None
     catching_up: bool
+    catch_up_floor: int | None = None
 
 
 # A version answer runs this on every request, so the statement is built once and its text is
@@ -115,6 +116,7 @@ _NAMES_PER_STATEMENT = 256
 
 _CUT_STATES_POSTGRES = text(
     "SELECT t.id, t.catalog, t.database, t.name, t.latest_barrier, t.catching_up, "
+    "  t.catch_up_floor, "
     "  (SELECT version FROM topology_state WHERE id = 1) "
     "FROM unnest(CAST(:catalogs AS text[]), CAST(:databases AS text[]), CAST(:names AS text[])) "
     "  AS w(catalog, database, name) "
@@ -128,7 +130,8 @@ _TOPOLOGY_VERSION = (select(TopologyState.version).where(TopologyState.id == 1)
 @cache
 def _cut_states_statement(size: int) -> Select:  # type: ignore[type-arg]
     return select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
-                  TableRow.latest_barrier, TableRow.catching_up, _TOPOLOGY_VERSION).where(
+                  TableRow.latest_barrier, TableRow.catching_up, TableRow.catch_up_floor,
+                  _TOPOLOGY_VERSION).where(
         tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
             [tuple_(bindparam(f"c{i}"), bindparam(f"d{i}"), bindparam(f"n{i}"))
              for i in range(size)]))
@@ -159,8 +162,31 @@ def cut_states(session: Session, names: Iterable[str]) -> tuple[dict[str, CutSta
                                                                      key.table)
             batches.append((_cut_states_statement(size), params))
     for statement, params in batches:
-        for table_id, catalog, database, name, latest, catching_up, topology in session.execute(
-                statement, params):
-            found[f"{catalog}.{database}.{name}"] = CutState(table_id, latest, bool(catching_up))
+        for (table_id, catalog, database, name, latest, catching_up, floor,
+             topology) in session.execute(statement, params):
+            found[f"{catalog}.{database}.{name}"] = CutState(table_id, latest, bool(catching_up),
+                                                             floor)
             version = topology
     return found, version
+
+
+def lock_cut_states(session: Session, names: Iterable[str]) -> dict[str, CutState]:
+    """``CutState`` of ``names`` with their rows locked (by id, the lock order)."""
+    keys = [TableName.parse(n) for n in dict.fromkeys(names)]
+    if not keys:
+        return {}
+    rows = session.execute(
+        select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
+               TableRow.latest_barrier, TableRow.catching_up, TableRow.catch_up_floor)
+        .where(tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
+            [(k.catalog, k.database, k.table) for k in keys]))
+        .order_by(TableRow.id).with_for_update())
+    return {f"{c}.{d}.{n}": CutState(i, latest, bool(flag), floor)
+            for i, c, d, n, latest, flag, floor in rows}
+
+
+def set_catching_up(session: Session, table_id: int, catching_up: bool,
+                    floor: int | None) -> None:
+    session.execute(update(TableRow).where(TableRow.id == table_id)
+                    .values(catching_up=catching_up, catch_up_floor=floor)
+                    .execution_options(synchronize_session=False))

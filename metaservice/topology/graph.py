@@ -52,6 +52,7 @@ class Topology:
                     self._out[s].append(edge)
                     self._in[k].append(edge)
         self._component_of: dict[str, frozenset[str]] | None = None
+        self._writer_of: dict[str, JobEdges] = {k: j for j in self.jobs.values() for k in j.sinks}
 
     def with_job(self, job: JobEdges) -> Topology:
         """The topology if ``job`` were running too (replacing a job of the same name)."""
@@ -64,6 +65,10 @@ class Topology:
 
     def writers_of(self, table: str) -> list[str]:
         return sorted(j.job for j in self.jobs.values() if table in j.sinks)
+
+    def writer(self, table: str) -> JobEdges | None:
+        """The running job writing ``table`` (at most one, SPEC §3.1)."""
+        return self._writer_of.get(table)
 
     # -- cycles --------------------------------------------------------------------------
 

@@ -1,48 +1,26 @@
 """Keeping strong cuts from moving backwards when the topology changes (SPEC §4).
 
-When a job starts or stops, components merge or split. Every table of a changed component that
-is behind the strong cut its old component(s) already served — or has no barrier yet — is marked
-*catching up*: excluded from the min and answered 404 ``catching_up`` until a commit brings it
-to the cut the rest of its component serves.
+When a job starts or stops, components merge or split. The new component must not serve a cut
+below the greatest one its parts served, F. Every table of it not exact at F in the new
+topology (or with no barrier yet) is marked *catching up* with F as its floor: it is answered
+404 ``catching_up``, and the component is held at F until the catching-up tables are exact
+with the rest at a barrier ≥ F (``versions/cuts.py``). That is decided from stored history at
+every read; the flags are cleared by the catching-up table's next commit once it holds, which
+changes no answer (it only spares later reads the work).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
 
-from metaservice.db.models import TableRow
-from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
 from metaservice.topology.graph import Topology
-from metaservice.versions.cuts import (
-    TableState,
-    compute_strong_cut,
-    has_caught_up,
-    tables_catching_up_after_join,
-)
-
-
-def table_states(session: Session, names: Iterable[str], *,
-                 for_update: bool = False) -> dict[str, TableState]:
-    keys = [TableName.parse(n) for n in names]
-    if not keys:
-        return {}
-    stmt = (select(TableRow.catalog, TableRow.database, TableRow.name, TableRow.latest_barrier,
-                   TableRow.catching_up)
-            .where(tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
-                [(k.catalog, k.database, k.table) for k in keys]))
-            .order_by(TableRow.id))
-    if for_update:
-        stmt = stmt.with_for_update()
-    states = {}
-    for catalog, database, name, latest, catching_up in session.execute(stmt):
-        qualified = f"{catalog}.{database}.{name}"
-        states[qualified] = TableState(qualified, latest, bool(catching_up))
-    for n in names:
-        states.setdefault(n, TableState(n, None, False))
-    return states
+from metaservice.versions.cuts import floors_after_join
+from metaservice.versions.exactness import Exactness
+from metaservice.versions.history import DatabaseHistory
+from metaservice.versions.service import component_cut
 
 
 def refresh_after_topology_change(session: Session, before: Topology, after: Topology,
@@ -53,35 +31,37 @@ def refresh_after_topology_change(session: Session, before: Topology, after: Top
     for component in components:
         old_components = {before.component(t) for t in component}
         everything = set(component).union(*old_components)
-        states = table_states(session, everything, for_update=True)
-        previous_cuts = [compute_strong_cut(states[t] for t in old) for old in old_components]
-        behind = tables_catching_up_after_join((states[t] for t in component), previous_cuts)
-        floor_known = any(c is not None for c in previous_cuts)
-        for name in component:
-            state = states[name]
-            flag = name in behind or (not floor_known and state.catching_up)
-            if flag != state.catching_up:
-                key = TableName.parse(name)
-                session.execute(
-                    update(TableRow)
-                    .where(TableRow.catalog == key.catalog, TableRow.database == key.database,
-                           TableRow.name == key.table)
-                    .values(catching_up=flag)
-                    .execution_options(synchronize_session=False)
-                )
+        locked = tables_repo.lock_cut_states(session, everything)
+        old_history = DatabaseHistory(session, before, dict(locked))
+        old_exactness = Exactness(old_history)
+        previous_cuts: list[int | None] = []
+        for old in old_components:
+            cut = component_cut(old_history, old_exactness, old)
+            served_here = any(t in component and (cut.rejoined or not locked[t].catching_up)
+                              for t in old if t in locked)
+            if served_here:
+                previous_cuts.append(cut.barrier)
+        new_history = DatabaseHistory(session, after, dict(locked))
+        floor, behind = floors_after_join(
+            Exactness(new_history), (new_history.table_state(t) for t in sorted(component)),
+            previous_cuts)
+        for name in sorted(component):
+            state = locked.get(name)
+            if state is None:
+                continue
+            flag = name in behind
+            wanted_floor = floor if flag else None
+            if flag != state.catching_up or wanted_floor != state.catch_up_floor:
+                tables_repo.set_catching_up(session, state.id, flag, wanted_floor)
 
 
-def clear_if_caught_up(session: Session, topology: Topology, qualified: str,
-                       latest: int) -> None:
-    """After a commit brought a catching-up table to ``latest``: rejoin the min once it reached
-    the cut."""
-    others = table_states(session, topology.component(qualified) - {qualified})
-    cut = compute_strong_cut(others.values())
-    if has_caught_up(latest, cut):
-        key = TableName.parse(qualified)
-        session.execute(
-            update(TableRow)
-            .where(TableRow.catalog == key.catalog, TableRow.database == key.database,
-                   TableRow.name == key.table)
-            .values(catching_up=False)
-            .execution_options(synchronize_session=False))
+def rejoin_if_caught_up(session: Session, topology: Topology, qualified: str) -> None:
+    """After a commit to a catching-up table: once its component's catching-up tables have
+    rejoined the cut, clear their flags. Called with the topology lock held."""
+    history = DatabaseHistory(session, topology)
+    component = topology.component(qualified)
+    if component_cut(history, Exactness(history), component).rejoined:
+        for name in sorted(component):
+            state = history.state(name)
+            if state is not None and state.catching_up:
+                tables_repo.set_catching_up(session, state.id, False, None)

@@ -1,21 +1,27 @@
-"""The cut computation of SPEC §4, as pure functions over plain data.
+"""The cut computation of SPEC §4, as pure functions over plain data and a barrier history.
 
-A *cut* is a barrier B; each table T of the cut is read at ``snap(T, B)``, the snapshot that
-completes the greatest barrier ≤ B. The three consistency types differ only in how B is chosen:
+A *cut* is a barrier B; each table T of the cut is read at ``snap(T, B)``. Every cut is a
+barrier at which each table it serves is *exact* (``versions/exactness.py``), chosen among the
+barriers those tables completed:
 
-- strong: per component C, ``B_C = min latest(T)`` over the tables of C that have caught up
-  (a table that joined C behind the cut already served is *catching up*: excluded from the min
-  and answered 404 until it passes the cut, so the cut never moves backwards);
-- weak: per component touched by the request, the min of ``latest(T)`` over the *requested*
-  tables of that component;
-- explicit barrier: B as given, valid only where every requested table has ``latest(T) ≥ B``.
+- strong: per component C, the greatest barrier ≤ ``min latest(T)`` at which every caught-up
+  table of C is exact. A table that joined C when C's cut was F is *catching up* (404, left out
+  of the min) and the component is held at F until the catching-up tables are exact with the
+  rest at a barrier ≥ F: then they rejoin. Strong cuts therefore never move backwards, and
+  catching up ends as soon as the new tables reach F (``docs/decisions.md``);
+- weak: per component touched by the request, the greatest barrier ≤ ``min latest(T)`` at which
+  every *requested* table of that component is exact;
+- explicit barrier: B as given, valid only where every requested table has ``latest(T) ≥ B``
+  and is exact at B.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+
+from metaservice.versions.exactness import Exactness
 
 
 class Consistency(StrEnum):
@@ -30,26 +36,56 @@ class TableState:
     name: str
     latest: int | None
     catching_up: bool = False
-
-    @property
-    def has_caught_up(self) -> bool:
-        return self.latest is not None and not self.catching_up
+    # The strong cut its component had when it joined (None: no cut was possible then).
+    catch_up_floor: int | None = None
 
 
-def compute_strong_cut(component: Iterable[TableState]) -> int | None:
-    """``B_C`` of one component: the min of ``latest`` over its caught-up tables (None when no
-    table of the component has caught up)."""
-    latests = [t.latest for t in component if t.has_caught_up]
-    return min(latests) if latests else None  # type: ignore[type-var]
+@dataclass(frozen=True)
+class StrongCut:
+    """A component's strong cut, and whether its catching-up tables have rejoined it."""
+
+    barrier: int | None
+    rejoined: bool  # True when no table is catching up any more (flags may still be set)
 
 
-def compute_weak_cut(requested: Iterable[TableState]) -> int | None:
-    """The min of ``latest`` over the requested tables of one component; None if one of them
-    has no completed barrier."""
-    latests = [t.latest for t in requested]
-    if not latests or any(b is None for b in latests):
+def compute_strong_cut(exactness: Exactness, component: Iterable[TableState]) -> StrongCut:
+    """``B_C`` of one component (see the module docstring)."""
+    states = list(component)
+    caught = [t for t in states if not t.catching_up and t.latest is not None]
+    behind = [t for t in states if t.catching_up]
+    if behind:
+        floors = [t.catch_up_floor for t in behind]
+        target = max((f for f in floors if f is not None), default=None)
+        everyone = caught + behind
+        if all(t.latest is not None for t in behind):
+            joint = exactness.greatest_common(
+                (t.name for t in everyone), min(t.latest for t in everyone),  # type: ignore[type-var]
+                extra_candidates=[f for f in floors if f is not None])
+            if joint is not None and (target is None or joint >= target):
+                return StrongCut(joint, rejoined=True)
+        # Held at the lowest floor until the catching-up tables rejoin; no floor: nothing was
+        # ever served, so nothing is served until they do.
+        if any(f is None for f in floors) or not caught:
+            return StrongCut(None, rejoined=False)
+        held = min(f for f in floors if f is not None)
+        rest = exactness.greatest_common((t.name for t in caught),
+                                         min(t.latest for t in caught),  # type: ignore[type-var]
+                                         extra_candidates=[held])
+        return StrongCut(None if rest is None else min(rest, held), rejoined=False)
+    if not caught:
+        return StrongCut(None, rejoined=True)
+    return StrongCut(exactness.greatest_common(
+        (t.name for t in caught), min(t.latest for t in caught)), rejoined=True)  # type: ignore[type-var]
+
+
+def compute_weak_cut(exactness: Exactness, requested: Iterable[TableState]) -> int | None:
+    """The greatest barrier at which every requested table of one component is exact; None if
+    one of them has no completed barrier or they share none."""
+    states = list(requested)
+    if not states or any(t.latest is None for t in states):
         return None
-    return min(latests)  # type: ignore[type-var]
+    return exactness.greatest_common((t.name for t in states),
+                                     min(t.latest for t in states))  # type: ignore[type-var]
 
 
 def tables_behind(requested: Iterable[TableState], barrier: int) -> list[str]:
@@ -57,34 +93,27 @@ def tables_behind(requested: Iterable[TableState], barrier: int) -> list[str]:
     return sorted(t.name for t in requested if t.latest is None or t.latest < barrier)
 
 
-def tables_catching_up_after_join(
-    merged: Iterable[TableState], previous_cuts: Iterable[int | None]
-) -> set[str]:
-    """Which tables of a component are catching up right after a topology change.
+def tables_not_exact(exactness: Exactness, names: Iterable[str],
+                     barrier: int) -> dict[str, tuple[int | None, int | None]]:
+    """The tables not exact at ``barrier``, each with its nearest exact barriers (below,
+    above)."""
+    return {n: exactness.nearest(n, barrier) for n in sorted(set(names))
+            if not exactness.is_exact(n, barrier)}
 
-    ``previous_cuts`` are the strong cuts that the components merged into this one had before
-    the change. The new component must not serve a cut below the greatest of them, so every
-    table behind it (or with no barrier yet) is catching up. When no cut was ever possible, only
-    the tables with no barrier are.
+
+def floors_after_join(exactness: Exactness, merged: Iterable[TableState],
+                      previous_cuts: Iterable[int | None]) -> tuple[int | None, set[str]]:
+    """Which tables of a component are catching up right after a topology change, and from
+    which floor.
+
+    ``previous_cuts`` are the strong cuts that the components contributing caught-up tables to
+    this one served before the change; the new component must not serve below the greatest of
+    them, F. Every table not exact at F in the new topology (or with no barrier) is catching up.
+    With no previous cut, only the tables with no barrier are.
     """
     floor = max((c for c in previous_cuts if c is not None), default=None)
     behind: set[str] = set()
     for t in merged:
-        if t.latest is None or (floor is not None and t.latest < floor):
+        if t.latest is None or (floor is not None and not exactness.is_exact(t.name, floor)):
             behind.add(t.name)
-    return behind
-
-
-def has_caught_up(table_latest: int, component_cut: int | None) -> bool:
-    """A catching-up table rejoins the min once its latest barrier reaches the cut that the
-    rest of its component serves."""
-    return component_cut is None or table_latest >= component_cut
-
-
-def group_by_component(
-    names: Iterable[str], component_of: Mapping[str, frozenset[str]]
-) -> dict[frozenset[str], list[str]]:
-    groups: dict[frozenset[str], list[str]] = {}
-    for name in names:
-        groups.setdefault(component_of[name], []).append(name)
-    return groups
+    return floor, behind

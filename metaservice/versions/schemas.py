@@ -13,8 +13,9 @@ MAX_TABLES_PER_REQUEST = 1000
 class VersionOut(BaseModel):
     table: str
     consistency: Literal["strong", "weak"]
-    barrier: int
+    barrier: int = Field(description="the cut: the same for every table of a component")
     snapshot_id: int
+    snapshot_barrier: int = Field(description="the barrier the snapshot completed (≤ barrier)")
 
 
 class VersionsIn(BaseModel):
@@ -29,8 +30,9 @@ class VersionsIn(BaseModel):
 
 
 class TableVersion(BaseModel):
-    barrier: int
+    barrier: int = Field(description="the cut: the same for every table of a component")
     snapshot_id: int
+    snapshot_barrier: int = Field(description="the barrier the snapshot completed (≤ barrier)")
 
 
 class VersionsOut(BaseModel):

@@ -1,8 +1,9 @@
 """Answering version requests: which snapshot of each table to read (SPEC §4).
 
-Reads only: the strong cut of a component is ``min latest(T)`` over its caught-up tables,
-which can only grow while the topology stays the same; topology changes keep it from moving
-backwards through the catching-up flags (``versions/catching_up.py``).
+Reads only. Every answer names snapshots exact at its cut (``versions/exactness.py``); the cut
+of a strong answer is a pure function of stored history that only grows while the topology
+stays the same, and topology changes keep it from moving backwards through the catching-up
+floors (``versions/catching_up.py``).
 """
 
 from __future__ import annotations
@@ -18,51 +19,60 @@ from metaservice.context import ServiceContext
 from metaservice.expirations import handout
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
-from metaservice.versions.catching_up import table_states
 from metaservice.versions.cuts import (
     Consistency,
+    StrongCut,
     TableState,
     compute_strong_cut,
     compute_weak_cut,
     tables_behind,
+    tables_not_exact,
 )
+from metaservice.versions.exactness import Exactness
+from metaservice.versions.history import DatabaseHistory
 
 
 @dataclass(frozen=True)
 class Version:
     table: str
-    barrier: int
+    barrier: int  # the cut
     snapshot_id: int
+    snapshot_barrier: int  # the barrier the snapshot completed (≤ the cut)
 
 
 def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             consistency: Consistency | None, barrier: int | None = None) -> dict[str, Version]:
-    """The version of every requested table under ``consistency`` or at an explicit barrier.
-
-    Two statements whatever the number of tables: the requested tables' states with the
-    topology version (for the cached components), and every ``snap(T, B)`` with its expiration
-    check; a strong answer over components larger than the request reads the rest of their
-    tables in one more.
-    """
+    """The version of every requested table under ``consistency`` or at an explicit barrier."""
     names = list(dict.fromkeys(str(t) for t in tables))
     found, topology_version = tables_repo.cut_states(session, names)
-    states = {n: TableState(n, s.latest, s.catching_up) for n, s in found.items()}
-    unknown = [n for n in names if n not in states or states[n].latest is None]
+    topology = ctx.topology_cache.get(session, topology_version)
+    history = DatabaseHistory(session, topology, found)
+    exactness = Exactness(history)
+    states = {n: history.table_state(n) for n in names}
+    unknown = [n for n in names if states[n].latest is None]
     if barrier is not None:
-        behind = tables_behind((states.get(n, TableState(n, None)) for n in names), barrier)
+        behind = tables_behind(states.values(), barrier)
         if behind:
             raise errors.BarrierNotCompleteError(
                 f"barrier {barrier} is not complete in {', '.join(behind)}",
                 barrier=barrier, tables=behind)
+        not_exact = tables_not_exact(exactness, names, barrier)
+        if not_exact:
+            raise errors.BarrierNotExactError(
+                f"{', '.join(not_exact)} not exact at barrier {barrier}: "
+                "a snapshot there would mix two points of the source data",
+                barrier=barrier, tables=list(not_exact),
+                nearest={n: {"below": below, "above": above}
+                         for n, (below, above) in not_exact.items()})
         cuts = {n: barrier for n in names}
     else:
         if unknown:
             raise errors.NoVersionError(
                 f"no completed barrier yet for {', '.join(unknown)}", tables=unknown)
         if consistency == Consistency.weak:
-            cuts = _weak_cuts(session, ctx, names, states, topology_version)
+            cuts = _weak_cuts(history, exactness, names, states)
         else:
-            cuts = _strong_cuts(session, ctx, names, states, topology_version)
+            cuts = _strong_cuts(history, exactness, names)
     snaps = barriers_repo.snaps(session, {found[n].id: cuts[n] for n in names})
     result: dict[str, Version] = {}
     missing: list[str] = []
@@ -74,7 +84,7 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             continue
         if snap.approved_for_expiration:
             expired.append({"table": name, "snapshot_id": snap.snapshot_id})
-        result[name] = Version(name, snap.barrier, snap.snapshot_id)
+        result[name] = Version(name, cuts[name], snap.snapshot_id, snap.barrier)
     if missing:
         raise errors.NoVersionError(
             f"no snapshot at or before the cut for {', '.join(missing)}",
@@ -84,46 +94,59 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
     return result
 
 
-def _weak_cuts(session: Session, ctx: ServiceContext, names: list[str],
-               states: dict[str, TableState], topology_version: int | None) -> dict[str, int]:
-    topology = ctx.topology_cache.get(session, topology_version)
+def _weak_cuts(history: DatabaseHistory, exactness: Exactness, names: list[str],
+               states: dict[str, TableState]) -> dict[str, int]:
     groups: dict[frozenset[str], list[str]] = {}
     for n in names:
-        groups.setdefault(topology.component(n), []).append(n)
+        groups.setdefault(history.topology.component(n), []).append(n)
     cuts: dict[str, int] = {}
     for members in groups.values():
-        cut = compute_weak_cut(states[n] for n in members)
-        assert cut is not None
+        cut = compute_weak_cut(exactness, (states[n] for n in members))
+        if cut is None:
+            raise errors.NoVersionError(
+                f"{', '.join(members)} share no barrier at which all of them are exact yet",
+                tables=members)
         for n in members:
             cuts[n] = cut
     return cuts
 
 
-def _strong_cuts(session: Session, ctx: ServiceContext, names: list[str],
-                 states: dict[str, TableState], topology_version: int | None) -> dict[str, int]:
-    topology = ctx.topology_cache.get(session, topology_version)
-    catching = [n for n in names if states[n].catching_up]
+def component_cut(history: DatabaseHistory, exactness: Exactness,
+                  component: frozenset[str]) -> StrongCut:
+    history.load(component)
+    return compute_strong_cut(exactness, (history.table_state(n) for n in sorted(component)))
+
+
+def _strong_cuts(history: DatabaseHistory, exactness: Exactness,
+                 names: list[str]) -> dict[str, int]:
+    components = {history.topology.component(n) for n in names}
+    history.load(set().union(*components))
+    cuts: dict[str, int] = {}
+    catching: list[str] = []
+    unaligned: list[str] = []
+    for component in components:
+        cut = component_cut(history, exactness, component)
+        members = [n for n in names if n in component]
+        behind = [] if cut.rejoined else [n for n in members
+                                          if history.table_state(n).catching_up]
+        catching += behind
+        if cut.barrier is None:
+            unaligned += [n for n in members if n not in behind]
+            continue
+        for n in members:
+            cuts[n] = cut.barrier
     if catching:
         raise errors.CatchingUpError(
-            f"{', '.join(catching)} joined a pipeline behind its strong cut and is catching up",
-            tables=catching)
-    components = {topology.component(n) for n in names}
-    # A request naming whole components (the usual case) already loaded their states; the
-    # other tables of the components are read in one statement.
-    rest = set().union(*components) - states.keys()
-    if rest:
-        more, _ = tables_repo.cut_states(session, rest)
-        states = {**states, **{n: TableState(n, s.latest, s.catching_up)
-                               for n, s in more.items()}}
-    cuts: dict[str, int] = {}
-    for component in components:
-        cut = compute_strong_cut(states.get(n, TableState(n, None)) for n in component)
-        assert cut is not None  # the requested tables of this component have caught up
-        for n in component & set(names):
-            cuts[n] = cut
+            f"{', '.join(sorted(catching))} joined a pipeline behind its strong cut and is "
+            "catching up", tables=sorted(catching))
+    if unaligned:
+        raise errors.NoVersionError(
+            f"no barrier yet at which every table of the pipeline of {', '.join(unaligned)} "
+            "is exact", tables=sorted(unaligned))
     return cuts
 
 
 def strong_cut_of_component(session: Session, ctx: ServiceContext, table: str) -> int | None:
     topology = ctx.topology_cache.get(session)
-    return compute_strong_cut(table_states(session, topology.component(table)).values())
+    history = DatabaseHistory(session, topology)
+    return component_cut(history, Exactness(history), topology.component(table)).barrier

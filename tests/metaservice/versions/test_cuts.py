@@ -1,46 +1,177 @@
-"""The pure cut computation of SPEC §4."""
+"""Exactness and the cuts of SPEC §2 and §4, in-process over plain histories.
+
+The reference below is written from the SPEC's words alone, as a brute force over every barrier;
+hypothesis compares it with ``versions/exactness.py`` (which walks bounds and seeks) over
+thousands of random histories of chains, fan-outs and fan-ins.
+"""
 
 from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metaservice.versions.cuts import (
     TableState,
     compute_strong_cut,
     compute_weak_cut,
-    has_caught_up,
+    floors_after_join,
     tables_behind,
-    tables_catching_up_after_join,
+    tables_not_exact,
 )
+from metaservice.versions.exactness import Exactness, MemoryHistory
+
+# -- the reference ------------------------------------------------------------------------
 
 
-def test_strong_cut_is_the_min_over_caught_up_tables() -> None:
-    states = [TableState("t1", 30), TableState("t2", 20), TableState("t3", 5, catching_up=True)]
-    assert compute_strong_cut(states) == 20
+def ref_snap(rows: dict[int, int], b: int) -> tuple[int, int] | None:
+    below = [x for x in rows if x <= b]
+    return None if not below else (max(below), rows[max(below)])
 
 
-def test_strong_cut_ignores_tables_without_barriers() -> None:
-    assert compute_strong_cut([TableState("t1", 30), TableState("t2", None)]) == 30
-    assert compute_strong_cut([TableState("t2", None)]) is None
+def ref_exact(h: MemoryHistory, t: str, b: int) -> bool:
+    rows = h.completed.get(t, {})
+    if not rows or b < min(rows) or b > max(rows):
+        return False
+    sources = h.writers.get(t)
+    if sources is None or b in rows:
+        return True
+    done, _ = ref_snap(rows, b)  # type: ignore[misc]
+    for s in sources:
+        at_done, at_b = ref_snap(h.completed.get(s, {}), done), ref_snap(h.completed.get(s, {}), b)
+        if (at_done and at_done[1]) != (at_b and at_b[1]) or not ref_exact(h, s, b):
+            return False
+    return True
 
 
-def test_weak_cut_needs_every_requested_table() -> None:
-    assert compute_weak_cut([TableState("t1", 30), TableState("t2", 20)]) == 20
-    assert compute_weak_cut([TableState("t1", 30), TableState("t2", None)]) is None
+def ref_greatest_common(h: MemoryHistory, tables: list[str], upper: int) -> int | None:
+    candidates = sorted({b for t in tables for b in h.completed.get(t, {}) if b <= upper},
+                        reverse=True)
+    for b in candidates:
+        if all(ref_exact(h, t, b) for t in tables):
+            return b
+    return None
 
 
-def test_explicit_barrier_lists_the_tables_behind() -> None:
-    states = [TableState("b", 20), TableState("a", 30), TableState("c", None)]
-    assert tables_behind(states, 30) == ["b", "c"]
-    assert tables_behind(states, 20) == ["c"]
+# -- the SPEC's worked examples ------------------------------------------------------------
 
 
-def test_joining_tables_behind_the_old_cut_are_catching_up() -> None:
-    merged = [TableState("old1", 50), TableState("old2", 40), TableState("new", 10),
-              TableState("empty", None)]
-    assert tables_catching_up_after_join(merged, [40, None]) == {"new", "empty"}
-    assert tables_catching_up_after_join(merged, [None]) == {"empty"}
+def chain_example() -> MemoryHistory:
+    return MemoryHistory(
+        completed={"t1": {10: 101, 20: 102, 30: 103}, "t2": {10: 201, 20: 202}, "t3": {25: 301}},
+        writers={"t2": frozenset({"t1"})})
 
 
-def test_a_catching_up_table_rejoins_at_the_cut() -> None:
-    assert has_caught_up(40, 40)
-    assert not has_caught_up(39, 40)
-    assert has_caught_up(1, None)
+def fan_out_example() -> MemoryHistory:
+    return MemoryHistory(
+        completed={"r": {10: 101, 20: 102, 30: 103}, "t1": {10: 111, 30: 113},
+                   "t2": {10: 121, 20: 122}},
+        writers={"t1": frozenset({"r"}), "t2": frozenset({"r"})})
+
+
+def states(h: MemoryHistory, names: list[str]) -> list[TableState]:
+    return [TableState(n, h.latest(n)) for n in names]
+
+
+def test_chain_worked_example() -> None:
+    h = chain_example()
+    e = Exactness(h)
+    assert compute_strong_cut(e, states(h, ["t1", "t2"])).barrier == 20
+    assert compute_strong_cut(e, states(h, ["t3"])).barrier == 25
+    assert compute_weak_cut(e, states(h, ["t1"])) == 30
+    assert compute_weak_cut(e, states(h, ["t1", "t2"])) == 20
+    assert tables_behind(states(h, ["t1", "t2"]), 30) == ["t2"]
+
+
+def test_fan_out_worked_example() -> None:
+    h = fan_out_example()
+    e = Exactness(h)
+    assert [b for b in (10, 20, 30) if e.is_exact("t1", b)] == [10, 30]
+    assert [b for b in (10, 20, 30) if e.is_exact("t2", b)] == [10, 20]
+    assert compute_strong_cut(e, states(h, ["r", "t1", "t2"])).barrier == 10
+    assert compute_weak_cut(e, states(h, ["t1", "r"])) == 30
+    assert compute_weak_cut(e, states(h, ["t2", "r"])) == 20
+    assert compute_weak_cut(e, states(h, ["t1", "t2"])) == 10
+    assert tables_not_exact(e, ["t1", "t2"], 20) == {"t1": (10, 30)}
+
+
+def test_a_heartbeat_of_the_source_keeps_a_skipping_sink_exact() -> None:
+    # r's snapshot did not change at 20: t1 holds exactly the data up to 20 too.
+    h = MemoryHistory(completed={"r": {10: 1, 20: 1, 30: 3}, "t1": {10: 11, 30: 13}},
+                      writers={"t1": frozenset({"r"})})
+    assert Exactness(h).is_exact("t1", 20)
+
+
+def test_catching_up_tables_hold_the_component_at_their_floor() -> None:
+    h = MemoryHistory(completed={"r": {10: 1, 20: 2, 30: 3}, "t": {10: 11}},
+                      writers={"t": frozenset({"r"})})
+    e = Exactness(h)
+    held = compute_strong_cut(e, [TableState("r", 30), TableState("t", 10, True, 20)])
+    assert held.barrier == 20 and not held.rejoined
+    h.completed["t"][30] = 13  # type: ignore[index]
+    e = Exactness(h)
+    joined = compute_strong_cut(e, [TableState("r", 30), TableState("t", 30, True, 20)])
+    assert joined.barrier == 30 and joined.rejoined
+
+
+def test_joining_tables_not_exact_at_the_old_cut_are_catching_up() -> None:
+    h = MemoryHistory(completed={"old1": {40: 1, 50: 2}, "old2": {40: 3}, "new": {10: 4}},
+                      writers={"new": frozenset({"old2"})})
+    e = Exactness(h)
+    merged = [TableState(n, h.latest(n)) for n in ("old1", "old2", "new")] + [
+        TableState("empty", None)]
+    assert floors_after_join(e, merged, [40, None]) == (40, {"new", "empty"})
+    assert floors_after_join(e, merged, [None]) == (None, {"empty"})
+
+
+# -- random histories against the reference ------------------------------------------------
+
+TABLES = ["r1", "r2", "a", "b", "c", "d"]
+# r1, r2 roots; a, b siblings of r1; c reads a and r2 (fan-in); d reads a and b (fan-in).
+WRITERS = {"a": frozenset({"r1"}), "b": frozenset({"r1"}), "c": frozenset({"a", "r2"}),
+           "d": frozenset({"a", "b"})}
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> MemoryHistory:
+    barriers = sorted(draw(st.sets(st.integers(1, 40), min_size=1, max_size=12)))
+    completed: dict[str, dict[int, int]] = {}
+    snapshot = iter(range(1, 10_000))
+    for root in ("r1", "r2"):
+        rows: dict[int, int] = {}
+        for b in draw(st.lists(st.sampled_from(barriers), unique=True, max_size=10)):
+            rows[b] = 0
+        current = None
+        for b in sorted(rows):  # a new snapshot or a heartbeat of the latest
+            if current is None or draw(st.booleans()):
+                current = next(snapshot)
+            rows[b] = current
+        completed[root] = rows
+    for derived in ("a", "b", "c", "d"):
+        rows = {}
+        for b in sorted(draw(st.lists(st.sampled_from(barriers), unique=True, max_size=8))):
+            rows[b] = next(snapshot)
+        completed[derived] = rows
+    return MemoryHistory(completed=completed, writers=WRITERS)
+
+
+@settings(max_examples=700, deadline=None)
+@given(histories(), st.integers(0, 45))
+def test_exactness_matches_the_reference(h: MemoryHistory, b: int) -> None:
+    e = Exactness(h)
+    for t in TABLES:
+        assert e.is_exact(t, b) == ref_exact(h, t, b), (t, b)
+        bound = e.bound(t, b)
+        greatest = ref_greatest_common(h, [t], b)
+        # The bound is an upper bound of the greatest exact barrier ≤ b.
+        assert (bound is None) == (greatest is None and not any(
+            ref_exact(h, t, x) for x in range(0, b + 1)))
+        if greatest is not None:
+            assert bound is not None and bound >= greatest
+
+
+@settings(max_examples=700, deadline=None)
+@given(histories(), st.lists(st.sampled_from(TABLES), min_size=1, max_size=6, unique=True),
+       st.integers(0, 45))
+def test_greatest_common_matches_the_reference(h: MemoryHistory, tables: list[str],
+                                               upper: int) -> None:
+    assert Exactness(h).greatest_common(tables, upper) == ref_greatest_common(h, tables, upper)

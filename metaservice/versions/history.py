@@ -1,0 +1,111 @@
+"""The barrier history of the database as :class:`~metaservice.versions.exactness.History`.
+
+One object serves one answer: it reads the tables' states and the newest rows of each table in
+a couple of statements (cuts are almost always among a table's newest barriers) and falls back
+to one indexed seek for anything older. Nothing here decides anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy.orm import Session
+
+from metaservice.barriers import repository as barriers_repo
+from metaservice.tables import repository as tables_repo
+from metaservice.tables.repository import CutState
+from metaservice.topology.graph import Topology
+from metaservice.versions.cuts import TableState
+from metaservice.versions.exactness import Completion
+
+# The newest rows read per table up front. Cuts trail ``latest`` by a few barriers at most;
+# anything older is one more seek.
+TAIL_DEPTH = 16
+
+
+class DatabaseHistory:
+    def __init__(self, session: Session, topology: Topology,
+                 states: dict[str, CutState] | None = None) -> None:
+        self.session = session
+        self.topology = topology
+        self._states: dict[str, CutState | None] = dict(states or {})
+        self._tails: dict[str, list[tuple[int, int]]] = {}
+        self._seeks: dict[tuple[str, int], tuple[int, int] | None] = {}
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load(self, names: Iterable[str]) -> None:
+        """Read the states and newest rows of ``names`` not read yet (two statements)."""
+        missing = [n for n in dict.fromkeys(names) if n not in self._states]
+        if missing:
+            found, _ = tables_repo.cut_states(self.session, missing)
+            for n in missing:
+                self._states[n] = found.get(n)
+        untailed = [n for n in dict.fromkeys(names)
+                    if n not in self._tails and self._states.get(n) is not None]
+        if untailed:
+            ids = {self._states[n].id: n for n in untailed}  # type: ignore[union-attr]
+            for table_id, rows in barriers_repo.tails(self.session, list(ids),
+                                                      TAIL_DEPTH).items():
+                self._tails[ids[table_id]] = rows
+
+    def state(self, name: str) -> CutState | None:
+        if name not in self._states:
+            self.load([name])
+        return self._states[name]
+
+    def table_state(self, name: str) -> TableState:
+        s = self.state(name)
+        if s is None:
+            return TableState(name, None)
+        return TableState(name, s.latest, s.catching_up, s.catch_up_floor)
+
+    def _tail(self, name: str) -> list[tuple[int, int]]:
+        if name not in self._tails:
+            self.load(self._with_neighbours(name))
+        return self._tails.get(name, [])
+
+    def _with_neighbours(self, name: str) -> list[str]:
+        """A table first touched brings its component's tables along: exactness walks there."""
+        return sorted(self.topology.component(name))
+
+    # -- History -------------------------------------------------------------------------
+
+    def latest(self, table: str) -> int | None:
+        s = self.state(table)
+        return None if s is None else s.latest
+
+    def writer_sources(self, table: str) -> frozenset[str] | None:
+        writer = self.topology.writer(table)
+        return None if writer is None else writer.sources
+
+    def snap(self, table: str, barrier: int) -> Completion | None:
+        tail = self._tail(table)
+        complete = len(tail) < TAIL_DEPTH
+        for b, s in tail:  # newest first
+            if b <= barrier:
+                return Completion(b, s)
+        if complete or not tail:
+            return None
+        key = (table, barrier)
+        if key not in self._seeks:
+            state = self.state(table)
+            self._seeks[key] = (None if state is None
+                                else barriers_repo.snap_seek(self.session, state.id, barrier))
+        found = self._seeks[key]
+        return None if found is None else Completion(*found)
+
+    def first_change(self, table: str, after: int, snapshot_id: int | None,
+                     upto: int) -> int | None:
+        tail = self._tail(table)
+        oldest = tail[-1][0] if tail else None
+        if len(tail) < TAIL_DEPTH or (oldest is not None and after >= oldest):
+            for b, s in reversed(tail):  # oldest first
+                if after < b <= upto and (snapshot_id is None or s != snapshot_id):
+                    return b
+            return None
+        state = self.state(table)
+        if state is None:
+            return None
+        return barriers_repo.first_change(self.session, state.id, after, snapshot_id, upto)
+
