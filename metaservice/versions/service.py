@@ -56,6 +56,11 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             raise errors.BarrierNotCompleteError(
                 f"barrier {barrier} is not complete in {', '.join(behind)}",
                 barrier=barrier, tables=behind)
+        before_first = [n for n in names if history.snap(n, barrier) is None]
+        if before_first:
+            raise errors.NoVersionError(
+                f"no snapshot at or before barrier {barrier} for {', '.join(before_first)}",
+                tables=before_first, barriers={n: barrier for n in before_first})
         not_exact = tables_not_exact(exactness, names, barrier)
         if not_exact:
             raise errors.BarrierNotExactError(

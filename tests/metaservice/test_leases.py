@@ -124,7 +124,7 @@ def test_versions_with_lease_seconds_lease_what_they_answer(client: httpx.Client
                                             "holder": "dashboard"})
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert body["versions"] == {T: {"barrier": 20, "snapshot_id": s2}}
+    assert body["versions"] == {T: {"barrier": 20, "snapshot_id": s2, "snapshot_barrier": 20}}
     assert body["expires_at"] == clock.now_ms() + 30_000
     held = client.get(f"/leases/{body['lease_id']}").json()
     assert held["holder"] == "dashboard"
@@ -134,7 +134,8 @@ def test_versions_with_lease_seconds_lease_what_they_answer(client: httpx.Client
 
     # Without lease_seconds nothing is leased and the answer has no lease fields.
     plain = client.post("/versions", json={"tables": [T], "consistency": "weak"}).json()
-    assert plain == {"consistency": "weak", "versions": {T: {"barrier": 30, "snapshot_id": s3}}}
+    assert plain == {"consistency": "weak", "versions": {T: {"barrier": 30, "snapshot_id": s3,
+                                                                   "snapshot_barrier": 30}}}
     # A leased read of an approved snapshot is refused and leases nothing.
     assert_error(client.post("/versions", json={"tables": [T], "barrier": 10,
                                                 "lease_seconds": 30}), 410, "snapshot_expired")

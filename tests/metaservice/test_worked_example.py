@@ -53,8 +53,8 @@ def test_strong_weak_and_explicit_barrier(client: httpx.Client) -> None:
     weak = client.post("/versions", json={"consistency": "weak",
                                           "tables": ["lake.db.table1", "lake.db.table2"]}).json()
     assert weak == {"consistency": "weak", "versions": {
-        "lake.db.table1": {"barrier": 20, "snapshot_id": 102},
-        "lake.db.table2": {"barrier": 20, "snapshot_id": 202}}}
+        "lake.db.table1": {"barrier": 20, "snapshot_id": 102, "snapshot_barrier": 20},
+        "lake.db.table2": {"barrier": 20, "snapshot_id": 202, "snapshot_barrier": 20}}}
 
     r = client.post("/versions", json={"tables": ["lake.db.table1", "lake.db.table2"],
                                        "barrier": 30})
@@ -65,4 +65,71 @@ def test_strong_weak_and_explicit_barrier(client: httpx.Client) -> None:
     ok = client.post("/versions", json={"tables": ["lake.db.table1", "lake.db.table2"],
                                         "barrier": 20}).json()
     assert ok["consistency"] == "barrier"
-    assert ok["versions"]["lake.db.table1"] == {"barrier": 20, "snapshot_id": 102}
+    assert ok["versions"]["lake.db.table1"] == {"barrier": 20, "snapshot_id": 102,
+                                                "snapshot_barrier": 20}
+
+
+def _fan_out(client: httpx.Client) -> None:
+    """SPEC §4's fan-out example: r -> A -> t1 and r -> B -> t2. A completes 10, then processes
+    20 and 30 in one step (a driver restarted with an explicit barrier, the one way to skip a
+    barrier a sibling completed) and completes only 30; B completes 10 and 20."""
+
+    def root(barrier: int, snapshot: int) -> None:
+        r = client.post("/tables/lake/db/r/barriers",
+                        json={"snapshot_id": snapshot, "barrier": barrier})
+        assert r.status_code == 200, r.text
+
+    def commit(job: str, table: str, barrier: int, snapshot: int) -> None:
+        r = client.post(f"/commit/{job}/lake/db/{table}",
+                        json={"barrier": barrier, "snapshot_id": snapshot})
+        assert r.status_code == 200, r.text
+
+    for job, sink in (("A", "t1"), ("B", "t2")):
+        assert client.post(f"/register/source/{job}/lake/db/r").status_code == 200
+        assert client.post(f"/register/sink/{job}/lake/db/{sink}").status_code == 200
+    root(10, 101)
+    for job, sink, snapshot in (("A", "t1", 111), ("B", "t2", 121)):
+        start = client.post(f"/jobs/{job}/start").json()
+        assert start["action"] == "process" and start["barrier"] == 10, start
+        commit(job, sink, 10, snapshot)
+    root(20, 102)
+    step = client.post("/jobs/B/barriers/next", json={"after": 10}).json()
+    assert step["barrier"] == 20
+    commit("B", "t2", 20, 122)
+    root(30, 103)
+    skip = client.post("/jobs/A/start", json={"from": 30}).json()
+    assert skip["action"] == "process" and skip["barrier"] == 30, skip
+    commit("A", "t1", 30, 113)
+
+
+def test_fan_out_worked_example(client: httpx.Client) -> None:
+    _fan_out(client)
+
+    def versions(consistency: str, *tables: str, **extra: object) -> httpx.Response:
+        return client.post("/versions", json={"consistency": consistency,
+                                              "tables": [f"lake.db.{t}" for t in tables],
+                                              **extra})
+
+    strong = versions("strong", "r", "t1", "t2").json()["versions"]
+    assert strong == {
+        "lake.db.r": {"barrier": 10, "snapshot_id": 101, "snapshot_barrier": 10},
+        "lake.db.t1": {"barrier": 10, "snapshot_id": 111, "snapshot_barrier": 10},
+        "lake.db.t2": {"barrier": 10, "snapshot_id": 121, "snapshot_barrier": 10}}
+    for table, snapshot in (("r", 101), ("t1", 111), ("t2", 121)):
+        one = client.get(f"/version/strong/lake/db/{table}").json()
+        assert (one["barrier"], one["snapshot_id"]) == (10, snapshot)
+    weak = versions("weak", "t1", "r").json()["versions"]
+    assert {t: (v["barrier"], v["snapshot_id"]) for t, v in weak.items()} == {
+        "lake.db.t1": (30, 113), "lake.db.r": (30, 103)}
+    weak = versions("weak", "t2", "r").json()["versions"]
+    assert {t: (v["barrier"], v["snapshot_id"]) for t, v in weak.items()} == {
+        "lake.db.t2": (20, 122), "lake.db.r": (20, 102)}
+    weak = versions("weak", "t1", "t2").json()["versions"]
+    assert {t: (v["barrier"], v["snapshot_id"]) for t, v in weak.items()} == {
+        "lake.db.t1": (10, 111), "lake.db.t2": (10, 121)}
+    refused = versions("strong", "t1", "t2", barrier=20)
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "barrier_not_exact"
+    assert error["details"]["tables"] == ["lake.db.t1"]
+    assert error["details"]["nearest"] == {"lake.db.t1": {"below": 10, "above": 30}}

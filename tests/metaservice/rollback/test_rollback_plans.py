@@ -137,7 +137,7 @@ def test_apply_takes_the_barriers_back_everywhere(client: httpx.Client) -> None:
     for table, snapshot in (("a", 102), ("b", 202), ("c", 302), ("d", 402)):
         assert _ok(client.get(f"/version/strong/lake/db/{table}")) == {
             "table": f"lake.db.{table}", "consistency": "strong", "barrier": 20,
-            "snapshot_id": snapshot}
+            "snapshot_id": snapshot, "snapshot_barrier": 20}
         assert _ok(client.get(f"/version/weak/lake/db/{table}"))["barrier"] == 20
     _error(client.post("/versions", json={"tables": ["lake.db.a"], "barrier": 30}),
            409, "barrier_not_complete")
@@ -176,7 +176,8 @@ def test_apply_takes_the_barriers_back_everywhere(client: httpx.Client) -> None:
     assert step["previous"] == {"lake.db.b": 202, "lake.db.c": 302}
     _ok(client.post("/commit/j3/lake/db/d", json={"barrier": 30, "snapshot_id": 413}))
     assert _ok(client.get("/version/strong/lake/db/d")) == {
-        "table": "lake.db.d", "consistency": "strong", "barrier": 30, "snapshot_id": 413}
+        "table": "lake.db.d", "consistency": "strong", "barrier": 30, "snapshot_id": 413,
+        "snapshot_barrier": 30}
 
 
 def test_a_full_rollback_applies_too_and_the_expired_target_is_never_answered(

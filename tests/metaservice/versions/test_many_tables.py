@@ -25,7 +25,7 @@ def test_versions_of_hundreds_of_tables(client: httpx.Client) -> None:
 
     weak = client.post("/versions", json={"consistency": "weak", "tables": tables})
     assert weak.status_code == 200, weak.text
-    expected = {t: {"barrier": 30, "snapshot_id": 3000 + i} for i, t in enumerate(tables)}
+    expected = {t: {"barrier": 30, "snapshot_id": 3000 + i, "snapshot_barrier": 30} for i, t in enumerate(tables)}
     assert weak.json()["versions"] == expected
 
     # Every root table is a component of its own: its strong cut is its latest barrier.
@@ -35,9 +35,10 @@ def test_versions_of_hundreds_of_tables(client: httpx.Client) -> None:
 
     at_25 = client.post("/versions", json={"barrier": 25, "tables": tables})
     assert at_25.status_code == 200, at_25.text
-    assert at_25.json()["versions"] == {t: ({"barrier": 20, "snapshot_id": 2000 + i} if i % 3
-                                            else {"barrier": 10, "snapshot_id": 1000 + i})
-                                        for i, t in enumerate(tables)}
+    assert at_25.json()["versions"] == {
+        t: ({"barrier": 25, "snapshot_id": 2000 + i, "snapshot_barrier": 20} if i % 3
+            else {"barrier": 25, "snapshot_id": 1000 + i, "snapshot_barrier": 10})
+        for i, t in enumerate(tables)}
 
     before_any = client.post("/versions", json={"barrier": 5, "tables": tables[:20]})
     assert_error(before_any, 404, "no_version")
