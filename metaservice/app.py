@@ -13,7 +13,7 @@ from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
 from metaservice.db.session import Database
 from metaservice.delay.endpoints import router as delay_router
-from metaservice.errors import install_error_handlers
+from metaservice.error_handlers import install_error_handlers
 from metaservice.expirations.endpoints import router as expirations_router
 from metaservice.health.endpoints import router as health_router
 from metaservice.jobs.endpoints import router as jobs_router

@@ -122,8 +122,9 @@ def _write_transaction(settings: Settings):  # type: ignore[no-untyped-def]
 
 def cmd_token_create(args: argparse.Namespace) -> None:
     from metaservice.auth.policy import Role
-    from metaservice.auth.service import TokenExistsError, create_token
+    from metaservice.auth.service import create_token
     from metaservice.clock import SystemClock
+    from metaservice.errors import TokenExistsError
 
     settings = _settings(args)
     try:
@@ -153,8 +154,9 @@ def cmd_token_list(args: argparse.Namespace) -> None:
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> None:
-    from metaservice.auth.service import UnknownTokenError, revoke_token
+    from metaservice.auth.service import revoke_token
     from metaservice.clock import SystemClock
+    from metaservice.errors import UnknownTokenError
 
     settings = _settings(args)
     try:

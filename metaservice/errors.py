@@ -1,26 +1,18 @@
-"""Domain errors and the one place that renders every error as SPEC §9 JSON.
+"""Domain errors: every error the service reports, with its HTTP status and SPEC §9 code.
 
 Every error the service returns looks like::
 
     {"error": {"code": "table_has_writer", "message": "...", "details": {...}}}
 
-Domain code raises a subclass of :class:`MetaServiceError`; the framework's own errors
-(unknown route, wrong method, validation) and unexpected exceptions are rendered in the same
-shape. Messages never carry a stack trace or database text.
+Domain code raises a subclass of :class:`MetaServiceError`; ``metaservice/error_handlers.py``
+renders them, and the framework's own errors, in that shape. This module is plain Python (no
+web framework, no database driver), so services and pure modules raise these without depending
+on HTTP.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, ClassVar
-
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, OperationalError
-from starlette.exceptions import HTTPException as StarletteHTTPException
-
-logger = logging.getLogger(__name__)
 
 
 class MetaServiceError(Exception):
@@ -198,77 +190,29 @@ class RollbackPlanNotAppliedError(MetaServiceError):
     code = "rollback_plan_not_applied"
 
 
-_FRAMEWORK_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    429: "rate_limited",
-}
+# -- authentication and authorisation (``auth/``) --------------------------------------------
 
 
-def _error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None,
-                    headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(
-        status_code=status,
-        content={"error": {"code": code, "message": message, "details": details or {}}},
-        headers=headers,
-    )
+class UnauthorizedError(MetaServiceError):
+    status_code = 401
+    code = "unauthorized"
 
 
-def _validation_details(exc: RequestValidationError) -> dict[str, Any]:
-    problems = []
-    for err in exc.errors():
-        problem: dict[str, Any] = {
-            "location": [str(p) for p in err.get("loc", ())],
-            "message": err.get("msg", ""),
-        }
-        ctx = err.get("ctx") or {}
-        if "expected" in ctx:
-            problem["expected"] = str(ctx["expected"])
-        if "pattern" in ctx:
-            problem["pattern"] = str(ctx["pattern"])
-        problems.append(problem)
-    return {"problems": problems}
+class ForbiddenError(MetaServiceError):
+    status_code = 403
+    code = "forbidden"
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Render every error, ours or the framework's, in the SPEC §9 shape."""
+class RateLimitedError(MetaServiceError):
+    status_code = 429
+    code = "rate_limited"
 
-    @app.exception_handler(MetaServiceError)
-    async def _domain(_: Request, exc: MetaServiceError) -> JSONResponse:
-        return JSONResponse(status_code=exc.status_code, content=exc.to_body(),
-                            headers=exc.headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        details = _validation_details(exc)
-        first = details["problems"][0] if details["problems"] else {"message": "invalid"}
-        where = ".".join(first.get("location", [])[1:]) or "request"
-        return _error_response(422, "invalid_request", f"{where}: {first['message']}", details)
+class TokenExistsError(MetaServiceError):
+    status_code = 409
+    code = "token_exists"
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = _FRAMEWORK_CODES.get(exc.status_code, "http_error")
-        message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
-        return _error_response(exc.status_code, code, message, headers=exc.headers)
 
-    @app.exception_handler(OperationalError)
-    async def _db_unavailable(_: Request, exc: OperationalError) -> JSONResponse:
-        logger.warning("database_error", extra={"error_class": type(exc.orig).__name__})
-        return _error_response(503, "database_unavailable",
-                               "the database is unavailable or busy; retry later",
-                               headers={"Retry-After": "1"})
-
-    @app.exception_handler(DBAPIError)
-    async def _db_error(_: Request, exc: DBAPIError) -> JSONResponse:
-        logger.error("database_error", extra={"error_class": type(exc.orig).__name__})
-        return _error_response(500, "internal_error", "internal error")
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        logger.exception("unhandled_error")
-        return _error_response(500, "internal_error", "internal error")
+class UnknownTokenError(MetaServiceError):
+    status_code = 404
+    code = "unknown_token"

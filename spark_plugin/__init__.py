@@ -16,9 +16,10 @@ The public surface (SPEC §10)::
     sp.rollback_tables(plan, catalog=catalog, client=client)   # a rollback plan, on Iceberg
     sp.register_data_source(spark)   # format("metaservice"): streaming source, sink, batch reads
 
-Tables are named ``<pyiceberg catalog>.<database>.<table>``. Every exception derives from
-:class:`MetaServiceError` (the tree is drawn in ``spark_plugin._errors``). pyspark is imported
-only by the functions that need it, so the client and the Iceberg layer work without it.
+Tables are named ``<pyiceberg catalog>.<database>.<table>``. Every exception the plugin raises
+derives from :class:`MetaServiceError`, and every error code the server answers has its own
+class; the tree is drawn in ``spark_plugin._errors``. pyspark is imported only by the functions
+that need it, so the client and the Iceberg layer work without it.
 """
 
 from spark_plugin._batch_job import BarrierJob, BarrierStep
@@ -27,35 +28,57 @@ from spark_plugin._consistent_read import ConsistentFrames, consistent_read
 from spark_plugin._errors import (
     APIError,
     AuthenticationError,
+    BadRequestError,
+    BarrierInFutureError,
     BarrierNotCompleteError,
+    BarrierNotExactError,
     BarrierRegressionError,
+    BarrierRolledBackError,
     CatchingUpError,
     ConcurrentUpdateError,
     ConflictError,
     CycleError,
     DatabaseUnavailableError,
+    GoneError,
     InternalServerError,
     InvalidRequestError,
     JobNotPlannedError,
     JobNotRunningError,
     LakeStateError,
+    LeaseExpiredError,
     MetaServiceError,
+    MethodNotAllowedError,
     NotAppendOnlyError,
     NotASinkError,
     NotFoundError,
+    NotMigratedError,
     NoVersionError,
+    OptionError,
     PayloadTooLargeError,
     PermissionDeniedError,
     RateLimitedError,
+    RollbackInProgressError,
+    RollbackNotIncrementalError,
+    RollbackPlanNotAppliedError,
+    RollbackPlanOutdatedError,
+    ServiceUnavailableError,
     SinkCommitConflictError,
     SnapshotExpiredError,
+    SnapshotNotApprovedError,
     SnapshotNotFoundError,
+    StreamStateError,
     TableHasWriterError,
+    TokenExistsError,
     TransportError,
     UnknownBarrierError,
+    UnknownExpirationError,
     UnknownJobError,
     UnknownLeaseError,
+    UnknownRollbackPlanError,
+    UnknownSnapshotError,
     UnknownTableError,
+    UnknownTokenError,
+    UnsupportedMediaTypeError,
     UnsupportedSchemaError,
 )
 from spark_plugin._models import Commit, Position, TableVersion, Versions
@@ -63,7 +86,7 @@ from spark_plugin._names import TableName
 from spark_plugin._root import append_root, heartbeat_root
 from spark_plugin._spark_io import create_table_from_spark_schema
 from spark_plugin.maintenance import ExpirationSummary, expire_snapshots
-from spark_plugin.rollback import RollbackNotIncrementalError, RolledBackTable, rollback_tables
+from spark_plugin.rollback import RolledBackTable, rollback_tables
 
 __version__ = "0.1.0"
 
@@ -80,9 +103,13 @@ def register_data_source(spark, *, url=None, token=None):  # type: ignore[no-unt
 __all__ = [
     "APIError",
     "AuthenticationError",
+    "BadRequestError",
+    "BarrierInFutureError",
     "BarrierJob",
     "BarrierNotCompleteError",
+    "BarrierNotExactError",
     "BarrierRegressionError",
+    "BarrierRolledBackError",
     "BarrierStep",
     "CatchingUpError",
     "Commit",
@@ -93,34 +120,51 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "DatabaseUnavailableError",
     "ExpirationSummary",
+    "GoneError",
     "InternalServerError",
     "InvalidRequestError",
     "JobNotPlannedError",
     "JobNotRunningError",
     "LakeStateError",
+    "LeaseExpiredError",
     "MetaServiceClient",
     "MetaServiceError",
+    "MethodNotAllowedError",
     "NoVersionError",
     "NotASinkError",
     "NotAppendOnlyError",
     "NotFoundError",
+    "NotMigratedError",
+    "OptionError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "Position",
     "RateLimitedError",
+    "RollbackInProgressError",
     "RollbackNotIncrementalError",
+    "RollbackPlanNotAppliedError",
+    "RollbackPlanOutdatedError",
     "RolledBackTable",
+    "ServiceUnavailableError",
     "SinkCommitConflictError",
     "SnapshotExpiredError",
+    "SnapshotNotApprovedError",
     "SnapshotNotFoundError",
+    "StreamStateError",
     "TableHasWriterError",
     "TableName",
     "TableVersion",
+    "TokenExistsError",
     "TransportError",
     "UnknownBarrierError",
+    "UnknownExpirationError",
     "UnknownJobError",
     "UnknownLeaseError",
+    "UnknownRollbackPlanError",
+    "UnknownSnapshotError",
     "UnknownTableError",
+    "UnknownTokenError",
+    "UnsupportedMediaTypeError",
     "UnsupportedSchemaError",
     "Versions",
     "append_root",
@@ -128,6 +172,14 @@ __all__ = [
     "create_table_from_spark_schema",
     "expire_snapshots",
     "heartbeat_root",
-    "rollback_tables",
     "register_data_source",
+    "rollback_tables",
 ]
+
+# Public classes show as ``spark_plugin.X`` (in tracebacks, reprs and pickles), not as the
+# private module that defines them, as httpx does.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type) and issubclass(_value, BaseException):
+        _value.__module__ = "spark_plugin"
+del _name, _value

@@ -4,8 +4,10 @@ Guarantees:
 
 - Every request has explicit timeouts (connect, read, write, pool).
 - A request that certainly did not reach the server (connection refused, connect timeout, no
-  free connection), or that the server refused without acting on it (429, 503), is retried with
-  exponential backoff and jitter, whatever the call. A request whose fate is unknown (read
+  free connection), or that the server refused without acting on it (429, 503, and 409
+  ``rollback_in_progress``: the table is fenced until a rollback plan completes), is retried
+  with exponential backoff and jitter, whatever the call, waiting at least the server's
+  ``Retry-After`` or ``retry_after_ms``. A request whose fate is unknown (read
   timeout, connection dropped mid-answer) is retried only when the call is idempotent on the
   server (registrations, start, next, commit, unregister, reads, explicit-barrier root reports);
   so is a ``concurrent_update`` conflict (a compare-and-swap the server lost and did not apply).
@@ -27,8 +29,9 @@ import httpx
 from spark_plugin._errors import (
     APIError,
     ConcurrentUpdateError,
-    DatabaseUnavailableError,
     RateLimitedError,
+    RollbackInProgressError,
+    ServiceUnavailableError,
     TransportError,
     UnknownLeaseError,
     error_from_response,
@@ -45,7 +48,7 @@ or write. Server calls are short transactions; a read of 30 s means the server i
 # The request certainly did not reach the server: safe to repeat for any call.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # The server did not act on the request: safe to repeat for any call.
-_REFUSED_WITHOUT_EFFECT = (RateLimitedError, DatabaseUnavailableError)
+_REFUSED_WITHOUT_EFFECT = (RateLimitedError, ServiceUnavailableError, RollbackInProgressError)
 
 TableLike = str | TableName
 

@@ -6,7 +6,8 @@ Guarantees of :func:`consistent_read`:
   barrier per pipeline component under the chosen consistency (or exactly ``barrier``).
 - Those snapshots are leased for the whole block (the lease is taken in the same transaction as
   the answer, renewed in the background while the block runs, released at its end), so
-  expiration cannot delete a file the block still reads.
+  expiration cannot delete a file the block still reads. A lease that is lost all the same (the
+  process stalled past its term) is logged as ``lease_lost`` and no longer renewed.
 - A snapshot that is not in the Iceberg table raises :class:`~spark_plugin.SnapshotNotFoundError`
   rather than reading something else.
 
@@ -24,7 +25,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from spark_plugin._client import MetaServiceClient, client_or_default
-from spark_plugin._errors import MetaServiceError, NotFoundError
+from spark_plugin._errors import (
+    APIError,
+    LeaseExpiredError,
+    MetaServiceError,
+    NotFoundError,
+    UnknownLeaseError,
+)
 from spark_plugin._iceberg import load_table, plan_snapshot_read
 from spark_plugin._models import TableVersion
 from spark_plugin._names import TableName
@@ -52,12 +59,16 @@ class ConsistentFrames(dict[str, "DataFrame"]):
 
 
 class _LeaseRenewer:
-    """Renews a lease every ``ttl/3`` seconds until stopped."""
+    """Renews a lease every ``ttl/3`` seconds until stopped, or until the lease is lost: once
+    the server answers that it expired (``lease_expired``) or no longer knows it
+    (``unknown_lease``), no renewal can bring it back, and ``lost`` holds that answer. Other
+    failures (the server unreachable for a while) are retried at the next period."""
 
     def __init__(self, client: MetaServiceClient, lease_id: str, ttl_seconds: float) -> None:
         self._client, self._lease_id, self._ttl = client, lease_id, ttl_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-{lease_id}", daemon=True)
+        self.lost: APIError | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -66,6 +77,10 @@ class _LeaseRenewer:
         while not self._stop.wait(max(1.0, self._ttl / 3)):
             try:
                 self._client.renew_lease(self._lease_id, self._ttl)
+            except (LeaseExpiredError, UnknownLeaseError) as exc:
+                self.lost = exc
+                logger.error("lease_lost", extra={"lease_id": self._lease_id, "code": exc.code})
+                return
             except MetaServiceError:
                 logger.warning("lease_renewal_failed", extra={"lease_id": self._lease_id},
                                exc_info=True)
@@ -108,8 +123,8 @@ def consistent_read(
         A :class:`ConsistentFrames` mapping each table name to its DataFrame.
 
     Raises:
-        NoVersionError, CatchingUpError, BarrierNotCompleteError, SnapshotExpiredError: as
-            answered by the service.
+        NoVersionError, CatchingUpError, BarrierNotCompleteError, BarrierNotExactError,
+            SnapshotExpiredError: as answered by the service.
         SnapshotNotFoundError: an answered snapshot is not in the Iceberg table.
     """
     if consistency not in ("strong", "weak"):

@@ -2,81 +2,132 @@
 
 The tree::
 
-    MetaServiceError                      root: catch this to catch everything below
-    ├── TransportError                    no usable answer: connection refused, timeout, bad body
-    ├── APIError                          the server answered with an error (SPEC §9 JSON)
-    │   ├── InvalidRequestError           422 invalid_request
-    │   ├── AuthenticationError           401 unauthorized
-    │   ├── PermissionDeniedError         403 forbidden
-    │   ├── NotFoundError                 404 (not_found: unknown route)
-    │   │   ├── UnknownJobError           404 unknown_job
-    │   │   ├── UnknownTableError         404 unknown_table
-    │   │   ├── NoVersionError            404 no_version
-    │   │   ├── CatchingUpError           404 catching_up
-    │   │   └── UnknownLeaseError         404 unknown_lease
-    │   ├── ConflictError                 409
-    │   │   ├── TableHasWriterError       409 table_has_writer
-    │   │   ├── CycleError                409 cycle (.path)
-    │   │   ├── BarrierRegressionError    409 barrier_regression
-    │   │   ├── UnknownBarrierError       409 unknown_barrier
-    │   │   ├── NotASinkError             409 not_a_sink
-    │   │   ├── JobNotRunningError        409 job_not_running
-    │   │   ├── JobNotPlannedError        409 job_not_planned
-    │   │   ├── BarrierNotCompleteError   409 barrier_not_complete (.tables)
-    │   │   └── ConcurrentUpdateError     409 concurrent_update (safe to retry)
-    │   ├── SnapshotExpiredError          410 snapshot_expired
-    │   ├── PayloadTooLargeError          413 payload_too_large
-    │   ├── RateLimitedError              429 rate_limited
-    │   ├── InternalServerError           500 internal_error
-    │   └── DatabaseUnavailableError      503 database_unavailable
-    └── LakeStateError                    the Iceberg tables contradict what was asked; raised
-        │                                 instead of returning data that could be wrong
-        ├── SnapshotNotFoundError         a snapshot the service answered is not in the table
-        ├── NotAppendOnlyError            read_changes over snapshots that rewrote or deleted
-        ├── UnsupportedSchemaError        a type or layout the plugin cannot write or read safely
-        └── SinkCommitConflictError       the sink's commit history contradicts the barrier
+    MetaServiceError                         root: catch this to catch everything below
+    ├── TransportError                       no usable answer: refused, timed out, bad body
+    ├── APIError                             the server answered with an error (SPEC §9 JSON)
+    │   ├── BadRequestError                  400 bad_request
+    │   ├── AuthenticationError              401 unauthorized
+    │   ├── PermissionDeniedError            403 forbidden
+    │   ├── NotFoundError                    404 (not_found: unknown route)
+    │   │   ├── UnknownJobError              404 unknown_job
+    │   │   ├── UnknownTableError            404 unknown_table
+    │   │   ├── NoVersionError               404 no_version
+    │   │   ├── CatchingUpError              404 catching_up
+    │   │   ├── UnknownSnapshotError         404 unknown_snapshot
+    │   │   ├── UnknownLeaseError            404 unknown_lease
+    │   │   ├── UnknownExpirationError       404 unknown_expiration
+    │   │   ├── UnknownRollbackPlanError     404 unknown_rollback_plan
+    │   │   └── UnknownTokenError            404 unknown_token
+    │   ├── MethodNotAllowedError            405 method_not_allowed
+    │   ├── ConflictError                    409
+    │   │   ├── TableHasWriterError          409 table_has_writer
+    │   │   ├── CycleError                   409 cycle (.path)
+    │   │   ├── BarrierRegressionError       409 barrier_regression
+    │   │   ├── UnknownBarrierError          409 unknown_barrier
+    │   │   ├── NotASinkError                409 not_a_sink
+    │   │   ├── JobNotRunningError           409 job_not_running
+    │   │   ├── JobNotPlannedError           409 job_not_planned
+    │   │   ├── BarrierNotCompleteError      409 barrier_not_complete (.tables)
+    │   │   ├── BarrierNotExactError         409 barrier_not_exact (.tables, .nearest)
+    │   │   ├── ConcurrentUpdateError        409 concurrent_update (repeated when idempotent)
+    │   │   ├── SnapshotNotApprovedError     409 snapshot_not_approved
+    │   │   ├── BarrierRolledBackError       409 barrier_rolled_back
+    │   │   ├── RollbackInProgressError      409 rollback_in_progress (repeated: retry_after_ms)
+    │   │   ├── RollbackPlanOutdatedError    409 rollback_plan_outdated
+    │   │   ├── RollbackPlanNotAppliedError  409 rollback_plan_not_applied
+    │   │   └── TokenExistsError             409 token_exists
+    │   ├── GoneError                        410: it existed and will not come back
+    │   │   ├── SnapshotExpiredError         410 snapshot_expired
+    │   │   └── LeaseExpiredError            410 lease_expired
+    │   ├── PayloadTooLargeError             413 payload_too_large
+    │   ├── UnsupportedMediaTypeError        415 unsupported_media_type
+    │   ├── InvalidRequestError              422 invalid_request
+    │   │   └── BarrierInFutureError         422 barrier_in_future
+    │   ├── RateLimitedError                 429 rate_limited (repeated)
+    │   ├── InternalServerError              500 internal_error
+    │   └── ServiceUnavailableError          503 (repeated)
+    │       ├── DatabaseUnavailableError     503 database_unavailable
+    │       └── NotMigratedError             503 not_migrated (``/readyz``)
+    ├── LakeStateError                       the Iceberg tables contradict what was asked; raised
+    │   │                                    instead of returning data that could be wrong
+    │   ├── SnapshotNotFoundError            a snapshot the service answered is not in the table
+    │   ├── NotAppendOnlyError               read_changes over snapshots that rewrote or deleted
+    │   ├── UnsupportedSchemaError           a type or layout not safe to write or read
+    │   └── SinkCommitConflictError          the sink's commit history contradicts the barrier
+    ├── RollbackNotIncrementalError          a full rollback plan: rebuild instead (.tables)
+    ├── OptionError                          a bad option of format("metaservice"); a ValueError
+    └── StreamStateError                     a streaming query's checkpoint or options contradict
+                                             its job on the service; a RuntimeError
+
+"(repeated)": the client repeats the call by itself (up to ``max_retries``, honouring
+``Retry-After`` and ``retry_after_ms``) because the server refused it without acting, and raises
+the error only when the repetitions are spent (see ``spark_plugin._client``).
 
 A server error with a code this module does not know is raised as the class for its HTTP status
 (for example a new 409 code becomes :class:`ConflictError`), so ``except`` clauses written today
-keep working when the server grows new codes.
+keep working when the server grows new codes. ``http_error``, the code of a framework error whose
+status has no code of its own, is likewise raised as the class for its status.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
     "APIError",
     "AuthenticationError",
+    "BadRequestError",
+    "BarrierInFutureError",
     "BarrierNotCompleteError",
+    "BarrierNotExactError",
     "BarrierRegressionError",
+    "BarrierRolledBackError",
     "CatchingUpError",
     "ConcurrentUpdateError",
     "ConflictError",
     "CycleError",
     "DatabaseUnavailableError",
+    "GoneError",
     "InternalServerError",
     "InvalidRequestError",
     "JobNotPlannedError",
     "JobNotRunningError",
     "LakeStateError",
+    "LeaseExpiredError",
     "MetaServiceError",
+    "MethodNotAllowedError",
     "NoVersionError",
     "NotAppendOnlyError",
     "NotASinkError",
     "NotFoundError",
+    "NotMigratedError",
+    "OptionError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitedError",
+    "RollbackInProgressError",
+    "RollbackNotIncrementalError",
+    "RollbackPlanNotAppliedError",
+    "RollbackPlanOutdatedError",
+    "ServiceUnavailableError",
     "SinkCommitConflictError",
     "SnapshotExpiredError",
+    "SnapshotNotApprovedError",
     "SnapshotNotFoundError",
+    "StreamStateError",
     "TableHasWriterError",
+    "TokenExistsError",
     "TransportError",
     "UnknownBarrierError",
+    "UnknownExpirationError",
     "UnknownJobError",
     "UnknownLeaseError",
+    "UnknownRollbackPlanError",
+    "UnknownSnapshotError",
     "UnknownTableError",
+    "UnknownTokenError",
+    "UnsupportedMediaTypeError",
     "UnsupportedSchemaError",
     "error_from_response",
 ]
@@ -92,6 +143,9 @@ class TransportError(MetaServiceError):
     The underlying ``httpx`` exception, if any, is chained as ``__cause__``. Whether the request
     reached the server is unknown: repeat it only if it is idempotent.
     """
+
+
+# -- the server's answers (SPEC §9) ----------------------------------------------------------
 
 
 class APIError(MetaServiceError):
@@ -121,8 +175,8 @@ class APIError(MetaServiceError):
         return f"[{self.status_code} {self.code}] {self.message}"
 
 
-class InvalidRequestError(APIError):
-    status_code, code = 422, "invalid_request"
+class BadRequestError(APIError):
+    status_code, code = 400, "bad_request"
 
 
 class AuthenticationError(APIError):
@@ -153,8 +207,30 @@ class CatchingUpError(NotFoundError):
     code = "catching_up"
 
 
+class UnknownSnapshotError(NotFoundError):
+    """The snapshot completes no barrier of its table (never reported, or rolled back)."""
+
+    code = "unknown_snapshot"
+
+
 class UnknownLeaseError(NotFoundError):
     code = "unknown_lease"
+
+
+class UnknownExpirationError(NotFoundError):
+    code = "unknown_expiration"
+
+
+class UnknownRollbackPlanError(NotFoundError):
+    code = "unknown_rollback_plan"
+
+
+class UnknownTokenError(NotFoundError):
+    code = "unknown_token"
+
+
+class MethodNotAllowedError(APIError):
+    status_code, code = 405, "method_not_allowed"
 
 
 class ConflictError(APIError):
@@ -205,18 +281,97 @@ class BarrierNotCompleteError(ConflictError):
         return list(self.details.get("tables", []))
 
 
+class BarrierNotExactError(ConflictError):
+    """Some table completed the barrier's neighbourhood but no snapshot of it is exact at the
+    barrier (SPEC §2): reading it there would mix two points of the source data. ``tables``
+    names them; ``nearest`` maps each to the exact barriers around it,
+    ``{"below": b1 | None, "above": b2 | None}``."""
+
+    code = "barrier_not_exact"
+
+    @property
+    def tables(self) -> list[str]:
+        return list(self.details.get("tables", []))
+
+    @property
+    def nearest(self) -> dict[str, dict[str, int | None]]:
+        return dict(self.details.get("nearest", {}))
+
+
 class ConcurrentUpdateError(ConflictError):
     """The server lost a compare-and-swap race it could not resolve; repeating is safe."""
 
     code = "concurrent_update"
 
 
-class SnapshotExpiredError(APIError):
-    status_code, code = 410, "snapshot_expired"
+class SnapshotNotApprovedError(ConflictError):
+    """An expiration reported as done a snapshot that was never approved for expiration."""
+
+    code = "snapshot_not_approved"
+
+
+class BarrierRolledBackError(ConflictError):
+    """The barrier was invalidated by a rollback: discard the work and ask for the next one."""
+
+    code = "barrier_rolled_back"
+
+
+class RollbackInProgressError(ConflictError):
+    """The table is fenced by an applied rollback plan until the plan is completed. The server
+    did not act on the request, so the client repeats any call refused this way (waiting at
+    least the answer's ``retry_after_ms``) and raises this only when its retries are spent."""
+
+    code = "rollback_in_progress"
+
+
+class RollbackPlanOutdatedError(ConflictError):
+    """The topology or the targets changed since the plan was made: make a new plan."""
+
+    code = "rollback_plan_outdated"
+
+
+class RollbackPlanNotAppliedError(ConflictError):
+    code = "rollback_plan_not_applied"
+
+
+class TokenExistsError(ConflictError):
+    code = "token_exists"
+
+
+class GoneError(APIError):
+    """The thing asked for existed and will not come back."""
+
+    status_code, code = 410, "gone"
+
+
+class SnapshotExpiredError(GoneError):
+    """The snapshot was approved for expiration: it is never handed out or leased again."""
+
+    code = "snapshot_expired"
+
+
+class LeaseExpiredError(GoneError):
+    """The lease ran out: it no longer protects anything and cannot be renewed."""
+
+    code = "lease_expired"
 
 
 class PayloadTooLargeError(APIError):
     status_code, code = 413, "payload_too_large"
+
+
+class UnsupportedMediaTypeError(APIError):
+    status_code, code = 415, "unsupported_media_type"
+
+
+class InvalidRequestError(APIError):
+    status_code, code = 422, "invalid_request"
+
+
+class BarrierInFutureError(InvalidRequestError):
+    """The barrier lies beyond the server's clock plus its configured bound (SPEC §2)."""
+
+    code = "barrier_in_future"
 
 
 class RateLimitedError(APIError):
@@ -227,8 +382,23 @@ class InternalServerError(APIError):
     status_code, code = 500, "internal_error"
 
 
-class DatabaseUnavailableError(APIError):
-    status_code, code = 503, "database_unavailable"
+class ServiceUnavailableError(APIError):
+    """The server cannot serve requests right now and did not act on this one."""
+
+    status_code, code = 503, "service_unavailable"
+
+
+class DatabaseUnavailableError(ServiceUnavailableError):
+    code = "database_unavailable"
+
+
+class NotMigratedError(ServiceUnavailableError):
+    """``/readyz``: the database schema is not at the server's head revision."""
+
+    code = "not_migrated"
+
+
+# -- the lake --------------------------------------------------------------------------------
 
 
 class LakeStateError(MetaServiceError):
@@ -255,29 +425,57 @@ class SinkCommitConflictError(LakeStateError):
     or another writer keeps committing concurrently."""
 
 
-_BY_CODE: dict[str, type[APIError]] = {
-    cls.code: cls
-    for cls in (
-        InvalidRequestError, AuthenticationError, PermissionDeniedError, NotFoundError,
-        UnknownJobError, UnknownTableError, NoVersionError, CatchingUpError, UnknownLeaseError,
-        TableHasWriterError, CycleError, BarrierRegressionError, UnknownBarrierError,
-        NotASinkError, JobNotRunningError, JobNotPlannedError, BarrierNotCompleteError,
-        ConcurrentUpdateError, SnapshotExpiredError, PayloadTooLargeError, RateLimitedError,
-        InternalServerError, DatabaseUnavailableError,
-    )
-}
+# -- the plugin's own tools ------------------------------------------------------------------
+
+
+class RollbackNotIncrementalError(MetaServiceError):
+    """The plan is ``full``: some tables cannot be rolled back to a snapshot and must be
+    rebuilt. ``tables`` maps each of them to the reason."""
+
+    def __init__(self, message: str, tables: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.tables = dict(tables or {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.tables)
+
+
+class OptionError(MetaServiceError, ValueError):
+    """An option of the ``metaservice`` data source is missing or invalid. Also a
+    ``ValueError``, as bad arguments are in Python."""
+
+
+class StreamStateError(MetaServiceError, RuntimeError):
+    """A streaming query's checkpoint or options contradict its job as the service knows it
+    (the job was registered again with other sources, the ``table`` or ``checkpointLocation``
+    option changed between runs): going on could read or commit the wrong data. Also a
+    ``RuntimeError``, as it was before it had a class of its own."""
+
+
+def _descendants(cls: type[APIError]) -> list[type[APIError]]:
+    found = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_descendants(sub)]
+    return found
+
+
+# Every class above for its code (the status families' generic codes included).
+_BY_CODE: dict[str, type[APIError]] = {cls.code: cls for cls in _descendants(APIError)}
 
 _BY_STATUS: dict[int, type[APIError]] = {
+    400: BadRequestError,
     401: AuthenticationError,
     403: PermissionDeniedError,
     404: NotFoundError,
+    405: MethodNotAllowedError,
     409: ConflictError,
-    410: SnapshotExpiredError,
+    410: GoneError,
     413: PayloadTooLargeError,
+    415: UnsupportedMediaTypeError,
     422: InvalidRequestError,
     429: RateLimitedError,
     500: InternalServerError,
-    503: DatabaseUnavailableError,
+    503: ServiceUnavailableError,
 }
 
 

@@ -26,22 +26,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_plugin._client import MetaServiceClient
-from spark_plugin._errors import LakeStateError, MetaServiceError, SnapshotNotFoundError
+from spark_plugin._errors import (
+    LakeStateError,
+    RollbackNotIncrementalError,
+    SnapshotNotFoundError,
+)
 from spark_plugin._iceberg import ancestors, load_table
 from spark_plugin._names import TableName
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["RolledBackTable", "RollbackNotIncrementalError", "rollback_tables"]
-
-
-class RollbackNotIncrementalError(MetaServiceError):
-    """The plan is ``full``: some tables cannot be rolled back to a snapshot and must be
-    rebuilt. ``tables`` maps each of them to the reason."""
-
-    def __init__(self, message: str, tables: Mapping[str, str]) -> None:
-        super().__init__(message)
-        self.tables = dict(tables)
 
 
 @dataclass(frozen=True)

@@ -30,31 +30,6 @@ from metaservice.limits import TokenBucket
 logger = logging.getLogger(__name__)
 
 
-class UnauthorizedError(errors.MetaServiceError):
-    status_code = 401
-    code = "unauthorized"
-
-
-class ForbiddenError(errors.MetaServiceError):
-    status_code = 403
-    code = "forbidden"
-
-
-class RateLimitedError(errors.MetaServiceError):
-    status_code = 429
-    code = "rate_limited"
-
-
-class TokenExistsError(errors.MetaServiceError):
-    status_code = 409
-    code = "token_exists"
-
-
-class UnknownTokenError(errors.MetaServiceError):
-    status_code = 404
-    code = "unknown_token"
-
-
 @dataclass(frozen=True)
 class Principal:
     """Who is calling: a named token with a role, or anonymous (auth disabled / public route)."""
@@ -84,7 +59,8 @@ def create_token(session: Session, name: str, role: Role, now_ms: int,
                  token: str | None = None) -> CreatedToken:
     """Create a token; the plain value is returned once and never stored."""
     if session.get(ApiTokenRow, name) is not None:
-        raise TokenExistsError(f"a token named {name!r} exists; revoke it first", name=name)
+        raise errors.TokenExistsError(f"a token named {name!r} exists; revoke it first",
+                                      name=name)
     token = token or new_token()
     session.add(ApiTokenRow(name=name, role=role.name, token_hash=hash_token(token),
                             created_at=now_ms))
@@ -100,7 +76,7 @@ def list_tokens(session: Session) -> list[ApiTokenRow]:
 def revoke_token(session: Session, name: str, now_ms: int) -> ApiTokenRow:
     row = session.get(ApiTokenRow, name)
     if row is None:
-        raise UnknownTokenError(f"no token named {name!r}", name=name)
+        raise errors.UnknownTokenError(f"no token named {name!r}", name=name)
     if row.revoked_at is None:
         row.revoked_at = now_ms
         logger.info("token_revoked", extra={"token_name": name})
@@ -196,7 +172,8 @@ async def authorize(
     else:
         token = _bearer(request)
         if token is None:
-            error = UnauthorizedError("a bearer token is required (Authorization: Bearer …)")
+            error = errors.UnauthorizedError(
+                "a bearer token is required (Authorization: Bearer …)")
             error.headers = {"WWW-Authenticate": "Bearer"}
             raise error
         cached, found = state.token_cache.cached(token)
@@ -204,13 +181,13 @@ async def authorize(
             found = await run_in_threadpool(state.token_cache.lookup,
                                             state.database.read_session, token)
         if found is None:
-            error = UnauthorizedError("the token is unknown or revoked")
+            error = errors.UnauthorizedError("the token is unknown or revoked")
             error.headers = {"WWW-Authenticate": "Bearer"}
             raise error
         principal = found
         assert isinstance(needed, Role)
         if not principal.may(needed):
-            raise ForbiddenError(
+            raise errors.ForbiddenError(
                 f"this route needs the {needed.name} role; token {principal.name!r} is "
                 f"{principal.role.name}", required=needed.name, role=principal.role.name)
         job = request.path_params.get("job")
@@ -221,8 +198,8 @@ async def authorize(
         key = principal.name or (request.client.host if request.client else "unknown")
         allowed, wait = limiter.allow(key)
         if not allowed:
-            error = RateLimitedError("rate limit exceeded; slow down",
-                                     retry_after_seconds=round(wait, 3))
+            error = errors.RateLimitedError("rate limit exceeded; slow down",
+                                            retry_after_seconds=round(wait, 3))
             error.headers = {"Retry-After": str(max(1, round(wait)))}
             raise error
     request.state.principal = principal
@@ -234,4 +211,4 @@ def _check_job_owner(state, job: str, principal: Principal) -> None:  # type: ig
         owner = session.scalar(select(JobRow.owner).where(JobRow.name == job))
         exists = owner is not None or session.get(JobRow, job) is not None
     if exists and owner is not None and owner != principal.name:
-        raise ForbiddenError(f"job {job!r} was registered by another token", job=job)
+        raise errors.ForbiddenError(f"job {job!r} was registered by another token", job=job)

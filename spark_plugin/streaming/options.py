@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_plugin._errors import OptionError
 from spark_plugin._names import TableName, validate_job_id
 
 URL_OPTION = "metaservice.url"
@@ -42,10 +43,6 @@ TOKEN_OPTION = "metaservice.token"
 
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
 DEFAULT_LEASE_SECONDS = 3600.0
-
-
-class OptionError(ValueError):
-    """An option of the ``metaservice`` data source is missing or invalid."""
 
 
 def lower_keys(options: Mapping[str, Any]) -> dict[str, str]:

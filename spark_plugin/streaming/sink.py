@@ -53,6 +53,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from spark_plugin._errors import (
     JobNotRunningError,
     SinkCommitConflictError,
+    StreamStateError,
     UnknownBarrierError,
     UnknownJobError,
     UnknownTableError,
@@ -150,7 +151,7 @@ class MicroBatchCommit:
         checkpoint = o.checkpoint_location
         offsets = logged_offsets(checkpoint, self.batch_id)
         if offsets is None:
-            raise RuntimeError(
+            raise StreamStateError(
                 f"micro-batch {self.batch_id} is not in Spark's offset log under {checkpoint}: "
                 "the sink's checkpointLocation option must be the query's checkpoint")
         query = query_id(checkpoint)

@@ -51,6 +51,7 @@ from pyspark.sql.streaming.datasource import (
 
 from spark_plugin._errors import (
     JobNotRunningError,
+    StreamStateError,
     UnknownBarrierError,
     UnknownJobError,
     UnknownTableError,
@@ -254,9 +255,9 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                       "reason": position.reason})
                 continue
             if position.action != "process":
-                raise RuntimeError(f"job {o.job!r} has no sources on the service "
-                                   f"(answer {position.action!r}); was it registered again "
-                                   "with other edges?")
+                raise StreamStateError(f"job {o.job!r} has no sources on the service "
+                                       f"(answer {position.action!r}); was it registered again "
+                                       "with other edges?")
             assert position.barrier is not None
             if begin.barrier is not None and position.barrier <= begin.barrier:
                 if (position.barrier == begin.barrier
@@ -270,8 +271,8 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                                "already processed by this streaming query")
                 continue
             if o.table not in position.snapshots:
-                raise RuntimeError(f"the service's barrier {position.barrier} for job {o.job!r} "
-                                   f"has no snapshot of {o.table}")
+                raise StreamStateError(f"the service's barrier {position.barrier} for job "
+                                       f"{o.job!r} has no snapshot of {o.table}")
             return BarrierOffset(o.job, position.barrier, position.snapshots)
         return None
 
@@ -306,8 +307,8 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         to_snapshot = finish.snapshots.get(table_name)
         if to_snapshot is None:
-            raise RuntimeError(f"offset of barrier {finish.barrier} has no snapshot of "
-                               f"{table_name}")
+            raise StreamStateError(f"offset of barrier {finish.barrier} has no snapshot of "
+                                   f"{table_name}")
         from_snapshot = begin.snapshots.get(table_name)
         if from_snapshot == to_snapshot:
             return []

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
 
 
@@ -49,3 +52,14 @@ def test_unknown_consistency_type_names_the_valid_ones(client: httpx.Client) -> 
 def test_unknown_fields_are_refused(client: httpx.Client) -> None:
     response = client.post("/versions", json={"tables": ["lake.db.t"], "consistncy": "weak"})
     assert_error(response, 422, "invalid_request")
+
+
+def test_domain_errors_depend_on_no_web_framework_or_database_driver() -> None:
+    """Services and pure modules raise the domain errors without importing HTTP; the handlers
+    that render them live beside the app (``metaservice/error_handlers.py``)."""
+    probe = ("import sys, metaservice.errors; "
+             "print(sorted({m.split('.')[0] for m in sys.modules}))")
+    loaded = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                            text=True).stdout
+    for framework in ("fastapi", "starlette", "sqlalchemy", "pydantic"):
+        assert f"'{framework}'" not in loaded, loaded

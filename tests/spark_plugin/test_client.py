@@ -39,7 +39,12 @@ def make_client(handler, **kwargs) -> sp.MetaServiceClient:
     (409, "job_not_running", sp.JobNotRunningError),
     (409, "job_not_planned", sp.JobNotPlannedError),
     (409, "barrier_not_complete", sp.BarrierNotCompleteError),
+    (409, "barrier_not_exact", sp.BarrierNotExactError),
+    (409, "barrier_rolled_back", sp.BarrierRolledBackError),
+    (409, "rollback_plan_outdated", sp.RollbackPlanOutdatedError),
     (410, "snapshot_expired", sp.SnapshotExpiredError),
+    (410, "lease_expired", sp.LeaseExpiredError),
+    (422, "barrier_in_future", sp.BarrierInFutureError),
     (401, "unauthorized", sp.AuthenticationError),
     (403, "forbidden", sp.PermissionDeniedError),
     (413, "payload_too_large", sp.PayloadTooLargeError),
@@ -72,6 +77,15 @@ def test_cycle_and_barrier_not_complete_expose_their_details() -> None:
     with pytest.raises(sp.BarrierNotCompleteError) as behind:
         client.get_versions(["a.b.t1", "a.b.t2"], barrier=30)
     assert behind.value.tables == ["a.b.t2"]
+
+
+def test_barrier_not_exact_exposes_the_tables_and_their_nearest_exact_barriers() -> None:
+    nearest = {"a.b.t2": {"below": 20, "above": None}}
+    client = make_client(lambda req: error(409, "barrier_not_exact", barrier=30,
+                                           tables=["a.b.t2"], nearest=nearest))
+    with pytest.raises(sp.BarrierNotExactError) as inexact:
+        client.get_versions(["a.b.t1", "a.b.t2"], barrier=30)
+    assert (inexact.value.tables, inexact.value.nearest) == (["a.b.t2"], nearest)
 
 
 def test_non_json_error_body_is_mapped_by_status() -> None:
@@ -139,6 +153,32 @@ def test_rate_limited_and_database_unavailable_are_retried_honouring_retry_after
     commit = client.report_root_barrier("a.b.c", 9)
     assert commit == sp.Commit("a.b.c", 7, 9)
     assert len(slept) == 2 and slept[0] >= 2.0
+
+
+def test_rollback_in_progress_is_repeated_for_any_call_after_retry_after_ms() -> None:
+    """A fenced table refuses the call without acting on it: repeating is safe even when the
+    call itself is not idempotent (a root report whose barrier the server assigns)."""
+    answers = [error(409, "rollback_in_progress", table="a.b.c", plan=4, retry_after_ms=1500),
+               httpx.Response(200, json={"table": "a.b.c", "barrier": 7, "snapshot_id": 9})]
+    slept: list[float] = []
+    client = sp.MetaServiceClient("http://ms.test", backoff_seconds=0.01, max_backoff_seconds=5,
+                                  transport=httpx.MockTransport(lambda req: answers.pop(0)),
+                                  sleep=slept.append)
+    assert client.report_root_barrier("a.b.c", 9) == sp.Commit("a.b.c", 7, 9)
+    assert len(slept) == 1 and slept[0] >= 1.5
+
+
+def test_rollback_in_progress_is_raised_once_the_retries_are_spent() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return error(409, "rollback_in_progress", retry_after_ms=10)
+
+    with pytest.raises(sp.RollbackInProgressError) as info:
+        make_client(handler, max_retries=2).commit("j", "a.b.c", 1, 5)
+    assert len(calls) == 3
+    assert isinstance(info.value, sp.ConflictError)
 
 
 def test_conflicts_are_not_retried() -> None:
