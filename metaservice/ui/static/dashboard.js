@@ -211,7 +211,7 @@
   const PAD_Y = 5;
   const JOB_EXTRA_X = 10; // jobs are pills: their rounded ends need room
   const GAP_X = 28; // between two nodes of a layer
-  const GAP_Y = 46; // between layers: room for the arrows
+  const GAP_Y = 38; // between layers: room for the arrows
   const LANE = 10; // the width a long edge keeps free in a layer it crosses
 
   const GRAPH_STYLE = [
@@ -513,14 +513,14 @@
       const clock = t.latest_barrier === null || isWallClock(t.latest_barrier);
       const row = el("tr", { "data-id": "table:" + t.table, "data-table": t.table,
                              "data-lag-class": lagClass(tableLag(t)) },
-        el("td", { class: "name" }, t.table),
+        el("td", { class: "name" }, wrappable(t.table)),
         el("td", { class: lagClass(tableLag(t)) + (clock ? "" : " not-a-time"),
                    title: clock ? null : `latest barrier ${t.latest_barrier} is not a ` +
                      "wall-clock time (milliseconds since 1970), so it has no lag" },
            fmtTableLag(t)),
         el("td", { class: "time" }, fmtBarrier(t.latest_barrier)),
-        el("td", { class: "name" }, t.writer_job || "—"),
-        el("td", { class: "name" }, t.bottleneck_job || "—"),
+        el("td", { class: "name" }, wrappable(t.writer_job || "—")),
+        el("td", { class: "name" }, wrappable(t.bottleneck_job || "—")),
         el("td", {}, clock ? fmtPercentiles(t.end_to_end_latency_ms) : "—"));
       row.classList.toggle("selected", state.selected === "table:" + t.table);
       return row;
@@ -529,7 +529,7 @@
       (b.local_lag_ms ?? -Infinity) - (a.local_lag_ms ?? -Infinity) || a.job.localeCompare(b.job));
     document.querySelector("#jobs tbody").replaceChildren(...jobRows.map((j) => {
       const row = el("tr", { "data-id": "job:" + j.job, "data-job": j.job },
-        el("td", { class: "name" }, j.job),
+        el("td", { class: "name" }, wrappable(j.job)),
         el("td", {}, fmtDuration(j.local_lag_ms)),
         el("td", {}, fmtDuration(j.recent_hop_latency_ms)),
         el("td", {}, fmtPercentiles(j.hop_latency_ms)));
@@ -568,6 +568,17 @@
     return el("table", {},
       el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", {}, h)))),
       el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((c) => el("td", {}, c))))));
+  }
+
+  // A name that may wrap after its dots and underscores (and nowhere else) in a narrow column;
+  // its text is unchanged.
+  function wrappable(name) {
+    const span = el("span", {});
+    for (const part of String(name).split(/(?<=[._])/)) {
+      if (span.childNodes.length) span.appendChild(el("wbr", {}));
+      span.appendChild(document.createTextNode(part));
+    }
+    return span;
   }
 
   // Text with long tokens (qualified names, reasons) that may wrap anywhere in a narrow panel.
