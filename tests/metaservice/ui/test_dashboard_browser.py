@@ -121,6 +121,18 @@ def _console_errors(driver: Any) -> list[str]:
             if e["level"] in ("SEVERE", "ERROR")]
 
 
+def test_a_missing_browser_fails_where_it_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("METASERVICE_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        _unavailable("chromium is missing")
+    for variable in ("CI", "METASERVICE_REQUIRE_BROWSER"):
+        monkeypatch.setenv(variable, "1")
+        with pytest.raises(pytest.fail.Exception, match="install-browser"):
+            _unavailable("chromium is missing")
+        monkeypatch.delenv(variable)
+
+
 def test_dashboard_shows_the_topology_and_highlights_the_bottleneck(
         browser: Any, client: httpx.Client, clock: ManualClock, tmp_path: Path) -> None:
     _seed(client, clock)
