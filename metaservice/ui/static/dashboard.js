@@ -305,22 +305,25 @@
       .sort((a, b) => a.id.localeCompare(b.id));
     // 1. Layers: the longest path from a root (Kahn's order; the server refuses cycles, a node on
     // one would stay in layer 0). A root then moves down to just above its first reader.
+    const out = new Map(ids.map((id) => [id, []]));
     const indegree = new Map(ids.map((id) => [id, 0]));
-    for (const link of links) indegree.set(link.t.key, indegree.get(link.t.key) + 1);
+    for (const link of links) {
+      out.get(link.s.key).push(link);
+      indegree.set(link.t.key, indegree.get(link.t.key) + 1);
+    }
     const queue = ids.filter((id) => indegree.get(id) === 0);
     for (let i = 0; i < queue.length; i += 1) {
       const from = item.get(queue[i]);
-      for (const link of links) {
-        if (link.s !== from) continue;
+      for (const link of out.get(from.key)) {
         link.t.layer = Math.max(link.t.layer, from.layer + 1);
         indegree.set(link.t.key, indegree.get(link.t.key) - 1);
         if (indegree.get(link.t.key) === 0) queue.push(link.t.key);
       }
     }
+    const read = new Set(links.map((l) => l.t.key));
     for (const id of ids) {
-      const node = item.get(id);
-      const readers = links.filter((l) => l.s === node).map((l) => l.t.layer);
-      if (readers.length && !links.some((l) => l.t === node)) node.layer = Math.min(...readers) - 1;
+      const readers = out.get(id).map((l) => l.t.layer);
+      if (readers.length && !read.has(id)) item.get(id).layer = Math.min(...readers) - 1;
     }
     const depth = Math.max(0, ...[...item.values()].map((n) => n.layer)) + 1;
     const rows = Array.from({ length: depth }, () => []);
