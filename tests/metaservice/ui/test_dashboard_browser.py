@@ -347,6 +347,13 @@ def test_pipeline_fits_the_window_with_exact_ids_in_utc(
 
     geometry = browser.execute_script(_GEOMETRY)
     assert geometry == {"crossed": [], "stacked": [], "empty": [], "edges": 16}
+
+    # A job with two long source names: its details wrap inside the panel.
+    browser.execute_script("window.metaservice.select('job:customer_ltv')")
+    _wait(browser, "return document.getElementById('details-body').textContent"
+                   ".includes('Recent barriers')")
+    fit = browser.execute_script(_FIT)
+    assert fit["scroll"] <= fit["width"] and fit["outside"] == [] and fit["details"] <= 0, fit
     full = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(width, full + 140)
     browser.save_screenshot(str(tmp_path / f"dashboard-{width}.png"))
