@@ -4,6 +4,12 @@
 // shows GET /jobs/{job}/progress, a selected table GET /delay/{table}, its barriers, its leases
 // and its protected snapshots (the last two only when this server has those endpoints). All
 // text goes into the page through textContent: nothing from the API is parsed as HTML.
+//
+// Answers are parsed losslessly: snapshot ids are 64-bit integers, beyond what a JavaScript
+// number holds exactly (2^53), so integers past Number.MAX_SAFE_INTEGER stay decimal strings.
+// Every time shown is UTC. A barrier before 2000 is taken as a plain number, not a wall-clock
+// time (the walk-through's 10, 20, 30): such a table shows "barrier not a timestamp" instead of
+// a lag of decades.
 "use strict";
 
 (function () {
@@ -24,6 +30,60 @@
     timer: null,
     inFlight: false,
   };
+
+  // -- lossless JSON ---------------------------------------------------------------------------
+
+  const INTEGER = /^-?\d+$/;
+
+  // JSON.parse passes a reviver the number's source text where the browser supports it
+  // (Chromium 114+, Firefox 135+).
+  const REVIVER_SEES_SOURCE = (() => {
+    try {
+      let source = null;
+      JSON.parse("12345678901234567890", (key, value, context) => {
+        source = context && context.source;
+        return value;
+      });
+      return source === "12345678901234567890";
+    } catch (_) {
+      return false;
+    }
+  })();
+
+  function parseWithSource(text) {
+    return JSON.parse(text, (key, value, context) =>
+      (typeof value === "number" && !Number.isSafeInteger(value) && context &&
+       INTEGER.test(context.source)) ? context.source : value);
+  }
+
+  // Elsewhere: quote every integer literal beyond 2^53 - 1 outside strings, then JSON.parse.
+  const NUMBER = /-?\d+(\.\d+)?([eE][+-]?\d+)?/y;
+
+  function parseByScanning(text) {
+    const out = [];
+    let copied = 0;
+    for (let i = 0; i < text.length; i += 1) {
+      const c = text.charCodeAt(i);
+      if (c === 34) { // '"': skip the string, escapes included
+        i += 1;
+        while (i < text.length && text.charCodeAt(i) !== 34) i += text.charCodeAt(i) === 92 ? 2 : 1;
+      } else if (c === 45 || (c >= 48 && c <= 57)) { // '-' or a digit: a number starts
+        NUMBER.lastIndex = i;
+        const match = NUMBER.exec(text);
+        if (!match) continue; // not JSON: JSON.parse below says so
+        const token = match[0];
+        if (!match[1] && !match[2] && !Number.isSafeInteger(Number(token))) {
+          out.push(text.slice(copied, i), '"', token, '"');
+          copied = i + token.length;
+        }
+        i += token.length - 1;
+      }
+    }
+    out.push(text.slice(copied));
+    return JSON.parse(out.join(""));
+  }
+
+  const parseJson = REVIVER_SEES_SOURCE ? parseWithSource : parseByScanning;
 
   // -- small helpers ---------------------------------------------------------------------------
 
@@ -56,9 +116,39 @@
 
   function fmtTime(ms) {
     if (ms === null || ms === undefined) return "—";
+    if (typeof ms !== "number") return String(ms);
     const d = new Date(ms);
     if (Number.isNaN(d.getTime())) return String(ms);
     return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  }
+
+  // Barriers are milliseconds since the epoch by convention only; one before 2000 is a plain
+  // counter (tests, walk-throughs), and "now − barrier" is then no lag at all.
+  const WALL_CLOCK_FROM_MS = Date.UTC(2000, 0, 1);
+  const NOT_A_TIME = "barrier not a timestamp";
+
+  function isWallClock(barrier) {
+    return typeof barrier === "number" && barrier >= WALL_CLOCK_FROM_MS;
+  }
+
+  function fmtBarrier(barrier) {
+    if (barrier === null || barrier === undefined) return "—";
+    return isWallClock(barrier) ? fmtTime(barrier) : String(barrier);
+  }
+
+  // A table's lag, or null when its latest barrier is not a wall-clock time.
+  function tableLag(t) {
+    return t && t.latest_barrier !== null && t.latest_barrier !== undefined &&
+      !isWallClock(t.latest_barrier) ? null : (t ? t.lag_ms : null);
+  }
+
+  function fmtTableLag(t) {
+    return t && t.latest_barrier !== null && t.latest_barrier !== undefined &&
+      !isWallClock(t.latest_barrier) ? NOT_A_TIME : fmtDuration(t ? t.lag_ms : null);
+  }
+
+  function fmtClockUtc(date) {
+    return date.toISOString().slice(11, 19) + " UTC";
   }
 
   function fmtPercentiles(p) {
@@ -99,7 +189,7 @@
     const response = await fetch(path, { headers, cache: "no-store" });
     let body = null;
     try {
-      body = await response.json();
+      body = parseJson(await response.text());
     } catch (_) {
       body = null;
     }
@@ -108,33 +198,62 @@
   }
 
   // -- the graph -------------------------------------------------------------------------------
+  //
+  // Every label sits inside its node, which is sized to fit it, and the layout is layered from
+  // top to bottom: an edge leaves the bottom of one node and enters the top of the next, and an
+  // edge that skips layers runs through a lane kept free in each layer it crosses. So no edge
+  // crosses a label, and the labels never overlap each other.
+
+  const FONT_SIZE = 11;
+  const LINE_HEIGHT = 1.3;
+  const FONT_FAMILY = "Helvetica, Arial, sans-serif";
+  const PAD_X = 8;
+  const PAD_Y = 5;
+  const JOB_EXTRA_X = 10; // jobs are pills: their rounded ends need room
+  const GAP_X = 28; // between two nodes of a layer
+  const GAP_Y = 38; // between layers: room for the arrows
+  const LANE = 10; // the width a long edge keeps free in a layer it crosses
 
   const GRAPH_STYLE = [
     { selector: "node", style: {
-      "label": "data(label)", "font-size": 10, "text-wrap": "wrap", "text-valign": "bottom",
-      "text-margin-y": 4, "color": "#1f2328", "border-width": 1, "border-color": "#57606a" } },
-    { selector: "node.table", style: {
-      "shape": "round-rectangle", "width": 26, "height": 18, "background-color": "#9aa0a6" } },
-    { selector: "node.table.lag-ok", style: { "background-color": "#2e9d4b" } },
-    { selector: "node.table.lag-warn", style: { "background-color": "#e0a100" } },
-    { selector: "node.table.lag-bad", style: { "background-color": "#d33a2c" } },
-    { selector: "node.job", style: {
-      "shape": "ellipse", "width": 16, "height": 16, "background-color": "#3b6fd8" } },
+      "label": "data(label)", "font-size": FONT_SIZE, "font-family": FONT_FAMILY,
+      "line-height": LINE_HEIGHT, "text-wrap": "wrap", "text-valign": "center",
+      "text-halign": "center", "width": "data(w)", "height": "data(h)",
+      "shape": "round-rectangle", "corner-radius": 4, "color": "#ffffff",
+      "border-width": 1, "border-color": "#57606a" } },
+    { selector: "node.table", style: { "background-color": "#9aa0a6", "color": "#1f2328" } },
+    { selector: "node.table.lag-ok", style: { "background-color": "#2e9d4b", "color": "#ffffff" } },
+    { selector: "node.table.lag-warn", style: { "background-color": "#e0a100", "color": "#1f2328" } },
+    { selector: "node.table.lag-bad", style: { "background-color": "#d33a2c", "color": "#ffffff" } },
+    { selector: "node.job", style: { "background-color": "#3b6fd8", "corner-radius": 16 } },
     { selector: "node.fenced", style: { "border-width": 2, "border-style": "dashed",
                                         "border-color": "#1f2328" } },
     { selector: "node.bottleneck", style: {
-      "border-width": 5, "border-color": "#d33a2c", "width": 24, "height": 24,
-      "font-weight": "bold" } },
+      "border-width": 4, "border-color": "#d33a2c", "font-weight": "bold" } },
     { selector: "node.table-bottleneck", style: {
       "border-width": 5, "border-color": "#8250df", "border-style": "double" } },
     { selector: "node:selected", style: { "overlay-color": "#0969da", "overlay-opacity": 0.25,
                                           "overlay-padding": 6 } },
     { selector: "edge", style: {
       "width": 1.5, "line-color": "#8c959f", "target-arrow-color": "#8c959f",
-      "target-arrow-shape": "triangle", "curve-style": "bezier", "arrow-scale": 0.8 } },
+      "target-arrow-shape": "triangle", "curve-style": "straight", "arrow-scale": 0.9 } },
+    { selector: "edge.routed", style: { "curve-style": "segments",
+                                        "edge-distances": "node-position" } },
     { selector: "edge.critical", style: { "width": 3.5, "line-color": "#8250df",
                                           "target-arrow-color": "#8250df" } },
   ];
+
+  let measuring = null;
+
+  // The box a label needs inside its node (measured in bold: the widest it is ever drawn).
+  function labelBox(label, job) {
+    if (measuring === null) measuring = document.createElement("canvas").getContext("2d");
+    measuring.font = `bold ${FONT_SIZE}px ${FONT_FAMILY}`;
+    const lines = String(label).split("\n");
+    const width = Math.max(...lines.map((line) => measuring.measureText(line).width));
+    return { w: Math.ceil(width) + 2 * PAD_X + (job ? JOB_EXTRA_X : 0),
+             h: Math.ceil(lines.length * FONT_SIZE * LINE_HEIGHT) + 2 * PAD_Y };
+  }
 
   function graphElements(lineage, delay) {
     const nodes = new Map();
@@ -143,9 +262,10 @@
     const jobs = new Map(delay.jobs.map((j) => [j.job, j]));
     const addTable = (name) => {
       if (!nodes.has("table:" + name)) {
+        const label = shortName(name);
         nodes.set("table:" + name, { group: "nodes", classes: "table",
-                                     data: { id: "table:" + name, name, kind: "table",
-                                             label: shortName(name) } });
+                                     data: { id: "table:" + name, name, kind: "table", label,
+                                             ...labelBox(label, false) } });
       }
     };
     for (const t of delay.tables) addTable(t.table);
@@ -153,7 +273,7 @@
     for (const job of lineage.jobs) {
       nodes.set("job:" + job.job, { group: "nodes", classes: "job",
                                     data: { id: "job:" + job.job, name: job.job, kind: "job",
-                                            label: job.job } });
+                                            label: job.job, ...labelBox(job.job, true) } });
       for (const s of job.sources) {
         addTable(s);
         edges.set(`table:${s}>job:${job.job}`, { group: "edges", data: {
@@ -173,6 +293,163 @@
     return parts.length === 3 ? `${parts[1]}.${parts[2]}` : name;
   }
 
+  // Positions of the nodes, and the waypoints of the edges that skip layers: a small layered
+  // (Sugiyama-style) layout over the job/table DAG.
+  function layered(cy) {
+    const ids = cy.nodes().map((n) => n.id()).sort();
+    const item = new Map(ids.map((id) => [id, {
+      key: id, real: true, w: cy.getElementById(id).data("w"), h: cy.getElementById(id).data("h"),
+      up: [], down: [], layer: 0 }]));
+    const links = cy.edges().map((e) => ({ id: e.id(), s: item.get(e.source().id()),
+                                           t: item.get(e.target().id()) }))
+      .sort((a, b) => a.id.localeCompare(b.id));
+    // 1. Layers: the longest path from a root (Kahn's order; the server refuses cycles, a node on
+    // one would stay in layer 0). A root then moves down to just above its first reader.
+    const out = new Map(ids.map((id) => [id, []]));
+    const indegree = new Map(ids.map((id) => [id, 0]));
+    for (const link of links) {
+      out.get(link.s.key).push(link);
+      indegree.set(link.t.key, indegree.get(link.t.key) + 1);
+    }
+    const queue = ids.filter((id) => indegree.get(id) === 0);
+    for (let i = 0; i < queue.length; i += 1) {
+      const from = item.get(queue[i]);
+      for (const link of out.get(from.key)) {
+        link.t.layer = Math.max(link.t.layer, from.layer + 1);
+        indegree.set(link.t.key, indegree.get(link.t.key) - 1);
+        if (indegree.get(link.t.key) === 0) queue.push(link.t.key);
+      }
+    }
+    const read = new Set(links.map((l) => l.t.key));
+    for (const id of ids) {
+      const readers = out.get(id).map((l) => l.t.layer);
+      if (readers.length && !read.has(id)) item.get(id).layer = Math.min(...readers) - 1;
+    }
+    const depth = Math.max(0, ...[...item.values()].map((n) => n.layer)) + 1;
+    const rows = Array.from({ length: depth }, () => []);
+    for (const id of ids) rows[item.get(id).layer].push(item.get(id));
+    // 2. An edge that skips layers gets a lane in each layer between its ends.
+    const lanes = new Map();
+    for (const link of links) {
+      if (link.t.layer <= link.s.layer) continue; // only on a cycle
+      let previous = link.s;
+      const lane = [];
+      for (let l = link.s.layer + 1; l < link.t.layer; l += 1) {
+        const dummy = { key: `${link.id}#${l}`, real: false, w: LANE, h: 0, up: [], down: [],
+                        layer: l };
+        rows[l].push(dummy);
+        lane.push(dummy);
+        previous.down.push(dummy);
+        dummy.up.push(previous);
+        previous = dummy;
+      }
+      previous.down.push(link.t);
+      link.t.up.push(previous);
+      if (lane.length) lanes.set(link.id, lane);
+    }
+    // 3. Order in each layer: barycentre sweeps, down then up.
+    const number = (row) => row.forEach((n, i) => { n.pos = i; });
+    rows.forEach(number);
+    const centre = (n, side) => (n[side].length
+      ? n[side].reduce((sum, m) => sum + m.pos, 0) / n[side].length : n.pos);
+    for (let pass = 0; pass < 9; pass += 1) {
+      const down = pass % 2 === 0;
+      for (let k = 1; k < depth; k += 1) {
+        const row = rows[down ? k : depth - 1 - k];
+        const side = down ? "up" : "down";
+        const wanted = new Map(row.map((n) => [n, centre(n, side)]));
+        row.sort((a, b) => wanted.get(a) - wanted.get(b) || a.pos - b.pos);
+        number(row);
+      }
+    }
+    // 4. x: pack each layer, then pull every node toward its neighbours, keeping the order and
+    // the gaps (placing left to right and right to left, then averaging, keeps both).
+    const apart = (a, b) => a.w / 2 + (a.real && b.real ? GAP_X : GAP_X / 2) + b.w / 2;
+    for (const row of rows) {
+      row.forEach((n, i) => { n.x = i ? row[i - 1].x + apart(row[i - 1], n) : 0; });
+      const middle = row.length ? row[row.length - 1].x / 2 : 0;
+      row.forEach((n) => { n.x -= middle; });
+    }
+    for (let pass = 0; pass < 10; pass += 1) {
+      for (let k = 0; k < depth; k += 1) {
+        const row = rows[pass % 2 === 0 ? k : depth - 1 - k];
+        const want = row.map((n) => {
+          const near = [...n.up, ...n.down];
+          return near.length ? near.reduce((sum, m) => sum + m.x, 0) / near.length : n.x;
+        });
+        const left = [];
+        const right = [];
+        row.forEach((n, i) => { left[i] = i ? Math.max(want[i], left[i - 1] + apart(row[i - 1], n)) : want[i]; });
+        for (let i = row.length - 1; i >= 0; i -= 1) {
+          right[i] = i < row.length - 1 ? Math.min(want[i], right[i + 1] - apart(row[i], row[i + 1]))
+            : want[i];
+        }
+        row.forEach((n, i) => { n.x = (left[i] + right[i]) / 2; });
+      }
+    }
+    // 5. y: layers top to bottom, each as tall as its tallest node. A lane enters its layer at
+    // the top and leaves it at the bottom, so it never runs beside a node's label.
+    const top = [];
+    const height = [];
+    let y = 0;
+    rows.forEach((row, l) => {
+      height[l] = Math.max(0, ...row.map((n) => n.h));
+      top[l] = y;
+      y += height[l] + GAP_Y;
+    });
+    const positions = new Map(ids.map((id) => {
+      const n = item.get(id);
+      return [id, { x: n.x, y: top[n.layer] + height[n.layer] / 2 }];
+    }));
+    const waypoints = new Map([...lanes].map(([id, lane]) => [id, lane.flatMap((d) =>
+      (height[d.layer] > 0 ? [{ x: d.x, y: top[d.layer] }, { x: d.x, y: top[d.layer] + height[d.layer] }]
+                           : [{ x: d.x, y: top[d.layer] }]))]));
+    return { positions, waypoints };
+  }
+
+  function layout(cy) {
+    const { positions, waypoints } = layered(cy);
+    cy.batch(() => {
+      cy.nodes().forEach((node) => {
+        node.position(positions.get(node.id()));
+        node.data("laidOutWidth", node.data("w"));
+      });
+      cy.edges().forEach((edge) => {
+        const points = waypoints.get(edge.id());
+        if (!points) {
+          edge.removeClass("routed");
+          edge.removeStyle("segment-weights segment-distances");
+          return;
+        }
+        // Each waypoint as cytoscape's segments take it: a weight along the line from the
+        // source's centre to the target's, and a distance off that line.
+        const s = positions.get(edge.source().id());
+        const t = positions.get(edge.target().id());
+        const dx = t.x - s.x;
+        const dy = t.y - s.y;
+        const length = Math.hypot(dx, dy) || 1;
+        edge.addClass("routed");
+        edge.style({
+          "segment-weights": points.map((p) => ((p.x - s.x) * dx + (p.y - s.y) * dy) /
+                                               (length * length)).join(" "),
+          "segment-distances": points.map((p) => ((p.y - s.y) * dx - (p.x - s.x) * dy) /
+                                                 length).join(" "),
+        });
+      });
+    });
+    fitGraph();
+  }
+
+  function fitGraph() {
+    const cy = state.cy;
+    if (!cy) return;
+    cy.fit(undefined, 24);
+    if (cy.zoom() > 1.6) {
+      cy.zoom(1.6);
+      cy.center();
+    }
+  }
+
   function renderGraph() {
     if (typeof window.cytoscape !== "function") {
       throw new Error("the graph library did not load");
@@ -186,18 +463,15 @@
         minZoom: 0.05, maxZoom: 4,
       });
       state.cy.on("tap", "node", (event) => select(event.target.id()));
+      state.cy.on("resize", fitGraph); // the container follows the window
     }
     const cy = state.cy;
-    if (key !== state.graphKey) {
+    const changed = key !== state.graphKey;
+    if (changed) {
       cy.batch(() => {
         cy.elements().remove();
         cy.add([...nodes, ...edges]);
       });
-      const roots = cy.nodes(".table").filter((n) => n.indegree(false) === 0);
-      cy.layout(nodes.length <= 400
-        ? { name: "breadthfirst", directed: true, roots, spacingFactor: 1.1, animate: false,
-            padding: 20 }
-        : { name: "grid", animate: false, avoidOverlap: true, padding: 20 }).run();
       state.graphKey = key;
     }
     const fenced = new Set();
@@ -208,9 +482,9 @@
     cy.batch(() => {
       cy.nodes(".table").forEach((node) => {
         const t = tables.get(node.data("name"));
-        const lag = t ? t.lag_ms : null;
-        node.data("lag", lag);
-        node.data("label", `${shortName(node.data("name"))}\n${fmtDuration(lag)}`);
+        const lag = tableLag(t);
+        const label = `${shortName(node.data("name"))}\n${fmtTableLag(t)}`;
+        node.data({ lag, label, ...labelBox(label, false) });
         node.removeClass("lag-ok lag-warn lag-bad lag-none");
         node.addClass(lagClass(lag));
         node.toggleClass("fenced", fenced.has(node.data("name")));
@@ -218,11 +492,15 @@
       cy.nodes(".job").forEach((node) => {
         const j = jobs.get(node.data("name"));
         const lag = j ? j.local_lag_ms : null;
-        node.data("lag", lag);
-        node.data("label", `${node.data("name")}\n${fmtDuration(lag)}`);
+        const label = `${node.data("name")}\n${fmtDuration(lag)}`;
+        node.data({ lag, label, ...labelBox(label, true) });
         node.toggleClass("bottleneck", node.data("name") === bottleneck);
       });
     });
+    // Lay out again when the topology changed or a label outgrew its room.
+    if (changed || cy.nodes().some((n) => !(n.data("w") <= n.data("laidOutWidth") + GAP_X / 2))) {
+      layout(cy);
+    }
     document.body.dataset.bottleneck = bottleneck || "";
   }
 
@@ -232,17 +510,21 @@
     const delay = state.delay;
     const bottleneck = delay.bottleneck ? delay.bottleneck.job : null;
     const tbody = document.querySelector("#tables tbody");
-    const rows = [...delay.tables].sort((a, b) => (b.lag_ms ?? -Infinity) - (a.lag_ms ?? -Infinity)
-                                         || a.table.localeCompare(b.table));
+    const rows = [...delay.tables].sort((a, b) => (tableLag(b) ?? -Infinity) -
+                                         (tableLag(a) ?? -Infinity) || a.table.localeCompare(b.table));
     tbody.replaceChildren(...rows.map((t) => {
+      const clock = t.latest_barrier === null || isWallClock(t.latest_barrier);
       const row = el("tr", { "data-id": "table:" + t.table, "data-table": t.table,
-                             "data-lag-class": lagClass(t.lag_ms) },
-        el("td", {}, t.table),
-        el("td", { class: lagClass(t.lag_ms) }, fmtDuration(t.lag_ms)),
-        el("td", {}, fmtTime(t.latest_barrier)),
-        el("td", {}, t.writer_job || "—"),
-        el("td", {}, t.bottleneck_job || "—"),
-        el("td", {}, fmtPercentiles(t.end_to_end_latency_ms)));
+                             "data-lag-class": lagClass(tableLag(t)) },
+        el("td", { class: "name" }, wrappable(t.table)),
+        el("td", { class: lagClass(tableLag(t)) + (clock ? "" : " not-a-time"),
+                   title: clock ? null : `latest barrier ${t.latest_barrier} is not a ` +
+                     "wall-clock time (milliseconds since 1970), so it has no lag" },
+           fmtTableLag(t)),
+        el("td", { class: "time" }, fmtBarrier(t.latest_barrier)),
+        el("td", { class: "name" }, wrappable(t.writer_job || "—")),
+        el("td", { class: "name" }, wrappable(t.bottleneck_job || "—")),
+        el("td", {}, clock ? fmtPercentiles(t.end_to_end_latency_ms) : "—"));
       row.classList.toggle("selected", state.selected === "table:" + t.table);
       return row;
     }));
@@ -250,7 +532,7 @@
       (b.local_lag_ms ?? -Infinity) - (a.local_lag_ms ?? -Infinity) || a.job.localeCompare(b.job));
     document.querySelector("#jobs tbody").replaceChildren(...jobRows.map((j) => {
       const row = el("tr", { "data-id": "job:" + j.job, "data-job": j.job },
-        el("td", {}, j.job),
+        el("td", { class: "name" }, wrappable(j.job)),
         el("td", {}, fmtDuration(j.local_lag_ms)),
         el("td", {}, fmtDuration(j.recent_hop_latency_ms)),
         el("td", {}, fmtPercentiles(j.hop_latency_ms)));
@@ -262,13 +544,13 @@
       el("tr", { "data-id": "table:" + p.table },
         el("td", { title: p.id }, p.id.slice(0, 8)),
         el("td", {}, p.table),
-        el("td", {}, fmtTime(p.barrier)),
+        el("td", {}, fmtBarrier(p.barrier)),
         el("td", {}, p.mode + (p.reason ? " — " + p.reason : "")),
         el("td", {}, p.state))));
-    const worst = rows.find((t) => t.lag_ms !== null && t.lag_ms !== undefined);
+    const worst = rows.find((t) => tableLag(t) !== null && tableLag(t) !== undefined);
     document.getElementById("summary").textContent =
       `${delay.tables.length} tables, ${delay.jobs.length} running jobs` +
-      (worst ? ` · worst lag ${fmtDuration(worst.lag_ms)} (${worst.table})` : "") +
+      (worst ? ` · worst lag ${fmtDuration(tableLag(worst))} (${worst.table})` : "") +
       (bottleneck ? ` · bottleneck ${bottleneck}` : "");
   }
 
@@ -291,6 +573,27 @@
       el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((c) => el("td", {}, c))))));
   }
 
+  // A name that may wrap after its dots and underscores (and nowhere else) in a narrow column;
+  // its text is unchanged.
+  function wrappable(name) {
+    const span = el("span", {});
+    for (const part of String(name).split(/(?<=[._])/)) {
+      if (span.childNodes.length) span.appendChild(el("wbr", {}));
+      span.appendChild(document.createTextNode(part));
+    }
+    return span;
+  }
+
+  // Text with long tokens (qualified names, reasons) that may wrap anywhere in a narrow panel.
+  function breakable(text) {
+    return el("span", { class: "breakable" }, text);
+  }
+
+  // A snapshot id exactly as the server sent it (a string beyond 2^53), never wrapped.
+  function snapshotId(id) {
+    return el("code", { class: "id", "data-snapshot-id": String(id) }, String(id));
+  }
+
   async function optional(label, load) {
     try {
       return await load();
@@ -307,7 +610,7 @@
         ["sources", j.sources.join(", ") || "—"],
         ["sinks", j.sinks.join(", ") || "—"],
         ["local lag", fmtDuration(j.local_lag_ms)],
-        ["recent barrier", fmtTime(j.recent_barrier)],
+        ["recent barrier", fmtBarrier(j.recent_barrier)],
         ["recent hop latency", fmtDuration(j.recent_hop_latency_ms)],
         ["hop latency p50/p95/p99", fmtPercentiles(j.hop_latency_ms)],
       ]));
@@ -315,7 +618,7 @@
     parts.push(...section("Recent barriers", await optional("progress", async () => {
       const body = await api(`/jobs/${encodeURIComponent(name)}/progress?limit=20`);
       return simpleTable(["barrier", "state", "started", "duration", "hop latency", "attempts"],
-        body.progress.map((p) => [fmtTime(p.barrier), p.state, fmtTime(p.started_at),
+        body.progress.map((p) => [fmtBarrier(p.barrier), p.state, fmtTime(p.started_at),
                                   fmtDuration(p.duration_ms), fmtDuration(p.hop_latency_ms),
                                   String(p.attempts)]));
     })));
@@ -330,32 +633,34 @@
       parts.push(detail);
     } else {
       highlightTable(detail);
+      const clock = detail.latest_barrier === null || isWallClock(detail.latest_barrier);
       parts.push(facts([
-        ["lag", fmtDuration(detail.lag_ms)],
-        ["latest barrier", fmtTime(detail.latest_barrier)],
+        ["lag", fmtTableLag(detail)],
+        ["latest barrier", fmtBarrier(detail.latest_barrier)],
         ["bottleneck", detail.bottleneck ? `${detail.bottleneck.job} (local lag ` +
           `${fmtDuration(detail.bottleneck.local_lag_ms)})` : "—"],
-        ["end-to-end p50/p95/p99", fmtPercentiles(detail.end_to_end_latency_ms)],
+        ["end-to-end p50/p95/p99", clock ? fmtPercentiles(detail.end_to_end_latency_ms) : "—"],
       ]));
-      const hops = detail.path.map((h) => [h.job, `${h.source} → ${h.sink}`,
+      const hops = detail.path.map((h) => [breakable(h.job), breakable(`${h.source} → ${h.sink}`),
                                            fmtDuration(h.lag_ms),
                                            fmtDuration(h.recent_hop_latency_ms)]);
-      if (detail.root) hops.push(["(ingestion)", detail.root.table, fmtDuration(detail.root.lag_ms), "—"]);
+      if (detail.root) hops.push(["(ingestion)", detail.root.table, fmtTableLag(detail.root), "—"]);
       parts.push(...section("Lag, hop by hop", simpleTable(["job", "hop", "adds", "recent hop"], hops)));
     }
     parts.push(...section("Barriers and snapshots", await optional("barriers", async () => {
       const body = await api(`/tables/${path}/barriers?limit=20`);
       return simpleTable(["barrier", "snapshot", "committed", "writer", ""],
-        body.barriers.map((b) => [fmtTime(b.barrier), String(b.snapshot_id), fmtTime(b.committed_at),
-                                  b.writer_job || "ingestion", b.rolled_back ? "rolled back" : ""]));
+        body.barriers.map((b) => [fmtBarrier(b.barrier), snapshotId(b.snapshot_id),
+                                  fmtTime(b.committed_at), b.writer_job || "ingestion",
+                                  b.rolled_back ? "rolled back" : ""]));
     })));
     if (state.features.leases) {
       parts.push(...section("Leases", await optional("leases", async () => {
         const body = await api(`/leases?table=${encodeURIComponent(name)}`);
         return simpleTable(["lease", "holder", "expires", "snapshots"],
-          body.leases.map((l) => [l.lease_id.slice(0, 8), l.holder, fmtTime(l.expires_at),
-                                  l.snapshots.filter((s) => s.table === name)
-                                    .map((s) => String(s.snapshot_id)).join(", ")]));
+          body.leases.map((l) => [l.lease_id.slice(0, 8), breakable(l.holder), fmtTime(l.expires_at),
+                                  el("span", {}, ...l.snapshots.filter((s) => s.table === name)
+                                    .flatMap((s, i) => [i ? ", " : null, snapshotId(s.snapshot_id)]))]));
       })));
     } else {
       parts.push(...section("Leases", el("p", { class: "muted" }, "not offered by this server")));
@@ -364,7 +669,8 @@
       parts.push(...section("Protected snapshots", await optional("protections", async () => {
         const body = await api(`/tables/${path}/snapshots/protected`);
         return simpleTable(["snapshot", "barrier", "why"],
-          body.snapshots.map((s) => [String(s.snapshot_id), fmtTime(s.barrier), s.reasons.join(", ")]));
+          body.snapshots.map((s) => [snapshotId(s.snapshot_id), fmtBarrier(s.barrier),
+                                     breakable(s.reasons.join(", "))]));
       })));
     } else {
       parts.push(...section("Protected snapshots",
@@ -453,7 +759,7 @@
       state.refreshes += 1;
       document.body.dataset.ready = "true";
       document.body.dataset.refreshes = String(state.refreshes);
-      setStatus(`updated ${new Date().toLocaleTimeString()}`, false);
+      setStatus(`updated ${fmtClockUtc(new Date())}`, false);
     } catch (error) {
       setStatus(error.status === 401 || error.status === 403
         ? "a reader token is needed: paste it above" : `refresh failed: ${error.message}`, true);
@@ -489,7 +795,8 @@
     });
   }
 
-  window.metaservice = { state, refresh, select, lagClass };
+  window.metaservice = { state, refresh, select, lagClass, parseJson, parseWithSource,
+                       parseByScanning, REVIVER_SEES_SOURCE };
 
   wire();
   detectFeatures().then(refresh).then(schedule);

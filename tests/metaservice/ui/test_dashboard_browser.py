@@ -9,7 +9,13 @@ The seeded pipeline has one obvious bottleneck::
 r1 completed barriers T0 − 600 s and T0 − 10 s; j_fast followed, j_slow did not (local lag
 590 s), so t2 and t3 are 600 s behind and j_slow is the bottleneck of t3 and overall.
 
-Missing Chromium skips these tests on a developer machine and fails them under CI.
+Further tests load a realistic pipeline (six jobs, fan-out and fan-in, a source read three
+layers down, snapshot ids beyond 2^53) at 1280, 1400 and 1920 px, and the walk-through's
+small-number barriers (10, 20, 30). The browser runs in a time zone far from UTC, so a local
+time on the page would show.
+
+Missing Chromium skips these tests on a developer machine and fails them under CI (``CI`` or
+``METASERVICE_REQUIRE_BROWSER`` set).
 """
 
 from __future__ import annotations
@@ -35,11 +41,12 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
                   "--window-size=1400,1000")
 T0 = 1_700_000_000_000
+BROWSER_TZ = "Asia/Kathmandu"  # UTC+05:45: neither hours nor minutes agree with UTC
 
 
 def _unavailable(message: str) -> None:
     message += " (install it with .ci/install-browser.sh)"
-    if os.environ.get("CI"):
+    if os.environ.get("CI") or os.environ.get("METASERVICE_REQUIRE_BROWSER"):
         pytest.fail(message)
     pytest.skip(message)
 
@@ -60,7 +67,8 @@ def browser(tmp_path: Path) -> Iterator[Any]:
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    service = Service(executable_path=CHROMEDRIVER, env={**os.environ, "TZ": BROWSER_TZ})
+    driver = webdriver.Chrome(service=service, options=options)
     driver.set_page_load_timeout(60)
     try:
         yield driver
@@ -111,6 +119,18 @@ def _wait(driver: Any, script: str, timeout: float = 20) -> Any:
 def _console_errors(driver: Any) -> list[str]:
     return [f"{e['level']}: {e['message']}" for e in driver.get_log("browser")
             if e["level"] in ("SEVERE", "ERROR")]
+
+
+def test_a_missing_browser_fails_where_it_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("METASERVICE_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        _unavailable("chromium is missing")
+    for variable in ("CI", "METASERVICE_REQUIRE_BROWSER"):
+        monkeypatch.setenv(variable, "1")
+        with pytest.raises(pytest.fail.Exception, match="install-browser"):
+            _unavailable("chromium is missing")
+        monkeypatch.delenv(variable)
 
 
 def test_dashboard_shows_the_topology_and_highlights_the_bottleneck(
@@ -172,3 +192,226 @@ def test_dashboard_shows_the_topology_and_highlights_the_bottleneck(
     screenshot = tmp_path / "dashboard.png"
     assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
     assert _console_errors(browser) == []
+
+
+# -- a realistic pipeline at several widths ---------------------------------------------------
+
+BIG_SNAPSHOT = 8_333_412_345_678_901_234  # beyond 2^53: a JavaScript number would round it
+PIPELINE = (
+    ("enrich_orders_with_customers", ("orders", "customers"), "orders_enriched"),
+    ("daily_revenue_by_region", ("orders_enriched",), "daily_revenue"),
+    ("fraud_scoring", ("orders_enriched",), "fraud_alerts"),
+    ("customer_ltv", ("orders_enriched", "customers"), "customer_lifetime_value"),
+    ("ledger_export", ("orders",), "ledger_entries"),
+    ("exec_summary", ("daily_revenue", "customer_lifetime_value", "fraud_alerts"),
+     "executive_summary"),
+)
+
+
+def _ok(response: httpx.Response) -> dict:
+    assert response.status_code in (200, 201), response.text
+    return response.json()
+
+
+def _seed_pipeline(client: httpx.Client, clock: ManualClock) -> None:
+    """Three rounds of ingestion; each job follows for as many rounds as it keeps up with."""
+    clock.set(T0)
+    for job, sources, sink in PIPELINE:
+        for s in sources:
+            _ok(client.post(f"/register/source/{job}/lake/sales/{s}"))
+        _ok(client.post(f"/register/sink/{job}/lake/sales/{sink}"))
+    rounds = {"enrich_orders_with_customers": 3, "daily_revenue_by_region": 3,
+              "fraud_scoring": 2, "customer_ltv": 1, "ledger_export": 3, "exec_summary": 1}
+    snapshot = BIG_SNAPSHOT
+    last: dict[str, int] = {}
+    for i, barrier in enumerate((T0 - 900_000, T0 - 240_000, T0 - 30_000)):
+        for root in ("orders", "customers"):
+            _ok(client.post(f"/tables/lake/sales/{root}/barriers",
+                            json={"snapshot_id": snapshot, "barrier": barrier}))
+            snapshot += 1
+        for job, _sources, sink in PIPELINE:
+            if rounds[job] <= i:
+                continue
+            step = _ok(client.post(f"/jobs/{job}/start") if job not in last else
+                       client.post(f"/jobs/{job}/barriers/next", json={"after": last[job]}))
+            assert step["action"] == "process" and step["barrier"] == barrier, step
+            _ok(client.post(f"/commit/{job}/lake/sales/{sink}",
+                            json={"barrier": barrier, "snapshot_id": snapshot}))
+            snapshot += 1
+            last[job] = barrier
+    latest = _ok(client.get("/tables/lake/sales/orders/barriers"))["latest_snapshot_id"]
+    _ok(client.post("/leases", json={"holder": "report-42", "ttl_seconds": 3600,
+                                     "snapshots": [{"table": "lake.sales.orders",
+                                                    "snapshot_id": latest}]}))
+
+
+# Every node's label box against every edge's drawn polyline and every other node: what the
+# eye sees as a label crossed by an arrow or two labels on top of each other.
+_GEOMETRY = """
+const cy = window.metaservice.state.cy;
+const labelOnly = {includeNodes: false, includeEdges: false, includeLabels: true,
+                   includeOverlays: false};
+const whole = {includeNodes: true, includeEdges: false, includeLabels: true,
+               includeOverlays: false};
+function meets(p, q, b) {  // Liang-Barsky: does segment pq enter box b?
+  let t0 = 0, t1 = 1;
+  const dx = q.x - p.x, dy = q.y - p.y;
+  for (const [a, c] of [[-dx, p.x - b.x1], [dx, b.x2 - p.x], [-dy, p.y - b.y1],
+                        [dy, b.y2 - p.y]]) {
+    if (a === 0) { if (c < 0) return false; continue; }
+    const r = c / a;
+    if (a < 0) { if (r > t1) return false; if (r > t0) t0 = r; }
+    else { if (r < t0) return false; if (r < t1) t1 = r; }
+  }
+  return t0 <= t1;
+}
+const overlap = (a, b) => a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
+const nodes = cy.nodes().map(n => ({id: n.id(), label: n.boundingBox(labelOnly),
+                                    box: n.boundingBox(whole)}));
+const crossed = [], stacked = [];
+cy.edges().forEach(e => {
+  const line = [e.sourceEndpoint(), ...(e.segmentPoints() || []), e.targetEndpoint()];
+  for (const n of nodes) {
+    for (let i = 1; i < line.length; i++) {
+      if (meets(line[i - 1], line[i], n.label)) { crossed.push(e.id() + ' over ' + n.id); break; }
+    }
+  }
+});
+for (let i = 0; i < nodes.length; i++) for (let j = i + 1; j < nodes.length; j++) {
+  if (overlap(nodes[i].box, nodes[j].box)) stacked.push(nodes[i].id + ' on ' + nodes[j].id);
+}
+const empty = nodes.filter(n => !(n.label.w > 0 && n.label.h > 0)).map(n => n.id);
+return {crossed, stacked, empty, edges: cy.edges().length};
+"""
+
+# Whatever does not fit the window: the page scrolling sideways, a cell of the lists beyond
+# the right edge, a details panel that scrolls sideways.
+_FIT = """
+const root = document.documentElement;
+const width = root.clientWidth;
+const outside = [...document.querySelectorAll(
+    '#tables th, #tables td, #jobs th, #jobs td, #plans th, header > *')]
+  .filter(c => { const r = c.getBoundingClientRect(); return r.left < 0 || r.right > width + 0.5; })
+  .map(c => c.closest('table, header').id + ': ' + c.textContent);
+const details = document.getElementById('details');
+return {inner: window.innerWidth, scroll: root.scrollWidth, width, outside,
+        details: details.scrollWidth - details.clientWidth,
+        jobs: document.querySelectorAll('#jobs tbody tr').length};
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 1400, 1920])
+def test_pipeline_fits_the_window_with_exact_ids_in_utc(
+        browser: Any, client: httpx.Client, clock: ManualClock, tmp_path: Path,
+        width: int) -> None:
+    _seed_pipeline(client, clock)
+    browser.set_window_size(width, 1000)
+    browser.get(f"{client.base_url}/ui")
+    _wait(browser, "return document.body.dataset.ready === 'true'")
+    assert browser.execute_script("return new Date().getTimezoneOffset()") == -345  # not UTC
+
+    barriers = client.get("/tables/lake/sales/orders/barriers").json()["barriers"]
+    exact = [str(b["snapshot_id"]) for b in barriers]
+    assert all(int(i) > 2 ** 53 for i in exact)
+    browser.execute_script("window.metaservice.select('table:lake.sales.orders')")
+    _wait(browser, "return document.getElementById('details-body').textContent"
+                   ".includes('report-42')")
+    shown = browser.execute_script(
+        "return [...document.querySelectorAll('#details-body [data-snapshot-id]')]"
+        ".map(e => e.textContent);")
+    # The barriers in the order of the API, then the lease's snapshot, then the protected ones.
+    assert shown[:len(exact)] == exact
+    assert exact[0] in shown[len(exact):]
+    assert set(shown) <= {str(i) for i in range(BIG_SNAPSHOT, BIG_SNAPSHOT + 40)}
+
+    fit = browser.execute_script(_FIT)
+    assert fit["inner"] == width
+    assert fit["scroll"] <= fit["width"], fit               # no sideways scroll
+    assert fit["outside"] == [], fit                         # every cell of the lists visible
+    assert fit["details"] <= 0, fit
+    assert fit["jobs"] == len(PIPELINE)
+
+    header = browser.execute_script("return document.querySelector('header').innerText")
+    assert "times in UTC" in header
+    skew = browser.execute_script(
+        "const m = document.getElementById('status').textContent"
+        r".match(/^updated (\d\d):(\d\d):(\d\d) UTC$/);"
+        "if (!m) return null; const now = new Date();"
+        "const shown = 3600 * m[1] + 60 * m[2] + 1 * m[3];"
+        "const utc = 3600 * now.getUTCHours() + 60 * now.getUTCMinutes() + now.getUTCSeconds();"
+        "return (utc - shown + 86400) % 86400;")
+    assert skew is not None and skew < 120, skew
+    assert browser.execute_script(
+        "return [...document.querySelectorAll('#tables tbody td:nth-child(3)')]"
+        ".every(td => td.textContent.endsWith('Z'))")
+
+    geometry = browser.execute_script(_GEOMETRY)
+    assert geometry == {"crossed": [], "stacked": [], "empty": [], "edges": 16}
+
+    # A job with two long source names: its details wrap inside the panel.
+    browser.execute_script("window.metaservice.select('job:customer_ltv')")
+    _wait(browser, "return document.getElementById('details-body').textContent"
+                   ".includes('Recent barriers')")
+    fit = browser.execute_script(_FIT)
+    assert fit["scroll"] <= fit["width"] and fit["outside"] == [] and fit["details"] <= 0, fit
+    full = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(width, full + 140)
+    browser.save_screenshot(str(tmp_path / f"dashboard-{width}.png"))
+    assert _console_errors(browser) == []
+
+
+def test_barriers_that_are_not_wall_clock_times_show_no_lag(
+        browser: Any, client: httpx.Client, clock: ManualClock) -> None:
+    """The walk-through's barriers 10, 20, 30: 'now − 30 ms' is no lag, and says so."""
+    clock.set(T0)
+    _ok(client.post("/register/source/A/lake/db/table1"))
+    _ok(client.post("/register/sink/A/lake/db/table2"))
+    _ok(client.post("/tables/lake/db/table1/barriers", json={"snapshot_id": 101, "barrier": 10}))
+    assert _ok(client.post("/jobs/A/start"))["barrier"] == 10
+    _ok(client.post("/commit/A/lake/db/table2", json={"barrier": 10, "snapshot_id": 201}))
+    _ok(client.post("/tables/lake/db/table1/barriers", json={"snapshot_id": 102, "barrier": 30}))
+    _ok(client.post("/tables/lake/db/table3/barriers", json={"snapshot_id": 301, "barrier": 25}))
+    _ok(client.post("/tables/lake/db/live/barriers",
+                    json={"snapshot_id": 401, "barrier": T0 - 5_000}))
+    assert client.get("/delay/lake/db/table1").json()["lag_ms"] == T0 - 30  # ~19,676 days
+
+    browser.get(f"{client.base_url}/ui")
+    _wait(browser, "return document.body.dataset.ready === 'true'")
+    cells = browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#tables tbody tr')]"
+        ".map(r => [r.dataset.table, [...r.cells].map(c => c.textContent)]));")
+    for table, barrier in (("table1", "30"), ("table2", "10"), ("table3", "25")):
+        row = cells[f"lake.db.{table}"]
+        assert row[1] == "barrier not a timestamp" and row[2] == barrier, row
+    assert cells["lake.db.live"][1] == "5.0 s"
+    assert not any(c[1].endswith(" d") for c in cells.values()), cells
+    summary = browser.execute_script("return document.getElementById('summary').textContent")
+    assert "worst lag 5.0 s (lake.db.live)" in summary, summary
+    label = browser.execute_script(
+        "return window.metaservice.state.cy.getElementById('table:lake.db.table1').data('label')")
+    assert label == "db.table1\nbarrier not a timestamp"
+    browser.execute_script("window.metaservice.select('table:lake.db.table1')")
+    details = _wait(browser, "const t = document.getElementById('details-body').textContent;"
+                             "return t.includes('Barriers and snapshots') && t;")
+    assert "barrier not a timestamp" in details and "1970" not in details
+    assert _console_errors(browser) == []
+
+
+def test_answers_are_parsed_losslessly(browser: Any, client: httpx.Client) -> None:
+    """Both parsers: the reviver that reads the number's source text (Chromium has it) and the
+    scanner other browsers fall back on."""
+    browser.get(f"{client.base_url}/ui")
+    _wait(browser, "return document.body.dataset.ready === 'true'")
+    assert browser.execute_script("return window.metaservice.REVIVER_SEES_SOURCE") is True
+    text = (r'{"id": 8333412345678901234, "s": "x\" 9007199254740993 \\", '
+            r'"list": [-9223372036854775808, 9007199254740991, 9007199254740992, 12, -3, '
+            r'1.5e300, 2.5, 9007199254740993.5, 1E2, 0], "n": null, "t": true, '
+            r'"nested": {"snapshot_id": 18446744073709551615}}')
+    expected = {"id": "8333412345678901234", "s": 'x" 9007199254740993 \\',
+                "list": ["-9223372036854775808", 9007199254740991, "9007199254740992", 12, -3,
+                         1.5e300, 2.5, 9007199254740993.5, 100, 0],
+                "n": None, "t": True, "nested": {"snapshot_id": "18446744073709551615"}}
+    for parser in ("parseWithSource", "parseByScanning", "parseJson"):
+        parsed = browser.execute_script(
+            f"return window.metaservice.{parser}(arguments[0]);", text)
+        assert parsed == expected, parser

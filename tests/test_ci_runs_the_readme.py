@@ -1,0 +1,32 @@
+"""The README's test command is what CI runs, and it installs everything the suite needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    setup, tests = _readme_commands()
+    assert "metaservice demo" in setup and "pytest" in tests
+    run = (ROOT / ".ci" / "run").read_text().splitlines()
+    commands = [line for line in run if line.strip() and not line.lstrip().startswith(
+        ("#", "export ", "set ", "cd "))]
+    assert commands == [tests]
+
+
+def test_the_readme_test_command_installs_the_browser() -> None:
+    """Without Chromium and its driver the browser tests would skip on a new user's machine."""
+    tests = _readme_commands()[1]
+    steps = [step.strip() for step in tests.split("&&")]
+    assert "bash .ci/install-browser.sh" in steps
+    assert steps.index("bash .ci/install-browser.sh") < steps.index(".venv/bin/python -m pytest")
+    assert (ROOT / ".ci" / "install-browser.sh").is_file()
+    assert "METASERVICE_REQUIRE_BROWSER=1" in (ROOT / ".ci" / "run").read_text()
