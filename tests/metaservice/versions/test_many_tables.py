@@ -25,7 +25,8 @@ def test_versions_of_hundreds_of_tables(client: httpx.Client) -> None:
 
     weak = client.post("/versions", json={"consistency": "weak", "tables": tables})
     assert weak.status_code == 200, weak.text
-    expected = {t: {"barrier": 30, "snapshot_id": 3000 + i, "snapshot_barrier": 30} for i, t in enumerate(tables)}
+    expected = {t: {"barrier": 30, "snapshot_id": 3000 + i, "snapshot_barrier": 30}
+                for i, t in enumerate(tables)}
     assert weak.json()["versions"] == expected
 
     # Every root table is a component of its own: its strong cut is its latest barrier.
