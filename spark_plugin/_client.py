@@ -192,12 +192,13 @@ class MetaServiceClient:
         path = f"/register/{role}/{validate_job_id(job)}/{TableName.parse(table).path}"
         return JobRegistration.from_json(self.request("POST", path, idempotent=True))
 
-    def start_job(self, job: str, start_from: str | int = "latest") -> Position:
-        """Start ``job`` (``"latest"``, ``"earliest"`` or a barrier); its pinned start position.
+    def start_job(self, job: str, start_from: str | int | None = None) -> Position:
+        """Start ``job`` from ``start_from`` (``"resume"``, ``"latest"``, ``"earliest"`` or a
+        barrier; ``None``: the service's default, SPEC §5.2); its pinned start position.
 
         Starting a running job again answers its pinned position (idempotent).
         """
-        body = {"from": start_from}
+        body: dict[str, Any] = {} if start_from is None else {"from": start_from}
         return Position.from_json(
             self.request("POST", f"/jobs/{validate_job_id(job)}/start", json=body,
                          idempotent=True))
