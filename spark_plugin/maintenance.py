@@ -317,10 +317,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             catalogs[catalog_name] = load_catalog_by_name(catalog_name)
         except Exception as exc:  # noqa: BLE001 - pyiceberg raises ValueError, KeyError, ...
+            prefix = f"PYICEBERG_CATALOG__{catalog_name.upper()}__"
             print(f"metaservice-maintenance: cannot load the pyiceberg catalog {catalog_name!r} "
-                  f"({type(exc).__name__}: {exc}); configure it with "
-                  f"PYICEBERG_CATALOG__{catalog_name.upper()}__TYPE, __URI and __WAREHOUSE or "
-                  "in ~/.pyiceberg.yaml (or name another with --catalog)", file=sys.stderr)
+                  f"({type(exc).__name__}: {exc}); configure it with {prefix}TYPE, {prefix}URI "
+                  f"and {prefix}WAREHOUSE or in ~/.pyiceberg.yaml (or name another with "
+                  "--catalog)", file=sys.stderr)
             return 2
     failed = False
     with MetaServiceClient(args.url, token=args.token, max_retries=0) as probe:
