@@ -286,3 +286,20 @@ def test_available_refuses_a_step_left_open(spark, catalog, client, database, ta
         with pytest.raises(RuntimeError, match="left open"):
             next(steps)
         assert step.state == "open"
+
+
+def test_available_gives_a_job_without_sources_one_step(spark, catalog, client, database,
+                                                        tables):
+    _, sink = tables
+    with sp.BarrierJob(spark, f"{database}.once", sinks=[sink], client=client,
+                       catalog=catalog) as job:
+        steps = list(_commit_each_written(job.available(), sink, spark))
+    assert len(steps) == 1 and not steps[0].is_full
+    assert ids_at(catalog, sink, steps[0].commits[sink].snapshot_id) == [9]
+
+
+def _commit_each_written(steps, sink, spark):
+    for step in steps:
+        step.write(sink, batch(spark, [9]))
+        step.commit()
+        yield step
