@@ -7,9 +7,9 @@ The public surface (SPEC §10)::
     client = sp.MetaServiceClient("http://127.0.0.1:8000", token=None)
     sp.append_root(spark, df, "lake.db.orders", client=client, catalog=catalog)
     with sp.BarrierJob(spark, "enrich", sources=[...], sinks=[...], client=client) as job:
-        step = job.next()
-        ...
-        step.commit()
+        for step in job.available():   # or job.next() / job.wait_next() for a long-running job
+            ...
+            step.commit()
     with sp.consistent_read(spark, ["lake.db.a", "lake.db.b"], client=client) as frames:
         ...
     sp.expire_snapshots("lake.db.orders", older_than=timedelta(hours=1), client=client)

@@ -9,6 +9,10 @@ Life cycle::
         step.commit()        one Iceberg commit per sink, then one report per sink
     (exit)                   an open step is aborted; the job is unregistered
 
+Three ways to drive it: ``job.next()`` (one answer, ``None`` on ``wait``), ``job.wait_next()``
+(sleeps until a step comes) and ``for step in job.available():`` (every barrier available when
+the loop starts, then the loop ends: a batch run, as Spark's ``Trigger.AvailableNow``).
+
 Guarantees:
 
 - ``step.read(t)`` returns exactly the snapshot the service pinned for barrier B;
@@ -21,8 +25,13 @@ Guarantees:
 - A sink that was not written in a step still gets a (empty) snapshot for B, so every sink
   completes every barrier.
 
-A start position has no ``previous`` (``step.is_initial``): the job reads full snapshots and
-should write full results (``mode="overwrite"``); later steps are incremental.
+A step whose answer has no previous barrier is *full* (``step.is_full``, SPEC §10): a new
+job's first step, or a restart the service answers from ``latest``, ``earliest`` or an explicit
+barrier. ``read_changes`` then returns the full snapshots, and the step *replaces* the contents
+of every sink, whatever the write mode: the first ``write`` to a sink in a full step overwrites
+it (later writes of the step append to that), and a sink not written gets an empty snapshot. So
+running a job again never duplicates rows. Later steps (``previous`` set) are incremental: with
+``mode="append"`` their rows are added to what the sink holds.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -72,17 +81,22 @@ class BarrierStep:
         job: the job id.
         barrier: ``B``.
         snapshots: per source, the snapshot completing ``B`` (``snap(s, B)``).
-        previous: per source, the snapshot at the previous barrier (empty at a start position).
+        previous: per source, the snapshot at the previous barrier; ``None`` in a full step
+            (the answer named no previous barrier).
         state: ``"open"``, ``"committed"`` or ``"aborted"``.
     """
 
     def __init__(self, job: BarrierJob, barrier: int, snapshots: dict[str, int],
-                 previous: dict[str, int]) -> None:
+                 previous: dict[str, int] | None) -> None:
         self._job = job
         self.job = job.job
         self.barrier = barrier
         self.snapshots = dict(snapshots)
-        self.previous = dict(previous)
+        # ``None``: no previous barrier. Servers before ``previous: null`` answered a start
+        # position with ``{}`` or nothing. A job without sources (no snapshots) writes its own
+        # data barrier after barrier: its steps are never full.
+        self.previous = (None if previous is None or (not previous and self.snapshots)
+                         else dict(previous))
         self.state: Literal["open", "committed", "aborted"] = "open"
         self._pending: dict[str, _PendingSink] = {}
         self.commits: dict[str, Commit] = {}
@@ -91,9 +105,15 @@ class BarrierStep:
         return f"BarrierStep(job={self.job!r}, barrier={self.barrier}, state={self.state!r})"
 
     @property
+    def is_full(self) -> bool:
+        """True when the answer had no previous barrier: the sources are read in full and the
+        step replaces its sinks' contents whatever the write mode (SPEC §10)."""
+        return self.previous is None
+
+    @property
     def is_initial(self) -> bool:
-        """True at a start position: no previous barrier; full snapshots are the input."""
-        return not self.previous
+        """The former name of :attr:`is_full`."""
+        return self.is_full
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -115,8 +135,8 @@ class BarrierStep:
     def read_changes(self, table: str | TableName) -> DataFrame:
         """The rows appended to source ``table`` after the previous barrier, up to ``B``.
 
-        Without a previous snapshot (a start position, or a source that had no snapshot at the
-        previous barrier) this is the full content at ``B``.
+        In a full step (:attr:`is_full`), or for a source that had no snapshot at the previous
+        barrier, this is the full content at ``B``.
 
         Raises:
             NotAppendOnlyError: a snapshot in between overwrote, deleted or rewrote data, or the
@@ -125,7 +145,7 @@ class BarrierStep:
         from spark_plugin._spark_io import dataframe_from_plan
 
         name, snapshot_id = self._source(table)
-        previous = self.previous.get(name)
+        previous = None if self.previous is None else self.previous.get(name)
         if previous is None:
             return self.read(name)
         tbl = self._job._table(name)
@@ -143,7 +163,10 @@ class BarrierStep:
 
         ``mode="overwrite"`` makes the sink's snapshot for ``B`` hold only what this step writes
         (earlier writes of this step to the same sink are discarded); ``"append"`` adds to it.
-        Several writes to one sink are committed together as one snapshot.
+        In a full step (:attr:`is_full`) the sink's snapshot for ``B`` holds only what this step
+        writes whatever the mode: the first write replaces the sink's contents, and an
+        ``"append"`` after it adds to what this step wrote. Several writes to one sink are
+        committed together as one snapshot.
         """
         from spark_plugin._spark_io import write_data_files
 
@@ -156,7 +179,7 @@ class BarrierStep:
                              f"(sinks: {list(self._job.sinks)})")
         tbl = self._job._table(name)
         files = write_data_files(self._job.spark, df, tbl)
-        pending = self._pending.setdefault(name, _PendingSink())
+        pending = self._pending.setdefault(name, _PendingSink(overwrite=self.is_full))
         if mode == "overwrite":
             delete_files_quietly(tbl, [f.file_path for f in pending.files])
             pending.files, pending.overwrite = [], True
@@ -166,7 +189,8 @@ class BarrierStep:
         """Commit ``B`` to every sink (one Iceberg snapshot each), then report each commit.
 
         Safe to call again after a failure (for example a lost report): sinks already holding
-        ``B`` are not committed again, and reports are idempotent.
+        ``B`` are not committed again, and reports are idempotent. In a full step every sink's
+        snapshot holds only what the step wrote (a sink not written is emptied).
 
         Returns:
             Per sink, the commit recorded by the service.
@@ -175,7 +199,7 @@ class BarrierStep:
         lineage = json.dumps(self.snapshots, sort_keys=True, separators=(",", ":"))
         done: dict[str, SinkCommit] = {}
         for sink in self._job.sinks:
-            pending = self._pending.get(sink, _PendingSink())
+            pending = self._pending.get(sink, _PendingSink(overwrite=self.is_full))
             tbl = self._job._table(sink)
             result = commit_sink(tbl, job=self.job, barrier=self.barrier,
                                  data_files=pending.files, overwrite=pending.overwrite,
@@ -218,7 +242,9 @@ class BarrierJob:
         sinks: tables written.
         client: the MetaService client (default: from ``$METASERVICE_URL``).
         catalog: a pyiceberg catalog, a mapping of them, or ``None`` (load by name).
-        start_from: ``"latest"``, ``"earliest"`` or a barrier.
+        start_from: where :meth:`start` begins (SPEC §5.2): ``"resume"``, ``"latest"``,
+            ``"earliest"`` or a barrier; ``None`` (default) leaves it to the service, whose
+            default continues a job after the barriers its sinks already hold.
 
     Registers every source and sink when constructed (plan time).
     """
@@ -232,7 +258,7 @@ class BarrierJob:
         *,
         client: MetaServiceClient | None = None,
         catalog: Any = None,
-        start_from: str | int = "latest",
+        start_from: str | int | None = None,
     ) -> None:
         self.spark = spark
         self.job = validate_job_id(job)
@@ -366,6 +392,48 @@ class BarrierJob:
                     return None
                 delay = min(delay, remaining)
             time.sleep(delay)
+
+    def available(self) -> Iterator[BarrierStep]:
+        """The steps for every barrier available now, one after the other, then the end (a batch
+        run, as Spark's ``Trigger.AvailableNow``)::
+
+            with BarrierJob(...) as job:
+                for step in job.available():
+                    step.write(sink, transform(step.read_changes(source)))
+                    step.commit()
+
+        "Available" is fixed when the loop starts: the loop ends once a step reaching the newest
+        barrier any source had then is committed, or as soon as the service answers ``wait``
+        (nothing more is exact in every source), so data arriving meanwhile is left for the next
+        run. A job without sources gets one step. Each step must be committed or aborted before
+        the loop goes on; aborting one ends the loop (its barrier is handed out again later).
+
+        Raises:
+            RuntimeError: a step was left open, or the job was not started.
+        """
+        if not self._started:
+            raise RuntimeError("start the job first (use it as a context manager)")
+        bound = None
+        for source in self.sources:
+            try:
+                latest = self.client.table_barriers(source, limit=1).get("latest_barrier")
+            except UnknownTableError:
+                latest = None
+            if latest is not None:
+                bound = int(latest) if bound is None else max(bound, int(latest))
+        if self.sources and bound is None:
+            return
+        while True:
+            step = self.next()
+            if step is None:
+                return
+            yield step
+            if step.state == "open":
+                raise RuntimeError(f"step for barrier {step.barrier} was left open: commit or "
+                                   "abort every step of job.available()")
+            if (step.state == "aborted" or not self.sources
+                    or (bound is not None and step.barrier >= bound)):
+                return
 
     def _recover_sourceless(self) -> int:
         """For a job without sources: report each sink commit of this job that reached Iceberg

@@ -41,6 +41,10 @@ from spark_plugin._names import TableName, validate_job_id
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_URL = "http://127.0.0.1:8000"
+"""Where ``metaservice serve`` listens by default; used when no URL is given and
+``$METASERVICE_URL`` is unset."""
+
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=30.0, pool=5.0)
 """Timeouts used when none are given: 5 s to connect or get a pooled connection, 30 s per read
 or write. Server calls are short transactions; a read of 30 s means the server is in trouble."""
@@ -57,7 +61,8 @@ class MetaServiceClient:
     """Client of one MetaService server.
 
     Args:
-        base_url: the server, e.g. ``"http://127.0.0.1:8000"``; default ``$METASERVICE_URL``.
+        base_url: the server, e.g. ``"http://127.0.0.1:8000"``; default ``$METASERVICE_URL``,
+            else :data:`DEFAULT_URL` (``http://127.0.0.1:8000``).
         token: a bearer token; default ``$METASERVICE_TOKEN`` (none when unset or empty).
         timeout: an ``httpx.Timeout`` or seconds for every phase.
         max_retries: repetitions after the first attempt for retryable failures.
@@ -83,9 +88,7 @@ class MetaServiceClient:
         headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        base_url = base_url or os.environ.get("METASERVICE_URL")
-        if not base_url:
-            raise ValueError("no MetaService URL: pass base_url or set METASERVICE_URL")
+        base_url = base_url or os.environ.get("METASERVICE_URL") or DEFAULT_URL
         if token is None:
             token = os.environ.get("METASERVICE_TOKEN") or None
         if max_retries < 0:
@@ -195,12 +198,13 @@ class MetaServiceClient:
         path = f"/register/{role}/{validate_job_id(job)}/{TableName.parse(table).path}"
         return JobRegistration.from_json(self.request("POST", path, idempotent=True))
 
-    def start_job(self, job: str, start_from: str | int = "latest") -> Position:
-        """Start ``job`` (``"latest"``, ``"earliest"`` or a barrier); its pinned start position.
+    def start_job(self, job: str, start_from: str | int | None = None) -> Position:
+        """Start ``job`` from ``start_from`` (``"resume"``, ``"latest"``, ``"earliest"`` or a
+        barrier; ``None``: the service's default, SPEC §5.2); its pinned start position.
 
         Starting a running job again answers its pinned position (idempotent).
         """
-        body = {"from": start_from}
+        body: dict[str, Any] = {} if start_from is None else {"from": start_from}
         return Position.from_json(
             self.request("POST", f"/jobs/{validate_job_id(job)}/start", json=body,
                          idempotent=True))
@@ -355,5 +359,6 @@ def _retry_after_seconds(response: httpx.Response, error: APIError) -> float | N
 
 
 def client_or_default(client: MetaServiceClient | None) -> MetaServiceClient:
-    """``client``, or one built from ``$METASERVICE_URL`` and ``$METASERVICE_TOKEN``."""
+    """``client``, or one built from ``$METASERVICE_URL`` (default :data:`DEFAULT_URL`) and
+    ``$METASERVICE_TOKEN``."""
     return client if client is not None else MetaServiceClient()

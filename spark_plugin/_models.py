@@ -47,12 +47,14 @@ class Position:
     ``action`` is ``"process"`` (read ``snapshots``, the data between ``previous`` and them,
     commit ``barrier``), ``"wait"`` (ask again after ``retry_after_ms``), ``"abort"`` (the barrier
     held was invalidated: discard the work for it) or ``"none"`` (a job without sources).
+    ``previous`` is ``None`` when the answer has no previous barrier (a full step: the job reads
+    full snapshots and replaces its sinks' contents, SPEC §5.2, §10).
     """
 
     action: Action
     barrier: int | None = None
     snapshots: dict[str, int] = field(default_factory=dict)
-    previous: dict[str, int] = field(default_factory=dict)
+    previous: dict[str, int] | None = None
     retry_after_ms: int | None = None
     reason: str | None = None
     run: int | None = None
@@ -69,7 +71,8 @@ class Position:
             action=action,
             barrier=None if barrier is None else int(barrier),
             snapshots=_int_map(data.get("snapshots")),
-            previous=_int_map(data.get("previous")),
+            previous=(None if data.get("previous") is None
+                      else _int_map(data["previous"])),
             retry_after_ms=(None if data.get("retry_after_ms") is None
                             else int(data["retry_after_ms"])),
             reason=data.get("reason"),

@@ -11,6 +11,15 @@ hands out or leases an approved snapshot, so nothing can start reading one while
 
     metaservice-maintenance lake.db.orders lake.db.customers --older-than 6h --retain-last 10
 
+It talks to ``$METASERVICE_URL`` (default ``http://127.0.0.1:8000``) and loads each table's
+catalog by name through pyiceberg's configuration, e.g. for the catalog ``lake``::
+
+    export PYICEBERG_CATALOG__LAKE__TYPE=sql PYICEBERG_CATALOG__LAKE__URI=sqlite:///$PWD/wh/catalog.db
+    export PYICEBERG_CATALOG__LAKE__WAREHOUSE=file://$PWD/wh
+
+(or the same under ``catalog: lake:`` in ``~/.pyiceberg.yaml``). A missing server or catalog is
+one line on stderr and exit status 2, before any table is touched.
+
 pyiceberg removes expired snapshots from the metadata (which keeps commits fast: commit cost
 grows with the snapshots kept); data files no longer referenced are left for an orphan-file
 clean-up.
@@ -31,7 +40,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from spark_plugin._client import MetaServiceClient, client_or_default
+from spark_plugin._client import DEFAULT_URL, MetaServiceClient, client_or_default
+from spark_plugin._errors import MetaServiceError
 from spark_plugin._iceberg import load_catalog_by_name, load_table
 from spark_plugin._names import TableName
 
@@ -267,8 +277,8 @@ def _parser() -> argparse.ArgumentParser:
                              "before an ISO 8601 time; default: any age")
     parser.add_argument("--retain-last", type=_positive, default=1, metavar="N",
                         help="always keep the newest N snapshots (default 1)")
-    parser.add_argument("--url", default=os.environ.get("METASERVICE_URL"),
-                        help="MetaService URL (default $METASERVICE_URL)")
+    parser.add_argument("--url", default=os.environ.get("METASERVICE_URL") or DEFAULT_URL,
+                        help=f"MetaService URL (default $METASERVICE_URL, else {DEFAULT_URL})")
     parser.add_argument("--token", default=None,
                         help="admin bearer token (default $METASERVICE_TOKEN; prefer the "
                              "variable: arguments are visible to other users)")
@@ -297,21 +307,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    if not args.url:
-        print("metaservice-maintenance: no server: pass --url or set METASERVICE_URL",
-              file=sys.stderr)
-        return 2
     try:
         names = [TableName.parse(t) for t in args.tables]
     except ValueError as exc:
         print(f"metaservice-maintenance: {exc}", file=sys.stderr)
         return 2
+    catalogs: dict[str, Any] = {}
+    for catalog_name in dict.fromkeys(args.catalog or n.catalog for n in names):
+        try:
+            catalogs[catalog_name] = load_catalog_by_name(catalog_name)
+        except Exception as exc:  # noqa: BLE001 - pyiceberg raises ValueError, KeyError, ...
+            prefix = f"PYICEBERG_CATALOG__{catalog_name.upper()}__"
+            print(f"metaservice-maintenance: cannot load the pyiceberg catalog {catalog_name!r} "
+                  f"({type(exc).__name__}: {exc}); configure it with {prefix}TYPE, {prefix}URI "
+                  f"and {prefix}WAREHOUSE or in ~/.pyiceberg.yaml (or name another with "
+                  "--catalog)", file=sys.stderr)
+            return 2
     failed = False
+    with MetaServiceClient(args.url, token=args.token, max_retries=0) as probe:
+        try:
+            probe.healthz()
+        except MetaServiceError as exc:
+            print(f"metaservice-maintenance: cannot reach MetaService at {args.url} ({exc}); "
+                  "start `metaservice serve`, or pass --url or set METASERVICE_URL",
+                  file=sys.stderr)
+            return 2
     with MetaServiceClient(args.url, token=args.token) as client:
         for name in names:
             try:
-                catalog: Mapping[str, Any] | None = (
-                    {name.catalog: load_catalog_by_name(args.catalog)} if args.catalog else None)
+                catalog: Mapping[str, Any] = {name.catalog: catalogs[args.catalog or name.catalog]}
                 summary = expire_snapshots(
                     name, older_than=args.older_than, retain_last=args.retain_last,
                     client=client, catalog=catalog, approve_unknown=args.approve_unknown,

@@ -198,3 +198,108 @@ def test_a_job_without_sources_chooses_fresh_barriers(spark, catalog, client, cr
     assert ids_at(catalog, sink, commits[sink].snapshot_id) == [1, 2, 3]
     assert [t[2] for t in ice.tagged_snapshots(ice.load_table(sink, catalog).metadata)] == [
         step.barrier, nxt.barrier]
+
+
+def test_a_full_step_replaces_the_sink_whatever_the_mode(spark, catalog, client, database,
+                                                         tables):
+    """A job run again from ``latest`` reads full snapshots; appending them would duplicate
+    every row the sink already holds (SPEC §10: a full step replaces the sink)."""
+    root, sink = tables
+    sp.append_root(spark, batch(spark, [1, 2]), root, client=client, catalog=catalog,
+                   barrier=1_000)
+    name = f"{database}.rerun"
+    for run, (ids, barrier) in enumerate([([], 1_000), ([3], 2_000)]):
+        if ids:
+            sp.append_root(spark, batch(spark, ids), root, client=client, catalog=catalog,
+                           barrier=barrier)
+        with sp.BarrierJob(spark, name, [root], [sink], client=client, catalog=catalog,
+                           start_from="latest") as job:
+            step = job.next()
+            assert (step.barrier, step.is_full, step.previous) == (barrier, True, None), run
+            changes = step.read_changes(root)
+            step.write(sink, changes.filter("id = 1"))  # the first write replaces the sink ...
+            step.write(sink, changes.filter("id != 1"))  # ... later ones add to it
+            commits = step.commit()
+        assert ids_at(catalog, sink, commits[sink].snapshot_id) == [1, 2, 3][:len(ids) + 2]
+    version = client.get_version(sink, "weak")
+    assert (version.barrier, version.snapshot_id) == (2_000, commits[sink].snapshot_id)
+
+
+def test_a_full_step_empties_a_sink_it_does_not_write(spark, catalog, client, database, tables):
+    root, sink = tables
+    sp.append_root(spark, batch(spark, [1]), root, client=client, catalog=catalog, barrier=1_000)
+    sp.append_root(spark, batch(spark, [7]), sink, client=client, catalog=catalog, barrier=500)
+    with sp.BarrierJob(spark, f"{database}.quiet", [root], [sink], client=client,
+                       catalog=catalog, start_from="latest") as job:
+        commits = job.next().commit()
+    assert ids_at(catalog, sink, commits[sink].snapshot_id) == []
+
+
+@pytest.mark.parametrize("previous", [None, {}, "missing"])
+def test_an_answer_without_previous_barrier_is_a_full_step(previous):
+    """Servers answer a start position with ``previous: null`` (SPEC §5.2); earlier ones with
+    ``{}`` or nothing."""
+    answer = {"action": "process", "barrier": 5, "snapshots": {"lake.db.t": 1}}
+    if previous != "missing":
+        answer["previous"] = previous
+    position = sp.Position.from_json(answer)
+    assert position.previous == (None if previous in (None, "missing") else {})
+
+
+def test_available_processes_what_is_there_and_returns(spark, catalog, client, database, tables):
+    root, sink = tables
+    for i, barrier in enumerate([1_000, 2_000], start=1):
+        sp.append_root(spark, batch(spark, [i]), root, client=client, catalog=catalog,
+                       barrier=barrier)
+    with sp.BarrierJob(spark, f"{database}.batch", [root], [sink], client=client,
+                       catalog=catalog) as job:
+        seen = []
+        for step in job.available():
+            step.write(sink, step.read_changes(root))
+            step.commit()
+            seen.append(step.barrier)
+            # Data arriving during the run is left for the next one.
+            sp.append_root(spark, batch(spark, [3]), root, client=client, catalog=catalog,
+                           barrier=3_000)
+        assert seen == [2_000]
+    with sp.BarrierJob(spark, f"{database}.batch", [root], [sink], client=client,
+                       catalog=catalog) as job:
+        steps = list(_commit_each(job.available(), sink, root))
+    assert [s.barrier for s in steps] == [3_000]
+    assert ids_at(catalog, sink, steps[-1].commits[sink].snapshot_id) == [1, 2, 3]
+
+
+def _commit_each(steps, sink, root):
+    for step in steps:
+        step.write(sink, step.read_changes(root))
+        step.commit()
+        yield step
+
+
+def test_available_refuses_a_step_left_open(spark, catalog, client, database, tables):
+    root, sink = tables
+    sp.append_root(spark, batch(spark, [1]), root, client=client, catalog=catalog, barrier=1_000)
+    with sp.BarrierJob(spark, f"{database}.lazy", [root], [sink], client=client,
+                       catalog=catalog) as job:
+        steps = job.available()
+        step = next(steps)
+        with pytest.raises(RuntimeError, match="left open"):
+            next(steps)
+        assert step.state == "open"
+
+
+def test_available_gives_a_job_without_sources_one_step(spark, catalog, client, database,
+                                                        tables):
+    _, sink = tables
+    with sp.BarrierJob(spark, f"{database}.once", sinks=[sink], client=client,
+                       catalog=catalog) as job:
+        steps = list(_commit_each_written(job.available(), sink, spark))
+    assert len(steps) == 1 and not steps[0].is_full
+    assert ids_at(catalog, sink, steps[0].commits[sink].snapshot_id) == [9]
+
+
+def _commit_each_written(steps, sink, spark):
+    for step in steps:
+        step.write(sink, batch(spark, [9]))
+        step.commit()
+        yield step

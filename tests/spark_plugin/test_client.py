@@ -213,8 +213,8 @@ def test_url_and_token_come_from_the_environment(monkeypatch: pytest.MonkeyPatch
     assert client.base_url == "http://env.test:1"
     assert client._http.headers["Authorization"] == "Bearer from-env"
     monkeypatch.delenv("METASERVICE_URL")
-    with pytest.raises(ValueError):
-        sp.MetaServiceClient()
+    # Neither: where `metaservice serve` listens by default.
+    assert sp.MetaServiceClient().base_url == "http://127.0.0.1:8000"
 
 
 def test_timeouts_are_explicit() -> None:

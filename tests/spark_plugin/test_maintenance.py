@@ -155,3 +155,23 @@ def test_command_line(catalog, database: str, client: sp.MetaServiceClient,
     with pytest.raises(SystemExit) as exit_info:
         main(["--retain-last", "0", name])
     assert exit_info.value.code == 2
+
+
+def test_the_command_says_what_configuration_is_missing(monkeypatch, capsys, live_server_url):
+    """No pyiceberg configuration for the table's catalog, no reachable server: one line each,
+    exit status 2, before any table is touched; the server defaults to 127.0.0.1:8000."""
+    monkeypatch.delenv("METASERVICE_URL", raising=False)
+    assert main(["nowhere.db.t", "--url", live_server_url]) == 2
+    err = capsys.readouterr().err
+    assert "pyiceberg catalog 'nowhere'" in err and "PYICEBERG_CATALOG__NOWHERE__WAREHOUSE" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+    monkeypatch.setenv("METASERVICE_URL", "http://127.0.0.1:9")  # nothing listens on discard
+    assert main(["lake.db.t"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach MetaService at http://127.0.0.1:9" in err and "METASERVICE_URL" in err
+    assert err.count("\n") == 1
+
+    monkeypatch.delenv("METASERVICE_URL")
+    from spark_plugin.maintenance import _parser
+    assert _parser().parse_args(["lake.db.t"]).url == "http://127.0.0.1:8000"
