@@ -206,6 +206,29 @@ def test_request_body_cap_answers_413(database: Database, database_url: str) -> 
         assert response.json()["error"]["code"] == "payload_too_large"
 
 
+def test_a_chunked_body_over_the_cap_answers_413(database: Database, database_url: str) -> None:
+    """A body with no declared length (chunked) is counted as it arrives."""
+    app = create_app(Settings(database_url=database_url, max_body_bytes=2048), database=database)
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"tables": ['
+        for i in range(500):
+            yield f'"lake.db.t{i}", '.encode()
+        yield b'"lake.db.last"]}'
+
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
+        response = http.post("/versions", content=chunks(),
+                             headers={"content-type": "application/json"})
+        assert response.request.headers.get("transfer-encoding") == "chunked"
+        assert response.status_code == 413, response.text
+        assert response.json()["error"]["code"] == "payload_too_large"
+        # A chunked body under the cap reaches the endpoint whole.
+        small = http.post("/versions", content=iter([b'{"tables": ', b'["lake.db.none"]}']),
+                          headers={"content-type": "application/json"})
+        assert small.status_code == 404 and small.json()["error"]["code"] == "no_version", \
+            small.text
+
+
 def test_versions_request_size_is_capped(client: httpx.Client) -> None:
     response = client.post("/versions", json={"tables": [f"lake.db.t{i}" for i in range(1001)]})
     assert response.status_code == 422
