@@ -1,9 +1,11 @@
 """Request limits: a body size cap (413) and an optional per-principal rate limit (429).
 
 Both answer in the SPEC §9 error shape. The body cap is enforced on the declared
-``Content-Length`` and again on the bytes actually received (chunked uploads). The rate limit is a
-token bucket per principal (token name, or client address when authentication is off), kept in
-each server process: with N replicas the effective limit is up to N times the setting.
+``Content-Length`` and again on the bytes actually received; a chunked body (no declared
+length) is read up to the cap before the app sees it, so it too is refused with 413. The rate
+limit is a token bucket per principal (token name, or client address when authentication is
+off), kept in each server process: with N replicas the effective limit is up to N times the
+setting.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        chunked = False
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -55,6 +58,11 @@ class BodySizeLimit:
                 if declared > self.max_bytes:
                     await self._refuse(send)
                     return
+            elif name == b"transfer-encoding":
+                chunked = True
+        if chunked:
+            await self._buffered(scope, receive, send)
+            return
         received = 0
         started = False
 
@@ -78,6 +86,32 @@ class BodySizeLimit:
         except _BodyTooLarge:
             if not started:
                 await self._refuse(send)
+
+    async def _buffered(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A body of unknown length (chunked) is read up to the cap before the app sees it: an
+        error raised while the framework reads the body would be rendered as 400, not 413."""
+        chunks: list[bytes] = []
+        received = 0
+        pending: list[Message] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                pending.append(message)  # the client went away: the app learns it on reading
+                break
+            body = message.get("body", b"")
+            received += len(body)
+            if received > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        pending.insert(0, {"type": "http.request", "body": b"".join(chunks), "more_body": False})
+
+        async def replay() -> Message:
+            return pending.pop(0) if pending else await receive()
+
+        await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
         await send_error(send, 413, "payload_too_large",

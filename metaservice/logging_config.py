@@ -20,6 +20,9 @@ LogFormat = Literal["text", "json"]
 # The attributes every LogRecord has; anything else on a record came from ``extra=``.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime",
                                                                           "taskName"}
+# Extras that repeat the message for another consumer: uvicorn passes ``color_message``, the
+# message with ANSI colours for its own console formatter.
+_NOT_FIELDS = {"color_message"}
 _SECRET = re.compile(r"token|authorization|password|passwd|secret|credential|api_?key", re.I)
 REDACTED = "[redacted]"
 
@@ -28,7 +31,7 @@ def event_fields(record: logging.LogRecord) -> dict[str, Any]:
     """The ``extra`` fields of a record, credentials redacted."""
     fields = {}
     for key, value in vars(record).items():
-        if key in _STANDARD or key.startswith("_"):
+        if key in _STANDARD or key in _NOT_FIELDS or key.startswith("_"):
             continue
         fields[key] = REDACTED if _SECRET.search(key) else value
     return fields

@@ -309,7 +309,8 @@ class MetaServiceClient:
 
     def list_leases(self, *, table: TableLike | None = None, holder: str | None = None,
                     limit: int = 100) -> list[dict[str, Any]]:
-        """Live leases, soonest to expire first, optionally of one table or one holder."""
+        """The live leases of this client's token (an admin's: every one), soonest to expire
+        first, optionally of one table or one holder."""
         params: dict[str, Any] = {"limit": limit}
         if table is not None:
             params["table"] = str(TableName.parse(table))

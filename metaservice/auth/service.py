@@ -206,9 +206,17 @@ async def authorize(
     return principal
 
 
+def ensure_may_act_on_job(principal: Principal, job: str, owner: str | None) -> None:
+    """A writer acts only on jobs it registered (SPEC §9); an admin (and every caller when
+    authentication is off) on any job. A job registered with authentication off has no owner."""
+    if principal.role == Role.writer and owner is not None and owner != principal.name:
+        raise errors.ForbiddenError(f"job {job!r} was registered by another token", job=job)
+
+
 def _check_job_owner(state, job: str, principal: Principal) -> None:  # type: ignore[no-untyped-def]
+    """An early refusal before any transaction. The rule that counts is checked again inside
+    the request's transaction, on the locked job row (``jobs/service.py``): a job's owner is
+    fixed once its row exists, but a new job's row is created by that very transaction."""
     with state.database.read_session() as session:
         owner = session.scalar(select(JobRow.owner).where(JobRow.name == job))
-        exists = owner is not None or session.get(JobRow, job) is not None
-    if exists and owner is not None and owner != principal.name:
-        raise errors.ForbiddenError(f"job {job!r} was registered by another token", job=job)
+    ensure_may_act_on_job(principal, job, owner)

@@ -171,6 +171,9 @@ class LeaseRow(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     holder: Mapped[str] = mapped_column(String(200), nullable=False, index=True)
+    # The token that took the lease: only it or an admin sees, renews or releases the lease.
+    # ``None`` when authentication is off (one principal, every caller).
+    principal: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     # The term granted at creation; a renewal without a TTL grants it again.
     ttl_ms: Mapped[int] = mapped_column(BigInteger, nullable=False)

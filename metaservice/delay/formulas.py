@@ -14,7 +14,11 @@ barrier and a time:
       lag(T) = (now − latest(root)) + Σ over hops (latest(source) − latest(sink))
 
 - the bottleneck of T: among the jobs upstream of T, the greatest local lag, then the greatest
-  recent hop latency, then the name (so the answer is deterministic).
+  recent hop latency, then the name (so the answer is deterministic). A job that has produced
+  nothing yet while every source has data (:func:`produced_nothing`) has no local lag to
+  compare because it is unbounded: it ranks above every known one. A job whose local lag is
+  unknown for want of input (a source with no barrier) ranks below every known one: it waits
+  for another job, which is the one to name.
 
 Nothing here touches a database or HTTP; ``delay/service.py`` feeds these functions.
 """
@@ -22,7 +26,7 @@ Nothing here touches a database or HTTP; ``delay/service.py`` feeds these functi
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -53,6 +57,15 @@ def job_local_lag(source_latests: Iterable[int | None],
     if not sources or not sinks or any(b is None for b in sources) or any(b is None for b in sinks):
         return None
     return min(sources) - min(sinks)  # type: ignore[type-var,operator]
+
+
+def produced_nothing(source_latests: Iterable[int | None],
+                     sink_latests: Iterable[int | None]) -> bool:
+    """The job has input (every source completed a barrier; a job with no sources has all it
+    needs) but some sink has completed none: it is further behind than any job with a known
+    local lag, however large."""
+    sources, sinks = list(source_latests), list(sink_latests)
+    return bool(sinks) and any(b is None for b in sinks) and all(b is not None for b in sources)
 
 
 def hop_latency(sources_ready_at: int | None, finished_at: int | None) -> int | None:
@@ -152,7 +165,7 @@ def decompose_lag(table: str, now_ms: int, latest: Mapping[str, int | None],
 # -- the bottleneck ----------------------------------------------------------------------------
 
 
-BottleneckKey = tuple[bool, int, bool, int, int]
+BottleneckKey = tuple[bool, bool, int, bool, int, int]
 
 
 def name_ranks(names: Iterable[str]) -> dict[str, int]:
@@ -161,21 +174,24 @@ def name_ranks(names: Iterable[str]) -> dict[str, int]:
 
 
 def bottleneck_key(local_lag_ms: int | None, recent_hop_latency_ms: int | None,
-                   name_rank: int) -> BottleneckKey:
+                   name_rank: int, *, stalled: bool = False) -> BottleneckKey:
     """Orders jobs by SPEC §7's rule: greatest local lag, then greatest recent hop latency.
-    Unknown values rank below known ones; the name breaks ties (``name_ranks``: the
-    alphabetically first wins), so the answer is deterministic."""
-    return (local_lag_ms is not None, local_lag_ms or 0,
+    A ``stalled`` job (:func:`produced_nothing`) ranks above every other: its lag is unknown
+    because it is unbounded. Otherwise unknown values rank below known ones. The name breaks
+    ties (``name_ranks``: the alphabetically first wins), so the answer is deterministic."""
+    return (stalled, local_lag_ms is not None, local_lag_ms or 0,
             recent_hop_latency_ms is not None, recent_hop_latency_ms or 0, name_rank)
 
 
-def pick_bottleneck(candidates: Iterable[tuple[str, int | None, int | None]]) -> str | None:
-    """The bottleneck among ``(job, local_lag_ms, recent_hop_latency_ms)``; None if no job."""
+def pick_bottleneck(candidates: Iterable[tuple[str, int | None, int | None]],
+                    stalled: Collection[str] = frozenset()) -> str | None:
+    """The bottleneck among ``(job, local_lag_ms, recent_hop_latency_ms)``; None if no job.
+    ``stalled`` names the jobs that produced nothing yet (:func:`produced_nothing`)."""
     listed = list(candidates)
     ranks = name_ranks(job for job, _, _ in listed)
     best: tuple[BottleneckKey, str] | None = None
     for job, local, hop in listed:
-        key = bottleneck_key(local, hop, ranks[job])
+        key = bottleneck_key(local, hop, ranks[job], stalled=job in stalled)
         if best is None or key > best[0]:
             best = (key, job)
     return None if best is None else best[1]
@@ -183,7 +199,8 @@ def pick_bottleneck(candidates: Iterable[tuple[str, int | None, int | None]]) ->
 
 def bottlenecks_by_table(tables: Iterable[str], writer_of: Mapping[str, JobDelayInput],
                          local_lag: Mapping[str, int | None],
-                         recent_hop: Mapping[str, int | None]) -> dict[str, str | None]:
+                         recent_hop: Mapping[str, int | None],
+                         stalled: Collection[str] = frozenset()) -> dict[str, str | None]:
     """The bottleneck of every table at once, in O(tables + edges).
 
     The bottleneck of T is the best job upstream of T; since "best" is a total order, it is the
@@ -196,7 +213,8 @@ def bottlenecks_by_table(tables: Iterable[str], writer_of: Mapping[str, JobDelay
 
     def key(job: str) -> BottleneckKey:
         if job not in keys:
-            keys[job] = bottleneck_key(local_lag.get(job), recent_hop.get(job), ranks[job])
+            keys[job] = bottleneck_key(local_lag.get(job), recent_hop.get(job), ranks[job],
+                                       stalled=job in stalled)
         return keys[job]
 
     for start in tables:

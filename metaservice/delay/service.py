@@ -37,10 +37,14 @@ class _JobFigures:
         self.recent = recent
         self.latencies = latencies
         self.local_lag: dict[str, int | None] = {}
+        self.stalled: set[str] = set()  # produced nothing yet though their input is there
         for job in jobs:
             edges = topology.jobs[job]
-            self.local_lag[job] = formulas.job_local_lag(
-                (latest.get(s) for s in edges.sources), (latest.get(k) for k in edges.sinks))
+            sources = [latest.get(s) for s in edges.sources]
+            sinks = [latest.get(k) for k in edges.sinks]
+            self.local_lag[job] = formulas.job_local_lag(sources, sinks)
+            if formulas.produced_nothing(sources, sinks):
+                self.stalled.add(job)
 
     def recent_hop(self, job: str) -> int | None:
         h = self.recent.get(job)
@@ -60,10 +64,11 @@ class _JobFigures:
         listed = list(jobs)
         ranks = formulas.name_ranks(listed)
         return sorted(listed, reverse=True, key=lambda j: formulas.bottleneck_key(
-            self.local_lag[j], self.recent_hop(j), ranks[j]))
+            self.local_lag[j], self.recent_hop(j), ranks[j], stalled=j in self.stalled))
 
     def worst(self, jobs: Iterable[str]) -> str | None:
-        return formulas.pick_bottleneck((j, self.local_lag[j], self.recent_hop(j)) for j in jobs)
+        return formulas.pick_bottleneck(
+            ((j, self.local_lag[j], self.recent_hop(j)) for j in jobs), self.stalled)
 
 
 def _writer_inputs(topology: Topology) -> dict[str, JobDelayInput]:
@@ -91,7 +96,8 @@ def overview(session: Session, ctx: ServiceContext, window_seconds: float) -> di
     writer_of = _writer_inputs(topology)
     names = sorted(latest)
     bottlenecks = formulas.bottlenecks_by_table(
-        names, writer_of, figures.local_lag, {j: figures.recent_hop(j) for j in topology.jobs})
+        names, writer_of, figures.local_lag, {j: figures.recent_hop(j) for j in topology.jobs},
+        figures.stalled)
     table_out = [
         dict(table=t.name, latest_barrier=t.latest_barrier,
              latest_committed_at=t.latest_committed_at,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from metaservice.deps import Context, ReadSession, WriteSession
+from metaservice.deps import Context, CurrentPrincipal, ReadSession, WriteSession
 from metaservice.expirations import service
 from metaservice.expirations.schemas import (
     CompletionIn,
@@ -62,9 +62,11 @@ def get_expiration(expiration_id: ExpirationPath, session: ReadSession) -> Expir
 @router.get("/tables/{catalog}/{database}/{table}/snapshots/protected",
             response_model=ProtectedOut, operation_id="list_protected_snapshots")
 def list_protected_snapshots(catalog: CatalogPath, database: DatabasePath, table: TablePath,
-                             session: ReadSession, ctx: Context) -> ProtectedOut:
-    """Every snapshot that may not be expired now, and why."""
+                             session: ReadSession, ctx: Context,
+                             principal: CurrentPrincipal) -> ProtectedOut:
+    """Every snapshot that may not be expired now, and why. Leases of other principals are
+    named ``lease``, without their ids."""
     name = TableName(catalog, database, table)
     return ProtectedOut(table=str(name), snapshots=[
         ProtectedSnapshotOut(snapshot_id=p.snapshot_id, barrier=p.barrier, reasons=p.reasons)
-        for p in service.list_protected(session, ctx, name)])
+        for p in service.list_protected(session, ctx, name, principal)])

@@ -10,7 +10,8 @@ A snapshot is protected, with one reason per rule that holds it:
   snapshots between them are protected too, because the job's next step reads the rows appended
   between them by walking Iceberg's snapshot ancestry, which an expired snapshot in the middle
   would break;
-- ``lease:<id>``: a live lease holds it.
+- ``lease:<id>``: a live lease holds it (listed as ``lease`` to a caller who may not see that
+  lease, SPEC §6).
 
 Every rule reads only committed rows; the caller orders itself against commits, pins and leases
 by locking the table row (``expirations/repository.py``).
@@ -31,6 +32,7 @@ from metaservice.versions.service import strong_cut_of_component
 
 LATEST = "latest"
 STRONG_CUT = "strong_cut"
+LEASE = "lease"
 
 
 def job_source(job: str) -> str:
@@ -38,7 +40,7 @@ def job_source(job: str) -> str:
 
 
 def lease(lease_id: str) -> str:
-    return f"lease:{lease_id}"
+    return f"{LEASE}:{lease_id}"
 
 
 @dataclass

@@ -8,7 +8,8 @@
    part of their files) and a later expiration may approve them again.
 
 A refusal names its reason: ``latest``, ``strong_cut``, ``job_source:<job>``,
-``lease:<id>``, ``unknown`` (no barrier of the table records it; pass ``approve_unknown`` to
+``lease:<id>`` (in the list of protected snapshots, ``lease`` for a lease the caller may not
+see), ``unknown`` (no barrier of the table records it; pass ``approve_unknown`` to
 expire such snapshots anyway, for example the intermediate snapshots of an overwrite) or
 ``already_expired``.
 """
@@ -23,10 +24,13 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from metaservice import errors
+from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
 from metaservice.context import ServiceContext
 from metaservice.db.models import ExpirationRow, SnapshotExpirationRow, TableRow
 from metaservice.expirations import repository as repo
-from metaservice.expirations.protection import Protected, protected_snapshots
+from metaservice.expirations.protection import LEASE, Protected, protected_snapshots
+from metaservice.expirations.protection import lease as lease_reason
+from metaservice.leases import service as leases
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
 
@@ -147,10 +151,19 @@ def expiration_state(session: Session, expiration_id: str) -> ExpirationState:
         expired=[r.snapshot_id for r in rows if r.state == "expired"])
 
 
-def list_protected(session: Session, ctx: ServiceContext, name: TableName) -> list[Protected]:
-    """What is protected now and why, newest barrier first."""
+def list_protected(session: Session, ctx: ServiceContext, name: TableName,
+                   principal: Principal = ANONYMOUS_ADMIN) -> list[Protected]:
+    """What is protected now and why, newest barrier first. A lease ``principal`` may not see
+    (SPEC §6) is named ``lease``, without its id."""
     table = _table(session, name)
     found = protected_snapshots(session, ctx, table, ctx.clock.now_ms())
+    prefix = lease_reason("")
+    hidden = leases.hidden_leases(session, sorted(
+        {r[len(prefix):] for p in found.values() for r in p.reasons if r.startswith(prefix)}),
+        principal)
+    for p in found.values():
+        p.reasons = [LEASE if r.startswith(prefix) and r[len(prefix):] in hidden else r
+                     for r in p.reasons]
     missing = [p.snapshot_id for p in found.values() if p.barrier is None]
     if missing:
         barriers = repo.recorded_snapshots(session, table.id, missing, include_rolled_back=False)

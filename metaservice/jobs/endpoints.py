@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query
 
+from metaservice.auth.service import Principal
 from metaservice.barriers.service import Position
 from metaservice.context import ServiceContext
 from metaservice.db.session import Database
@@ -33,8 +34,7 @@ def register_source(job: JobPath, catalog: CatalogPath, database: DatabasePath,
                     table: TablePath, store: DatabaseDep, ctx: Context,
                     principal: CurrentPrincipal) -> JobOut:
     """Plan: job reads the table. Idempotent."""
-    return _register(store, ctx, job, "source", TableName(catalog, database, table),
-                     principal.name)
+    return _register(store, ctx, job, "source", TableName(catalog, database, table), principal)
 
 
 @router.post("/register/sink/{job}/{catalog}/{database}/{table}", response_model=JobOut,
@@ -43,36 +43,36 @@ def register_sink(job: JobPath, catalog: CatalogPath, database: DatabasePath,
                   table: TablePath, store: DatabaseDep, ctx: Context,
                   principal: CurrentPrincipal) -> JobOut:
     """Plan: job writes the table. Idempotent."""
-    return _register(store, ctx, job, "sink", TableName(catalog, database, table),
-                     principal.name)
+    return _register(store, ctx, job, "sink", TableName(catalog, database, table), principal)
 
 
 def _register(database: Database, ctx: ServiceContext, job: str, role: Role, table: TableName,
-              owner: str | None) -> JobOut:
+              principal: Principal) -> JobOut:
     """An edge a running job already has is answered by a read; anything else is a write."""
     with database.transaction(write=False) as session:
-        view = service.registered_running(session, job, role, table)
+        view = service.registered_running(session, job, role, table, principal)
         if view is not None:
             return JobOut.of(view)
     with database.transaction(write=True) as session:
-        return JobOut.of(service.register(session, ctx, job, role, table, owner=owner))
+        return JobOut.of(service.register(session, ctx, job, role, table, principal))
 
 
 @router.post("/jobs/{job}/start", response_model=StartOut, response_model_exclude_none=True,
              operation_id="start_job")
-def start_job(job: JobPath, session: WriteSession, ctx: Context,
+def start_job(job: JobPath, session: WriteSession, ctx: Context, principal: CurrentPrincipal,
               body: Annotated[StartIn | None, Body()] = None) -> dict:
     """The job starts: it becomes the only writer of its sinks and gets its aligned, pinned
     start position. Starting a running job again answers its pinned position."""
-    started = service.start(session, ctx, job, (body or StartIn()).start_from)
+    started = service.start(session, ctx, job, (body or StartIn()).start_from, principal)
     return {"job": job, "run": started.view.job.run, "state": started.view.job.state,
             **position_out(started.position)}
 
 
 @router.post("/unregister/{job}", response_model=JobOut, operation_id="unregister_job")
-def unregister_job(job: JobPath, session: WriteSession, ctx: Context) -> JobOut:
+def unregister_job(job: JobPath, session: WriteSession, ctx: Context,
+                   principal: CurrentPrincipal) -> JobOut:
     """The job terminated: its edges leave the topology; its history stays. Idempotent."""
-    return JobOut.of(service.unregister(session, ctx, job))
+    return JobOut.of(service.unregister(session, ctx, job, principal))
 
 
 @router.get("/jobs", response_model=JobList, operation_id="list_jobs")

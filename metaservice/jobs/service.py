@@ -9,6 +9,7 @@ from typing import Literal
 from sqlalchemy.orm import Session
 
 from metaservice import errors
+from metaservice.auth.service import ANONYMOUS_ADMIN, Principal, ensure_may_act_on_job
 from metaservice.barriers import repository as barriers_repo
 from metaservice.barriers.service import (
     Position,
@@ -68,30 +69,35 @@ def list_all(session: Session, ctx: ServiceContext, state: str | None) -> list[J
     return [JobView(j, edges[j.name]["source"], edges[j.name]["sink"]) for j in jobs]
 
 
-def registered_running(session: Session, name: str, role: Role,
-                       table: TableName) -> JobView | None:
+def registered_running(session: Session, name: str, role: Role, table: TableName,
+                       principal: Principal = ANONYMOUS_ADMIN) -> JobView | None:
     """The view of a running job that already has this edge (``None`` otherwise): registering
     it again changes nothing, so a read answers it. A streaming sink registers its edge at
     every micro-batch; this keeps those calls off the write path."""
     job = jobs_repo.get_job(session, name)
     if job is None or job.state != "running":
         return None
+    ensure_may_act_on_job(principal, name, job.owner)
     edges = jobs_repo.edges_of(session, [name])[name]
     return JobView(job, edges["source"], edges["sink"]) if table in edges[role] else None
 
 
 def register(session: Session, ctx: ServiceContext, name: str, role: Role, table: TableName,
-             owner: str | None = None) -> JobView:
+             principal: Principal = ANONYMOUS_ADMIN) -> JobView:
     """Plan: record that job ``name`` reads (source) or writes (sink) ``table``. Idempotent.
 
+    A new job belongs to ``principal``. Ownership is checked on the locked job row, in this
+    transaction: of two writers registering the same new job at once, the one whose insert
+    created the row owns it and the other is refused (403).
     A terminated job registered again is planned afresh (its history stays). New edges are
     refused once the job runs, and when they would close a cycle with the running topology.
     """
     now = ctx.clock.now_ms()
     _forget_expired(session, ctx)
-    jobs_repo.create_planned_job(session, name, now, owner)
+    jobs_repo.create_planned_job(session, name, now, principal.name)
     job = jobs_repo.get_job(session, name, for_update=True)
     assert job is not None
+    ensure_may_act_on_job(principal, name, job.owner)
     if job.state == "terminated":
         jobs_repo.clear_edges(session, name)
         job.state, job.registered_at, job.terminated_at = "planned", now, None
@@ -132,7 +138,7 @@ class Started:
 
 
 def start(session: Session, ctx: ServiceContext, name: str,
-          start_from: str | int = "resume") -> Started:
+          start_from: str | int = "resume", principal: Principal = ANONYMOUS_ADMIN) -> Started:
     """The job becomes running: it becomes the writer of its sinks (exactly one job wins a race
     for a sink), its edges join the topology (no cycle), and its start position is pinned."""
     lock_topology(session)
@@ -140,6 +146,7 @@ def start(session: Session, ctx: ServiceContext, name: str,
     job = jobs_repo.get_job(session, name, for_update=True)
     if job is None:
         raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    ensure_may_act_on_job(principal, name, job.owner)
     if job.state == "running":
         view = _view(session, job)
         if job.pinned_barrier is not None:
@@ -185,12 +192,14 @@ def start(session: Session, ctx: ServiceContext, name: str,
     return Started(_view(session, job), position)
 
 
-def unregister(session: Session, ctx: ServiceContext, name: str) -> JobView:
+def unregister(session: Session, ctx: ServiceContext, name: str,
+               principal: Principal = ANONYMOUS_ADMIN) -> JobView:
     """The job terminates: its edges leave the topology, its history stays. Idempotent."""
     lock_topology(session)
     job = jobs_repo.get_job(session, name, for_update=True)
     if job is None or _is_forgotten(job, ctx):
         raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    ensure_may_act_on_job(principal, name, job.owner)
     if job.state == "terminated":
         return _view(session, job)
     was_running = job.state == "running"

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Query, Response
 
-from metaservice.deps import Context, ReadSession, WriteSession
+from metaservice.deps import Context, CurrentPrincipal, ReadSession, WriteSession
 from metaservice.leases import service
 from metaservice.leases.schemas import (
     LeasedSnapshotOut,
@@ -31,41 +31,51 @@ def lease_out(lease: service.Lease, now_ms: int) -> LeaseOut:
 
 
 @router.post("/leases", response_model=LeaseOut, status_code=201, operation_id="create_lease")
-def create_lease(body: LeaseIn, session: WriteSession, ctx: Context) -> LeaseOut:
-    """Protect snapshots from expiration until ``expires_at``."""
+def create_lease(body: LeaseIn, session: WriteSession, ctx: Context,
+                 principal: CurrentPrincipal) -> LeaseOut:
+    """Protect snapshots from expiration until ``expires_at``. The lease belongs to the caller's
+    token: only it or an admin sees, renews or releases it."""
     lease = service.create_lease(
         session, ctx, body.holder, body.ttl_seconds,
-        [(TableName.parse(s.table), s.snapshot_id) for s in body.snapshots])
+        [(TableName.parse(s.table), s.snapshot_id) for s in body.snapshots], principal)
     return lease_out(lease, ctx.clock.now_ms())
 
 
 @router.post("/leases/{lease_id}/renew", response_model=LeaseOut, operation_id="renew_lease")
 def renew_lease(lease_id: LeasePath, session: WriteSession, ctx: Context,
+                principal: CurrentPrincipal,
                 body: Annotated[RenewIn | None, Body()] = None) -> LeaseOut:
-    """A live lease runs ``ttl_seconds`` (default: its original term) from now."""
-    lease = service.renew_lease(session, ctx, lease_id, (body or RenewIn()).ttl_seconds)
+    """A live lease runs ``ttl_seconds`` (default: its original term) from now. Another
+    principal's lease is 404, as one that does not exist."""
+    lease = service.renew_lease(session, ctx, lease_id, (body or RenewIn()).ttl_seconds,
+                                principal)
     return lease_out(lease, ctx.clock.now_ms())
 
 
 @router.delete("/leases/{lease_id}", status_code=204, response_class=Response,
                operation_id="release_lease")
-def release_lease(lease_id: LeasePath, session: WriteSession) -> Response:
-    service.release_lease(session, lease_id)
+def release_lease(lease_id: LeasePath, session: WriteSession,
+                  principal: CurrentPrincipal) -> Response:
+    """Another principal's lease is 404, as one that does not exist."""
+    service.release_lease(session, lease_id, principal)
     return Response(status_code=204)
 
 
 @router.get("/leases/{lease_id}", response_model=LeaseOut, operation_id="get_lease")
-def get_lease(lease_id: LeasePath, session: ReadSession, ctx: Context) -> LeaseOut:
-    return lease_out(service.get_lease(session, lease_id), ctx.clock.now_ms())
+def get_lease(lease_id: LeasePath, session: ReadSession, ctx: Context,
+              principal: CurrentPrincipal) -> LeaseOut:
+    """Another principal's lease is 404, as one that does not exist."""
+    return lease_out(service.get_lease(session, lease_id, principal), ctx.clock.now_ms())
 
 
 @router.get("/leases", response_model=LeasesOut, operation_id="list_leases")
-def list_leases(session: ReadSession, ctx: Context,
+def list_leases(session: ReadSession, ctx: Context, principal: CurrentPrincipal,
                 table: Annotated[QualifiedTable | None, Query()] = None,
                 holder: Annotated[str | None, Query(max_length=200)] = None,
                 limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> LeasesOut:
-    """Live leases, soonest to expire first, optionally of one table or one holder."""
+    """The caller's live leases (an admin's: every one), soonest to expire first, optionally
+    of one table or one holder."""
     name = TableName.parse(table) if table is not None else None
     now = ctx.clock.now_ms()
     return LeasesOut(leases=[lease_out(lease, now) for lease in service.list_leases(
-        session, ctx, table=name, holder=holder, limit=limit)])
+        session, ctx, table=name, holder=holder, limit=limit, principal=principal)])

@@ -64,9 +64,12 @@ def purge_expired(session: Session, expired_before_ms: int, *, limit: int = 500)
 
 
 def live_leases(session: Session, now_ms: int, *, table_id: int | None = None,
-                holder: str | None = None, limit: int = 1000) -> list[LeaseRow]:
-    """Leases not yet expired, soonest to expire first."""
+                holder: str | None = None, principal: str | None = None,
+                limit: int = 1000) -> list[LeaseRow]:
+    """Leases not yet expired, soonest to expire first; of one principal when given."""
     stmt = select(LeaseRow).where(LeaseRow.expires_at > now_ms)
+    if principal is not None:
+        stmt = stmt.where(LeaseRow.principal == principal)
     if holder is not None:
         stmt = stmt.where(LeaseRow.holder == holder)
     if table_id is not None:
@@ -83,3 +86,12 @@ def live_leased_snapshots(session: Session, table_id: int, now_ms: int) -> list[
         .where(LeaseSnapshotRow.table_id == table_id, LeaseRow.expires_at > now_ms)
         .order_by(LeaseRow.expires_at.desc(), LeaseSnapshotRow.lease_id)
     ).tuples())
+
+
+def principals_of(session: Session, lease_ids: Iterable[str]) -> dict[str, str | None]:
+    """``{lease_id: principal}`` of the leases that exist."""
+    ids = list(set(lease_ids))
+    if not ids:
+        return {}
+    rows = session.execute(select(LeaseRow.id, LeaseRow.principal).where(LeaseRow.id.in_(ids)))
+    return {lease_id: principal for lease_id, principal in rows}

@@ -6,6 +6,11 @@
 - Its term comes from the service clock; an expired lease protects nothing, cannot be renewed
   (``410 lease_expired``) and is forgotten an hour after it expired (then ``404
   unknown_lease``). Renewal without a TTL grants the lease's original term again.
+- A lease belongs to the principal (token) that took it, by ``POST /leases`` or by
+  ``POST /versions`` with ``lease_seconds``: only that principal or an admin sees, renews or
+  releases it. To anyone else it does not exist: ``404 unknown_lease``, absent from
+  ``GET /leases``, and the protection it gives is listed without its id. With authentication
+  off every caller is the same (anonymous admin) principal.
 - Creation, renewal and ``POST /versions`` with ``lease_seconds`` hold their tables' rows
   against approvals (``expirations/handout.py``), so a lease and an approval of the same
   snapshot racing never both win, whichever server process runs them. A renewal also checks
@@ -24,6 +29,8 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from metaservice import errors
+from metaservice.auth.policy import Role
+from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
 from metaservice.context import ServiceContext
 from metaservice.db.models import LeaseRow
 from metaservice.expirations import handout
@@ -64,14 +71,23 @@ def _lease(row: LeaseRow, snapshots: Sequence[tuple[str, int, int]]) -> Lease:
                  tuple(LeasedSnapshot(name, s) for name, _, s in snapshots))
 
 
+def sees_every_lease(principal: Principal) -> bool:
+    return principal.role >= Role.admin
+
+
+def _visible(row: LeaseRow, principal: Principal) -> bool:
+    return sees_every_lease(principal) or (
+        row.principal is not None and row.principal == principal.name)
+
+
 def _grant(session: Session, ctx: ServiceContext, holder: str, ttl_seconds: float,
-           snapshots: Sequence[tuple[str, int, int]]) -> Lease:
+           snapshots: Sequence[tuple[str, int, int]], principal: Principal) -> Lease:
     """Insert a lease on ``(table name, table_id, snapshot_id)`` already held and checked."""
     now = ctx.clock.now_ms()
     repo.purge_expired(session, now - FORGET_EXPIRED_AFTER_MS)
     ttl = _ttl_ms(ttl_seconds)
-    row = LeaseRow(id=str(uuid.uuid4()), holder=holder, created_at=now, ttl_ms=ttl,
-                   expires_at=now + ttl)
+    row = LeaseRow(id=str(uuid.uuid4()), holder=holder, principal=principal.name,
+                   created_at=now, ttl_ms=ttl, expires_at=now + ttl)
     repo.add_lease(session, row, [(t, s) for _, t, s in snapshots])
     logger.info("lease_granted", extra={"lease_id": row.id, "holder": holder,
                                         "snapshots": len(snapshots), "expires_at": row.expires_at})
@@ -80,8 +96,9 @@ def _grant(session: Session, ctx: ServiceContext, holder: str, ttl_seconds: floa
 
 
 def create_lease(session: Session, ctx: ServiceContext, holder: str, ttl_seconds: float,
-                 snapshots: Sequence[tuple[TableName, int]]) -> Lease:
-    """Lease the snapshots for ``ttl_seconds``."""
+                 snapshots: Sequence[tuple[TableName, int]],
+                 principal: Principal = ANONYMOUS_ADMIN) -> Lease:
+    """Lease the snapshots for ``ttl_seconds``, on behalf of ``principal``."""
     rows = tables_repo.find_tables(session, [t for t, _ in snapshots])
     unknown_tables = sorted({str(t) for t, _ in snapshots if t not in rows})
     if unknown_tables:
@@ -97,34 +114,38 @@ def create_lease(session: Session, ctx: ServiceContext, holder: str, ttl_seconds
         raise errors.UnknownSnapshotError(
             f"snapshot {first['snapshot_id']} of {first['table']} completes no barrier of the "
             "table; only snapshots recorded by MetaService can be leased", snapshots=unknown)
-    return _grant(session, ctx, holder, ttl_seconds, wanted)
+    return _grant(session, ctx, holder, ttl_seconds, wanted, principal)
 
 
 def lease_versions(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
                    consistency: Consistency | None, barrier: int | None, lease_seconds: float,
-                   holder: str | None) -> tuple[dict[str, versions.Version], Lease]:
+                   holder: str | None, principal: Principal = ANONYMOUS_ADMIN,
+                   ) -> tuple[dict[str, versions.Version], Lease]:
     """Resolve versions and lease them in the same (write) transaction: nothing can be approved
-    for expiration between the answer and the read."""
+    for expiration between the answer and the read. The lease belongs to ``principal``."""
     rows = tables_repo.find_tables(session, tables)
     handout.hold(session, (r.id for r in rows.values()))
     answer = versions.resolve(session, ctx, tables, consistency, barrier)
     ids = {str(n): r.id for n, r in rows.items()}
     lease = _grant(session, ctx, holder or DEFAULT_HOLDER, lease_seconds,
-                   [(n, ids[n], v.snapshot_id) for n, v in answer.items()])
+                   [(n, ids[n], v.snapshot_id) for n, v in answer.items()], principal)
     return answer, lease
 
 
-def _get(session: Session, lease_id: str, *, for_update: bool = False) -> LeaseRow:
+def _get(session: Session, lease_id: str, principal: Principal, *,
+         for_update: bool = False) -> LeaseRow:
+    """The lease, if it exists and ``principal`` may see it; another principal's lease is
+    answered exactly as a lease that does not exist."""
     row = repo.get_lease(session, lease_id, for_update=for_update)
-    if row is None:
+    if row is None or not _visible(row, principal):
         raise errors.UnknownLeaseError(f"unknown lease {lease_id!r}", lease_id=lease_id)
     return row
 
 
 def renew_lease(session: Session, ctx: ServiceContext, lease_id: str,
-                ttl_seconds: float | None) -> Lease:
+                ttl_seconds: float | None, principal: Principal = ANONYMOUS_ADMIN) -> Lease:
     """A live lease runs ``ttl_seconds`` (default: its original term) from now."""
-    row = _get(session, lease_id, for_update=True)
+    row = _get(session, lease_id, principal, for_update=True)
     now = ctx.clock.now_ms()
     snapshots = repo.lease_snapshots(session, [lease_id])[lease_id]
     if row.expires_at <= now:
@@ -142,27 +163,40 @@ def renew_lease(session: Session, ctx: ServiceContext, lease_id: str,
     return _lease(row, snapshots)
 
 
-def release_lease(session: Session, lease_id: str) -> None:
-    _get(session, lease_id)
+def release_lease(session: Session, lease_id: str,
+                  principal: Principal = ANONYMOUS_ADMIN) -> None:
+    _get(session, lease_id, principal, for_update=True)
     repo.delete_lease(session, lease_id)
     logger.info("lease_released", extra={"lease_id": lease_id})
 
 
-def get_lease(session: Session, lease_id: str) -> Lease:
-    row = _get(session, lease_id)
+def get_lease(session: Session, lease_id: str, principal: Principal = ANONYMOUS_ADMIN) -> Lease:
+    row = _get(session, lease_id, principal)
     return _lease(row, repo.lease_snapshots(session, [lease_id])[lease_id])
 
 
 def list_leases(session: Session, ctx: ServiceContext, *, table: TableName | None,
-                holder: str | None, limit: int) -> list[Lease]:
-    """Live leases, soonest to expire first."""
+                holder: str | None, limit: int,
+                principal: Principal = ANONYMOUS_ADMIN) -> list[Lease]:
+    """Live leases ``principal`` may see (an admin: all), soonest to expire first."""
     table_id = None
     if table is not None:
         row = tables_repo.find_table(session, table)
         if row is None:
             return []
         table_id = row.id
+    if not sees_every_lease(principal) and principal.name is None:
+        return []
     rows = repo.live_leases(session, ctx.clock.now_ms(), table_id=table_id, holder=holder,
-                            limit=limit)
+                            limit=limit,
+                            principal=None if sees_every_lease(principal) else principal.name)
     snapshots = repo.lease_snapshots(session, [r.id for r in rows])
     return [_lease(r, snapshots[r.id]) for r in rows]
+
+
+def hidden_leases(session: Session, lease_ids: Sequence[str], principal: Principal) -> set[str]:
+    """Those of ``lease_ids`` that ``principal`` may not see."""
+    if sees_every_lease(principal) or not lease_ids:
+        return set()
+    owners = repo.principals_of(session, lease_ids)
+    return {i for i in lease_ids if owners.get(i) is None or owners[i] != principal.name}

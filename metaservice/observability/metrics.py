@@ -101,7 +101,7 @@ def _consistency(path_params: dict[str, Any], body: bytes | None) -> str:
         return value if value in ("strong", "weak") else "invalid"
     try:
         data = json.loads(body or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: deeply nested JSON
         return "invalid"
     if not isinstance(data, dict):
         return "invalid"
@@ -161,7 +161,7 @@ class MetricsMiddleware:
 def _error_code(body: bytes) -> str | None:
     try:
         code = json.loads(body)["error"]["code"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
     return code if isinstance(code, str) and len(code) <= 64 else None
 

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from metaservice.deps import Context, DatabaseDep, ReadSession
+from metaservice.deps import Context, CurrentPrincipal, DatabaseDep, ReadSession
 from metaservice.leases import service as leases
 from metaservice.names import CatalogPath, DatabasePath, TableName, TablePath
 from metaservice.versions import service
@@ -28,7 +28,8 @@ def get_version(consistency: Consistency, catalog: CatalogPath, database: Databa
 
 
 @router.post("/versions", response_model=VersionsOut, operation_id="get_versions")
-def get_versions(body: VersionsIn, database: DatabaseDep, ctx: Context) -> JSONResponse:
+def get_versions(body: VersionsIn, database: DatabaseDep, ctx: Context,
+                 principal: CurrentPrincipal) -> JSONResponse:
     """Versions of many tables that reflect the same barrier per component. With
     ``lease_seconds`` they are leased in the same (write) transaction; plain reads stay on a
     read transaction. Either way the transaction ends before the response is sent."""
@@ -39,7 +40,8 @@ def get_versions(body: VersionsIn, database: DatabaseDep, ctx: Context) -> JSONR
             versions = service.resolve(session, ctx, names, body.consistency, body.barrier)
         else:
             versions, lease = leases.lease_versions(session, ctx, names, body.consistency,
-                                                    body.barrier, body.lease_seconds, body.holder)
+                                                    body.barrier, body.lease_seconds, body.holder,
+                                                    principal)
     # Rendered directly in VersionsOut's shape (``None`` fields left out): this is the hot read
     # path, and validating the answer built from stored data again cost a tenth of its CPU.
     answer: dict[str, Any] = {

@@ -4,18 +4,22 @@ token (401) and a too-weak role (403) where it should; writers act only on their
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from metaservice.app import create_app
 from metaservice.auth.policy import PUBLIC, Role, required_role
 from metaservice.auth.service import create_token
 from metaservice.clock import ManualClock
+from metaservice.db.models import JobRow, JobTableRow, TableRow
 from metaservice.db.session import Database
 from metaservice.settings import Settings
 from tests.conftest import ServerThread
+from tests.metaservice.test_replicas import server_processes
 
 SAMPLE_PARAMS = {"barrier": "10", "lease_id": "0123456789abcdef", "expiration_id": "1",
                  "plan_id": "1", "name": "someone"}
@@ -93,6 +97,68 @@ def test_writer_acts_only_on_jobs_it_registered(secured: tuple) -> None:
     assert http.post("/unregister/etl", headers=auth(tokens[Role.admin])).status_code == 200
 
 
+def _register_at_once(urls: tuple[str, str], tokens: tuple[str, str],
+                      job: str, tables: tuple[str, str]) -> list[httpx.Response | None]:
+    """Each token registers its table as a sink of ``job``, both released together."""
+    gate = threading.Barrier(2)
+    answers: list[httpx.Response | None] = [None, None]
+
+    def register(k: int) -> None:
+        with httpx.Client(base_url=urls[k], timeout=30) as http:
+            http.get("/healthz")  # connected before the start
+            gate.wait(timeout=30)
+            answers[k] = http.post(f"/register/sink/{job}/lake/db/{tables[k]}",
+                                   headers=auth(tokens[k]))
+
+    threads = [threading.Thread(target=register, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return answers
+
+
+def _race_new_job_registrations(urls: tuple[str, str], first: str, second: str,
+                                database: Database, rounds: int) -> None:
+    """Two writers register edges of the same new job at the same moment, ``rounds`` times:
+    exactly one wins each round, the other is refused (403), and the job carries only the
+    winner's edge (SPEC §9: a writer acts only on jobs it registered)."""
+    names = ("t-writer", "t-writer2")
+    for i in range(rounds):
+        job = f"race{i}"
+        answers = _register_at_once(urls, (first, second), job, (f"out{i}_0", f"out{i}_1"))
+        codes = sorted(a.status_code for a in answers if a is not None)
+        assert codes == [200, 403], (job, codes)
+        winner = 0 if answers[0] is not None and answers[0].status_code == 200 else 1
+        loser = answers[1 - winner]
+        assert loser is not None and loser.json()["error"]["code"] == "forbidden"
+        with database.engine.connect() as conn:
+            owner = conn.scalar(select(JobRow.owner).where(JobRow.name == job))
+            edges = conn.scalars(select(TableRow.name).join(
+                JobTableRow, JobTableRow.table_id == TableRow.id).where(
+                JobTableRow.job_name == job)).all()
+        assert owner == names[winner], (job, owner)
+        assert edges == [f"out{i}_{winner}"], (job, edges)
+
+
+def test_two_writers_registering_one_new_job_at_once_one_wins(secured: tuple,
+                                                              database: Database) -> None:
+    _, http, tokens = secured
+    url = str(http.base_url)
+    _race_new_job_registrations((url, url), tokens[Role.writer], tokens["writer2"], database,
+                                rounds=20)
+
+
+def test_two_writers_on_two_server_processes_registering_one_new_job(
+        secured: tuple, database: Database, database_url: str) -> None:
+    """The same race with each writer on its own server process sharing the database: the
+    ownership check holds in the database transaction, not in a process."""
+    _, _, tokens = secured
+    with server_processes(database_url, env={"METASERVICE_AUTH": "required"}) as urls:
+        _race_new_job_registrations((urls[0], urls[1]), tokens[Role.writer], tokens["writer2"],
+                                    database, rounds=20)
+
+
 def test_tokens_are_created_listed_and_revoked_through_the_admin_api(secured: tuple) -> None:
     _, http, tokens = secured
     admin = auth(tokens[Role.admin])
@@ -138,6 +204,29 @@ def test_request_body_cap_answers_413(database: Database, database_url: str) -> 
         response = http.post("/versions", json=big)
         assert response.status_code == 413
         assert response.json()["error"]["code"] == "payload_too_large"
+
+
+def test_a_chunked_body_over_the_cap_answers_413(database: Database, database_url: str) -> None:
+    """A body with no declared length (chunked) is counted as it arrives."""
+    app = create_app(Settings(database_url=database_url, max_body_bytes=2048), database=database)
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"tables": ['
+        for i in range(500):
+            yield f'"lake.db.t{i}", '.encode()
+        yield b'"lake.db.last"]}'
+
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
+        response = http.post("/versions", content=chunks(),
+                             headers={"content-type": "application/json"})
+        assert response.request.headers.get("transfer-encoding") == "chunked"
+        assert response.status_code == 413, response.text
+        assert response.json()["error"]["code"] == "payload_too_large"
+        # A chunked body under the cap reaches the endpoint whole.
+        small = http.post("/versions", content=iter([b'{"tables": ', b'["lake.db.none"]}']),
+                          headers={"content-type": "application/json"})
+        assert small.status_code == 404 and small.json()["error"]["code"] == "no_version", \
+            small.text
 
 
 def test_versions_request_size_is_capped(client: httpx.Client) -> None:

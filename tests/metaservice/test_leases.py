@@ -6,8 +6,13 @@ from __future__ import annotations
 import threading
 
 import httpx
+import pytest
 
+from metaservice.auth.policy import Role
+from metaservice.auth.service import create_token
 from metaservice.clock import ManualClock
+from metaservice.db.session import Database
+from tests.metaservice.test_auth import auth, secured  # noqa: F401 - a fixture
 from tests.metaservice.test_barriers import root
 from tests.metaservice.test_errors import assert_error
 from tests.metaservice.test_replicas import two_servers  # noqa: F401 - a fixture
@@ -215,3 +220,76 @@ def test_a_lease_and_an_approval_on_two_server_processes(two_servers: list[str])
     with (httpx.Client(base_url=first, timeout=30) as lessee,
           httpx.Client(base_url=second, timeout=30) as approver):
         _race_rounds(lessee, lessee, approver, rounds=30)
+
+
+# -- ownership (SPEC §6): a lease belongs to the principal that took it -----------------------
+
+
+@pytest.fixture
+def principals(secured: tuple, database: Database, clock: ManualClock) -> dict[str, dict]:  # noqa: F811
+    """Authorization headers of a reader, a second reader, a writer and an admin."""
+    _, _, tokens = secured
+    with database.transaction(write=True) as session:
+        reader2 = create_token(session, "t-reader2", Role.reader, clock.now_ms()).token
+    return {"reader": auth(tokens[Role.reader]), "reader2": auth(reader2),
+            "writer": auth(tokens[Role.writer]), "admin": auth(tokens[Role.admin])}
+
+
+def _ids(http: httpx.Client, headers: dict) -> set[str]:
+    response = http.get("/leases", headers=headers)
+    assert response.status_code == 200, response.text
+    return {x["lease_id"] for x in response.json()["leases"]}
+
+
+def _protected_reasons(http: httpx.Client, headers: dict, snapshot: int) -> list[str]:
+    response = http.get(f"/tables/{T.replace('.', '/')}/snapshots/protected", headers=headers)
+    assert response.status_code == 200, response.text
+    return next(p["reasons"] for p in response.json()["snapshots"]
+                if p["snapshot_id"] == snapshot)
+
+
+def test_leases_are_seen_renewed_and_released_only_by_their_principal_or_an_admin(
+        secured: tuple, principals: dict[str, dict]) -> None:  # noqa: F811
+    _, http, _ = secured
+    for i, snapshot in enumerate((101, 102, 103), start=1):
+        assert http.post(f"/tables/{T.replace('.', '/')}/barriers", headers=principals["writer"],
+                         json={"snapshot_id": snapshot, "barrier": 10 * i}).status_code == 200
+    taken = http.post("/leases", headers=principals["reader"], json={
+        "holder": "query-1", "ttl_seconds": 60, "snapshots": [{"table": T, "snapshot_id": 101}]})
+    assert taken.status_code == 201, taken.text
+    mine = taken.json()["lease_id"]
+    # A lease taken by POST /versions belongs to its caller too.
+    read = http.post("/versions", headers=principals["writer"],
+                     json={"tables": [T], "barrier": 20, "lease_seconds": 60})
+    assert read.status_code == 200, read.text
+    writers = read.json()["lease_id"]
+
+    assert _ids(http, principals["reader"]) == {mine}
+    assert _ids(http, principals["writer"]) == {writers}
+    assert _ids(http, principals["reader2"]) == set()
+    assert _ids(http, principals["admin"]) == {mine, writers}
+    assert http.get("/leases", headers=principals["reader2"],
+                    params={"holder": "query-1"}).json()["leases"] == []
+
+    # To another principal, of any role short of admin, the lease does not exist.
+    for other in ("reader2", "writer"):
+        headers = principals[other]
+        assert_error(http.get(f"/leases/{mine}", headers=headers), 404, "unknown_lease")
+        assert_error(http.post(f"/leases/{mine}/renew", headers=headers), 404, "unknown_lease")
+        assert_error(http.delete(f"/leases/{mine}", headers=headers), 404, "unknown_lease")
+    assert_error(http.get(f"/leases/{writers}", headers=principals["reader"]), 404,
+                 "unknown_lease")
+    # The protection stays visible, without the id of a lease the caller may not see.
+    assert _protected_reasons(http, principals["reader2"], 101) == ["lease"]
+    assert _protected_reasons(http, principals["reader"], 101) == [f"lease:{mine}"]
+    assert _protected_reasons(http, principals["admin"], 102) == [f"lease:{writers}"]
+    assert _protected_reasons(http, principals["reader"], 102) == ["lease"]
+
+    # Its principal renews, reads and releases it; an admin does so with any lease.
+    assert http.get(f"/leases/{mine}", headers=principals["reader"]).status_code == 200
+    assert http.post(f"/leases/{mine}/renew", headers=principals["reader"]).status_code == 200
+    assert http.delete(f"/leases/{mine}", headers=principals["reader"]).status_code == 204
+    assert http.get(f"/leases/{writers}", headers=principals["admin"]).status_code == 200
+    assert http.post(f"/leases/{writers}/renew", headers=principals["admin"]).status_code == 200
+    assert http.delete(f"/leases/{writers}", headers=principals["admin"]).status_code == 204
+    assert _ids(http, principals["admin"]) == set()

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -27,12 +28,14 @@ ROOTS = 4
 STEPS_PER_CLIENT = 12
 
 
-@pytest.fixture
-def two_servers(database: Database, database_url: str) -> Iterator[list[str]]:
+@contextmanager
+def server_processes(database_url: str, count: int = 2,
+                     env: dict[str, str] | None = None) -> Iterator[list[str]]:
+    """``count`` ``metaservice serve`` processes on one database, ready; their URLs."""
     processes, urls = [], []
-    env = {**os.environ, "METASERVICE_DATABASE_URL": database_url}
+    env = {**os.environ, "METASERVICE_DATABASE_URL": database_url, **(env or {})}
     try:
-        for _ in range(2):
+        for _ in range(count):
             port = free_port()
             processes.append(subprocess.Popen(
                 [sys.executable, "-m", "metaservice", "serve", "--port", str(port)],
@@ -55,6 +58,12 @@ def two_servers(database: Database, database_url: str) -> Iterator[list[str]]:
             process.terminate()
         for process in processes:
             process.wait(timeout=20)
+
+
+@pytest.fixture
+def two_servers(database: Database, database_url: str) -> Iterator[list[str]]:
+    with server_processes(database_url) as urls:
+        yield urls
 
 
 def test_two_processes_keep_every_invariant(two_servers: list[str], database: Database) -> None:

@@ -72,6 +72,39 @@ def test_overview_lists_every_table_and_job_with_percentiles(
     assert body["bottleneck"]["job"] == "j2"
 
 
+def test_a_job_that_produced_nothing_yet_is_the_bottleneck(
+        client: httpx.Client, clock: ManualClock) -> None:
+    """r ──j1──▶ t1 ──j2──▶ t2 ──j3──▶ t3: j1 is 1000 ms behind r; j2 started but never
+    committed, so t2 has no barrier and j2's lag is unknown because it is unbounded: j2, not
+    j1, holds t2 and t3 back. j3 has no input yet: it waits for j2 and is not named."""
+    clock.set(T0)
+    for path in ("/register/source/j1/lake/db/r", "/register/sink/j1/lake/db/t1",
+                 "/register/source/j2/lake/db/t1", "/register/sink/j2/lake/db/t2",
+                 "/register/source/j3/lake/db/t2", "/register/sink/j3/lake/db/t3"):
+        _ok(client.post(path))
+    _ok(client.post("/tables/lake/db/r/barriers", json={"snapshot_id": 1, "barrier": T0}))
+    assert _ok(client.post("/jobs/j1/start"))["barrier"] == T0
+    _ok(client.post("/commit/j1/lake/db/t1", json={"barrier": T0, "snapshot_id": 11}))
+    assert _ok(client.post("/jobs/j2/start"))["barrier"] == T0
+    _ok(client.post("/jobs/j3/start"))
+    clock.set(T0 + 1000)
+    _ok(client.post("/tables/lake/db/r/barriers", json={"snapshot_id": 2, "barrier": T0 + 1000}))
+    clock.set(T0 + 2000)
+
+    for table in ("t2", "t3"):
+        body = _ok(client.get(f"/delay/lake/db/{table}"))
+        assert body["bottleneck"]["job"] == "j2", (table, body["bottleneck"])
+        assert body["bottleneck"]["local_lag_ms"] is None
+        assert body["upstream_jobs"][0]["job"] == "j2"
+    assert _ok(client.get("/delay/lake/db/t3"))["upstream_jobs"][-1]["job"] == "j3"
+    assert _ok(client.get("/delay/lake/db/t1"))["bottleneck"]["job"] == "j1"
+    overview = _ok(client.get("/delay"))
+    tables = {t["table"]: t["bottleneck_job"] for t in overview["tables"]}
+    assert tables == {"lake.db.r": None, "lake.db.t1": "j1", "lake.db.t2": "j2",
+                      "lake.db.t3": "j2"}
+    assert overview["bottleneck"]["job"] == "j2"
+
+
 def test_the_window_limits_the_percentiles(client: httpx.Client, clock: ManualClock) -> None:
     _pipeline(client, clock)
     body = _ok(client.get("/delay", params={"window_seconds": 1}))   # since T0 + 1000

@@ -89,6 +89,29 @@ def test_equal_local_lags_are_decided_by_the_recent_hop_latency_then_the_name() 
     assert formulas.pick_bottleneck([("J1", None, 999), ("J2", 0, None)]) == "J2"
 
 
+def test_a_job_that_produced_nothing_ranks_above_every_known_lag() -> None:
+    """E's writer J3 has input but has completed nothing: its unknown lag is the worst."""
+    latest = {**LATEST, "E": None}
+    local = {j.job: _local_lag(j, latest) for j in (J1, J2, J3)}
+    assert local == {"J1": 200, "J2": 50, "J3": None}
+    stalled = {j.job for j in (J1, J2, J3) if formulas.produced_nothing(
+        (latest[s] for s in j.sources), (latest[k] for k in j.sinks))}
+    assert stalled == {"J3"}
+    assert formulas.bottlenecks_by_table(["C", "E"], WRITER_OF, local, {}, stalled) == {
+        "C": "J1", "E": "J3"}
+    assert formulas.pick_bottleneck([("J1", 200, 30), ("J3", None, None)], stalled) == "J3"
+
+
+def test_a_job_without_input_is_not_stalled() -> None:
+    """A source with no barrier: the job waits for another, which is the one to name."""
+    assert formulas.produced_nothing([1000, None], [None]) is False
+    assert formulas.produced_nothing([1000], [None]) is True
+    assert formulas.produced_nothing([1000], [800, None]) is True
+    assert formulas.produced_nothing([1000], [800]) is False
+    assert formulas.produced_nothing([], [None]) is True   # ingestion that has produced nothing
+    assert formulas.produced_nothing([1000], []) is False
+
+
 def test_bottlenecks_of_a_deep_chain_need_no_recursion() -> None:
     writer_of = {f"t{i}": JobDelayInput(f"j{i}", frozenset({f"t{i - 1}"}), frozenset({f"t{i}"}))
                  for i in range(1, 5001)}

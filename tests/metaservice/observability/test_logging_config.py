@@ -48,10 +48,19 @@ def test_text_lines_append_the_fields() -> None:
     assert line.endswith("barrier_committed job=enrich barrier=5")
 
 
-def test_serve_logs_json_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_uvicorns_colour_copy_of_the_message_is_not_a_field() -> None:
+    record = _record(color_message="\x1b[1mbarrier_committed\x1b[0m", job="enrich")
+    for formatter in (JsonFormatter(), TextFormatter()):
+        line = formatter.format(record)
+        assert "color_message" not in line and "\x1b" not in line
+        assert "job" in line
+
+
+def _serve_output(tmp_path, log_format: str) -> str:  # type: ignore[no-untyped-def]
+    """Everything ``metaservice serve`` printed while it started and took one root report."""
     port = free_port()
-    env = {**os.environ, "METASERVICE_LOG_FORMAT": "json",
-           "METASERVICE_DATABASE_URL": f"sqlite:///{tmp_path / 'm.db'}"}
+    env = {**os.environ, "METASERVICE_LOG_FORMAT": log_format,
+           "METASERVICE_DATABASE_URL": f"sqlite:///{tmp_path / f'{log_format}.db'}"}
     process = subprocess.Popen([sys.executable, "-m", "metaservice", "serve", "--port", str(port)],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -69,9 +78,23 @@ def test_serve_logs_json_lines(tmp_path) -> None:  # type: ignore[no-untyped-def
     finally:
         process.terminate()
         output, _ = process.communicate(timeout=20)
-    lines = [json.loads(line) for line in output.decode().splitlines() if line.strip()]
+    return output.decode()
+
+
+def test_serve_logs_json_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    output = _serve_output(tmp_path, "json")
+    lines = [json.loads(line) for line in output.splitlines() if line.strip()]
     events = {line["event"] for line in lines}
     assert "barrier_completed" in events
     completed = next(line for line in lines if line["event"] == "barrier_completed")
     assert completed["table"] == "lake.db.t" and completed["barrier"] == 5
     assert any(line["logger"].startswith("uvicorn") for line in lines)
+    assert not [line for line in lines if "color_message" in line]
+
+
+def test_serve_logs_text_lines_without_uvicorns_colour_copy(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    output = _serve_output(tmp_path, "text")
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert any(" uvicorn.error Started server process" in line for line in lines), lines
+    assert any("barrier_completed" in line and "table=lake.db.t" in line for line in lines)
+    assert [line for line in lines if "color_message" in line] == []

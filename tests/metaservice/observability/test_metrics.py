@@ -3,7 +3,10 @@ type, lease operations, and gauges computed at scrape."""
 
 from __future__ import annotations
 
+import logging
+
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from metaservice.clock import ManualClock
@@ -75,6 +78,23 @@ def test_unknown_paths_share_one_label(client: httpx.Client) -> None:
     samples = _samples(client)
     assert samples[("metaservice_http_request_duration_seconds_count",
                     (("method", "GET"), ("route", "unmatched"), ("status", "4xx")))] == 2
+
+
+def test_deeply_nested_json_is_counted_without_a_traceback(
+        client: httpx.Client, caplog: pytest.LogCaptureFixture) -> None:
+    nested = b'{"tables": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    with caplog.at_level(logging.WARNING):
+        response = client.post("/versions", content=nested,
+                               headers={"content-type": "application/json"})
+        assert 400 <= response.status_code < 500
+        assert "error" in response.json()
+        samples = _samples(client)
+    assert [r for r in caplog.records if r.exc_info or r.name.startswith("metaservice")] == []
+    answers = {dict(labels)["consistency"]: v for (name, labels), v in samples.items()
+               if name == "metaservice_version_answers_total"}
+    assert answers == {"invalid": 1}
+    assert samples[("metaservice_http_request_duration_seconds_count",
+                    (("method", "POST"), ("route", "/versions"), ("status", "4xx")))] == 1
 
 
 def test_the_grafana_dashboard_only_queries_metrics_the_service_exposes(
