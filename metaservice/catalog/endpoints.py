@@ -2,7 +2,7 @@
 
 Paths, status codes and bodies follow the Iceberg REST catalog OpenAPI specification; the
 catalog serves no ``prefix`` (``/iceberg/v1/namespaces``…). Every error of these routes,
-authentication included, is rendered in the Iceberg error model by :class:`IcebergRoute`.
+authentication included, is rendered in the Iceberg error model.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, BackgroundTasks, Body, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from prometheus_client import Counter
 from pydantic import ValidationError
 from pyiceberg.catalog.rest import CreateTableRequest, RegisterTableRequest
@@ -38,44 +37,52 @@ PREFIX = "/iceberg"
 NAMESPACE_SEPARATOR = "\x1f"
 
 
-class IcebergRoute(APIRoute):
-    """A route whose errors, whatever raised them, answer in the Iceberg error model."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except IcebergError as exc:
-                return JSONResponse(exc.to_body(), status_code=exc.status_code)
-            except MetaServiceError as exc:
-                return JSONResponse(
-                    iceberg_body(exc.status_code, f"metaservice {exc.code}: {exc.message}"),
-                    status_code=exc.status_code, headers=exc.headers)
-            except (RequestValidationError, ValidationError) as exc:
-                problems = exc.errors()
-                first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-                where = ".".join(str(p) for p in first.get("loc", ()))
-                return JSONResponse(iceberg_body(400, f"{where}: {first['msg']}"),
-                                    status_code=400)
-            except StarletteHTTPException as exc:
-                return JSONResponse(iceberg_body(exc.status_code, str(exc.detail)),
-                                    status_code=exc.status_code, headers=exc.headers)
-            except OperationalError as exc:
-                logger.warning("database_error", extra={"error_class": type(exc.orig).__name__})
-                return JSONResponse(
-                    iceberg_body(503, "the database is unavailable or busy; retry later"),
-                    status_code=503, headers={"Retry-After": "1"})
-            except Exception:
-                logger.exception("unhandled_error")
-                return JSONResponse(iceberg_body(500, "internal error", "InternalServerError"),
-                                    status_code=500)
-
-        return route
+def iceberg_error_response(exc: Exception) -> JSONResponse:
+    """Any error of a catalog route, in the Iceberg error model."""
+    if isinstance(exc, IcebergError):
+        return JSONResponse(exc.to_body(), status_code=exc.status_code)
+    if isinstance(exc, MetaServiceError):
+        return JSONResponse(
+            iceberg_body(exc.status_code, f"metaservice {exc.code}: {exc.message}"),
+            status_code=exc.status_code, headers=exc.headers)
+    if isinstance(exc, (RequestValidationError, ValidationError)):
+        problems = exc.errors()
+        first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return JSONResponse(iceberg_body(400, f"{where}: {first['msg']}"), status_code=400)
+    if isinstance(exc, StarletteHTTPException):
+        return JSONResponse(iceberg_body(exc.status_code, str(exc.detail)),
+                            status_code=exc.status_code, headers=exc.headers)
+    if isinstance(exc, OperationalError):
+        logger.warning("database_error", extra={"error_class": type(exc.orig).__name__})
+        return JSONResponse(iceberg_body(503, "the database is unavailable or busy; retry later"),
+                            status_code=503, headers={"Retry-After": "1"})
+    logger.exception("unhandled_error", exc_info=exc)
+    return JSONResponse(iceberg_body(500, "internal error", "InternalServerError"),
+                        status_code=500)
 
 
-router = APIRouter(prefix=PREFIX, tags=["iceberg"], route_class=IcebergRoute)
+def _install_error_rendering(app: FastAPI) -> None:
+    """Errors of ``/iceberg/…`` requests answer in the Iceberg error model, every other error
+    as before. The app's handlers are wrapped (not the routes), so an error still reaches the
+    session dependency first and rolls the transaction back."""
+    Handler = Callable[[Request, Exception], Coroutine[Any, Any, Response]]
+
+    def for_catalog(original: Handler | None) -> Handler:
+        async def handle(request: Request, exc: Exception) -> Response:
+            if request.url.path.startswith(PREFIX + "/") or original is None:
+                return iceberg_error_response(exc)
+            return await original(request, exc)
+        return handle
+
+    handlers = app.exception_handlers
+    for exc_class in list(handlers):
+        handlers[exc_class] = for_catalog(handlers[exc_class])
+    for exc_class in (IcebergError, ValidationError):
+        handlers[exc_class] = for_catalog(handlers.get(Exception))
+
+
+router = APIRouter(prefix=PREFIX, tags=["iceberg"])
 
 # Every endpoint of the specification this catalog serves, as ``config`` lists them.
 ENDPOINTS = [
@@ -312,4 +319,5 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
         "metaservice_iceberg_metrics_reports",
         "Iceberg metrics reports received by the catalog, by report type.",
         ["kind"], registry=app.state.metrics.registry)
+    _install_error_rendering(app)
     app.include_router(router)

@@ -425,9 +425,9 @@ def _barrier(value: str | None) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise domain_errors.InvalidRequestError(
-            f"snapshot property metaservice.barrier must be an integer, not {value[:50]!r}"
-        ) from None
+        raise BadRequestError(
+            f"metaservice {domain_errors.InvalidRequestError.code}: snapshot property "
+            f"metaservice.barrier must be an integer, not {value[:50]!r}") from None
 
 
 def _check_owner(session: Session, job: str, actor: str | None) -> None:
