@@ -45,8 +45,8 @@ def create_namespace(session: Session, name: str, properties: dict[str, str],
     """Insert the namespace; False when it exists (race-safe)."""
     stmt = _insert(session)(IcebergNamespaceRow).values(
         name=name, properties=properties, created_at=now_ms,
-    ).on_conflict_do_nothing(index_elements=["name"])
-    return session.execute(stmt).rowcount == 1  # type: ignore[attr-defined]
+    ).on_conflict_do_nothing(index_elements=["name"]).returning(IcebergNamespaceRow.name)
+    return session.execute(stmt).first() is not None
 
 
 def set_namespace_properties(session: Session, name: str, properties: dict[str, str]) -> None:
@@ -55,8 +55,8 @@ def set_namespace_properties(session: Session, name: str, properties: dict[str, 
 
 
 def drop_namespace(session: Session, name: str) -> bool:
-    return session.execute(delete(IcebergNamespaceRow)
-                           .where(IcebergNamespaceRow.name == name)).rowcount == 1  # type: ignore[attr-defined]
+    return session.execute(delete(IcebergNamespaceRow).where(IcebergNamespaceRow.name == name)
+                           .returning(IcebergNamespaceRow.name)).first() is not None
 
 
 def count_tables(session: Session, namespace: str) -> int:
@@ -84,8 +84,9 @@ def insert_pointer(session: Session, namespace: str, name: str, metadata_locatio
     stmt = _insert(session)(IcebergTableRow).values(
         namespace=namespace, name=name, metadata_location=metadata_location, version=1,
         created_at=now_ms, updated_at=now_ms,
-    ).on_conflict_do_nothing(index_elements=["namespace", "name"])
-    return session.execute(stmt).rowcount == 1  # type: ignore[attr-defined]
+    ).on_conflict_do_nothing(index_elements=["namespace", "name"]).returning(
+        IcebergTableRow.version)
+    return session.execute(stmt).first() is not None
 
 
 def swap_pointer(session: Session, namespace: str, name: str, *, expected_version: int,
@@ -96,8 +97,9 @@ def swap_pointer(session: Session, namespace: str, name: str, *, expected_versio
         .where(IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
                IcebergTableRow.version == expected_version)
         .values(metadata_location=metadata_location, version=expected_version + 1,
-                updated_at=now_ms))
-    return result.rowcount == 1  # type: ignore[attr-defined]
+                updated_at=now_ms)
+        .returning(IcebergTableRow.version))
+    return result.first() is not None
 
 
 def delete_pointer(session: Session, namespace: str, name: str) -> str | None:
@@ -118,8 +120,9 @@ def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str,
     result = session.execute(
         update(IcebergTableRow)
         .where(IcebergTableRow.namespace == source[0], IcebergTableRow.name == source[1])
-        .values(namespace=target[0], name=target[1], updated_at=now_ms))
-    return result.rowcount == 1  # type: ignore[attr-defined]
+        .values(namespace=target[0], name=target[1], updated_at=now_ms)
+        .returning(IcebergTableRow.version))
+    return result.first() is not None
 
 
 # -- MetaService's table rows ---------------------------------------------------------------
@@ -140,9 +143,9 @@ def rename_table_row(session: Session, table_id: int, target: TableName) -> None
 def take_over_barriers(session: Session, table_id: int, *, replaced: int,
                        replacement: int) -> int:
     """A compaction's snapshot takes over the barriers its parent completed (SPEC §11)."""
-    moved = session.execute(update(BarrierRow).where(
+    moved = len(session.execute(update(BarrierRow).where(
         BarrierRow.table_id == table_id, BarrierRow.snapshot_id == replaced,
-    ).values(snapshot_id=replacement)).rowcount  # type: ignore[attr-defined]
+    ).values(snapshot_id=replacement).returning(BarrierRow.barrier)).all())
     session.execute(update(TableRow).where(
         TableRow.id == table_id, TableRow.latest_snapshot_id == replaced,
     ).values(latest_snapshot_id=replacement))
