@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from metaservice.auth.policy import Role
 from metaservice.catalog import service
 from metaservice.catalog.errors import BadRequestError, IcebergError, iceberg_body
+from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES
 from metaservice.catalog.service import CatalogSite, LoadedTable
 from metaservice.catalog.storage import Warehouse
 from metaservice.deps import Context, ReadSession, WriteSession
@@ -82,7 +83,7 @@ def _install_error_rendering(app: FastAPI) -> None:
         handlers[exc_class] = for_catalog(handlers.get(Exception))
 
 
-router = APIRouter(prefix=PREFIX, tags=["iceberg"])
+router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
 
 # Every endpoint of the specification this catalog serves, as ``config`` lists them.
 ENDPOINTS = [

@@ -81,6 +81,14 @@ def namespace_name(levels: Sequence[str]) -> str:
 _NAME_PART = re.compile(NAME_PART_PATTERN)
 
 
+def existing_namespace_name(levels: Sequence[str]) -> str:
+    """The namespace a read names; one this catalog cannot hold does not exist (404), as engines
+    expect when they probe for metadata tables (``db\x1ftable``)."""
+    if len(levels) != 1 or not _NAME_PART.match(levels[0]):
+        raise NoSuchNamespaceError(f"namespace does not exist: {'.'.join(levels)}")
+    return levels[0]
+
+
 def _part(value: str, what: str) -> str:
     if not _NAME_PART.match(value):
         raise BadRequestError(f"invalid {what} name {value!r}: must match {NAME_PART_PATTERN}")
@@ -119,7 +127,7 @@ def create_namespace(session: Session, ctx: ServiceContext, levels: Sequence[str
 
 
 def load_namespace(session: Session, levels: Sequence[str]) -> dict[str, str]:
-    return dict(_namespace(session, namespace_name(levels)).properties)
+    return dict(_namespace(session, existing_namespace_name(levels)).properties)
 
 
 def drop_namespace(session: Session, levels: Sequence[str]) -> None:
@@ -158,7 +166,7 @@ class LoadedTable:
 
 
 def list_tables(session: Session, levels: Sequence[str]) -> list[str]:
-    name = namespace_name(levels)
+    name = existing_namespace_name(levels)
     _namespace(session, name)
     return repo.list_tables(session, name)
 
@@ -172,7 +180,7 @@ def _pointer(session: Session, namespace: str, table: str):  # type: ignore[no-u
 
 def load_table(session: Session, catalog: CatalogSite, levels: Sequence[str], table: str,
                snapshots: str = "all") -> LoadedTable:
-    namespace = namespace_name(levels)
+    namespace = _existing_table_namespace(levels, table)
     pointer = _pointer(session, namespace, table)
     metadata = catalog.warehouse.read(pointer.metadata_location)
     if snapshots == "refs":
@@ -183,7 +191,13 @@ def load_table(session: Session, catalog: CatalogSite, levels: Sequence[str], ta
 
 
 def table_exists(session: Session, levels: Sequence[str], table: str) -> None:
-    _pointer(session, namespace_name(levels), table)
+    _pointer(session, _existing_table_namespace(levels, table), table)
+
+
+def _existing_table_namespace(levels: Sequence[str], table: str) -> str:
+    if len(levels) != 1 or not _NAME_PART.match(levels[0]):
+        raise NoSuchTableError(f"table does not exist: {'.'.join([*levels, table])}")
+    return levels[0]
 
 
 def create_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
