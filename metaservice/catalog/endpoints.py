@@ -7,9 +7,10 @@ authentication included, is rendered in the Iceberg error model.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Body, FastAPI, Query, Request, Response
@@ -67,13 +68,14 @@ def _install_error_rendering(app: FastAPI) -> None:
     """Errors of ``/iceberg/…`` requests answer in the Iceberg error model, every other error
     as before. The app's handlers are wrapped (not the routes), so an error still reaches the
     session dependency first and rolls the transaction back."""
-    Handler = Callable[[Request, Exception], Coroutine[Any, Any, Response]]
+    Handler = Callable[[Request, Any], Any]
 
     def for_catalog(original: Handler | None) -> Handler:
         async def handle(request: Request, exc: Exception) -> Response:
             if request.url.path.startswith(PREFIX + "/") or original is None:
                 return iceberg_error_response(exc)
-            return await original(request, exc)
+            answer = original(request, exc)
+            return await answer if inspect.isawaitable(answer) else answer  # type: ignore[no-any-return]
         return handle
 
     handlers = app.exception_handlers

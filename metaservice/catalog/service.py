@@ -220,7 +220,8 @@ def create_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     else:
         location = catalog.warehouse.default_table_location(namespace, name.table)
     properties = dict(request.properties)
-    properties.setdefault(TableProperties.FORMAT_VERSION, str(TableProperties.DEFAULT_FORMAT_VERSION))
+    properties.setdefault(TableProperties.FORMAT_VERSION,
+                          str(TableProperties.DEFAULT_FORMAT_VERSION))
     try:
         metadata = new_table_metadata(
             schema=request.table_schema,
@@ -349,7 +350,7 @@ def _stage(session: Session, catalog: CatalogSite, namespace: str, table: str,
             requirement.validate(base)
     except CommitFailedException as exc:
         raise CommitFailedError(f"requirement failed for {name}: {exc}") from exc
-    if base is not None and not request.updates:
+    if pointer is not None and base is not None and not request.updates:
         return _Staged(name, base, pointer.version, base, pointer.metadata_location, False)
     try:
         metadata = update_table_metadata(

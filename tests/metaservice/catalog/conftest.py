@@ -25,6 +25,15 @@ def settings(database_url: str, warehouse: Path) -> Settings:
 
 
 @pytest.fixture
+def server_database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """The database of a server run as its own process (``metaservice serve`` migrates it)."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'metaservice.db'}"
+    request.getfixturevalue("database")  # the session's PostgreSQL schema, migrated and wiped
+    return str(request.getfixturevalue("database_url"))
+
+
+@pytest.fixture
 def server(app) -> Iterator[ServerThread]:  # type: ignore[no-untyped-def]
     with ServerThread(app) as running:
         yield running

@@ -275,3 +275,33 @@ def test_compaction_takes_over_the_barriers_of_the_snapshot_it_replaces(
     assert response.status_code == 200, response.text
     assert barriers(client, "lake.db.out") == [(100, compacted, "etl")]
     assert catalog.load_table("db.out").scan().to_arrow().num_rows == 1
+
+
+def _move_main(client: httpx.Client, table: str, snapshot_id: int) -> httpx.Response:
+    return client.post(f"/iceberg/v1/namespaces/db/tables/{table}", json={
+        "requirements": [], "updates": [{"action": "set-snapshot-ref", "ref-name": "main",
+                                         "type": "branch", "snapshot-id": snapshot_id}]})
+
+
+def test_main_moves_back_only_under_an_applied_rollback_plan(catalog: RestCatalog,
+                                                             client: httpx.Client) -> None:
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.r", schema=SCHEMA)
+    table.append(rows(1), snapshot_properties={"metaservice.barrier": "100"})
+    first = head(catalog, "db.r")
+    catalog.load_table("db.r").append(rows(2), snapshot_properties={"metaservice.barrier": "200"})
+    second = head(catalog, "db.r")
+
+    refused = _move_main(client, "r", first)  # type: ignore[arg-type]
+    assert refused.status_code == 409, refused.text
+    assert "metaservice rollback_plan_not_applied" in refused.json()["error"]["message"]
+    assert head(catalog, "db.r") == second
+
+    plan_id = client.post("/rollback-plans",
+                          json={"table": "lake.db.r", "barrier": 100}).json()["id"]
+    assert client.post(f"/rollback-plans/{plan_id}/apply").status_code == 200
+    moved = _move_main(client, "r", first)  # type: ignore[arg-type]
+    assert moved.status_code == 200, moved.text
+    assert head(catalog, "db.r") == first
+    assert client.post(f"/rollback-plans/{plan_id}/complete").status_code == 200
+    assert catalog.load_table("db.r").scan().to_arrow()["id"].to_pylist() == [1]
