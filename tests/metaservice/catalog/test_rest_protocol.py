@@ -241,3 +241,14 @@ def test_a_pyarrow_schema_with_many_columns_round_trips(catalog: RestCatalog) ->
     table = catalog.create_table("db.wide", schema=wide)
     assert len(catalog.load_table("db.wide").schema().fields) == 2000
     assert table.metadata_location
+
+
+def test_a_schema_beyond_the_body_limit_is_refused_and_creates_nothing(
+        catalog: RestCatalog, client: httpx.Client) -> None:
+    catalog.create_namespace("db")
+    fields = [{"id": i, "name": f"column_{i}", "type": "long", "required": False}
+              for i in range(1, 30_001)]  # ~2 MB of schema: over METASERVICE_MAX_BODY_BYTES
+    response = client.post(f"{TABLES}", json={
+        "name": "huge", "schema": {"type": "struct", "schema-id": 0, "fields": fields}})
+    assert response.status_code == 413, response.text[:300]
+    assert not catalog.table_exists("db.huge")
