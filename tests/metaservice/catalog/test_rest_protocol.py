@@ -11,7 +11,7 @@ import httpx
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import ForbiddenError, UnauthorizedError
+from pyiceberg.exceptions import CommitFailedException, ForbiddenError, UnauthorizedError
 
 from metaservice.app import create_app
 from metaservice.auth.policy import Role
@@ -211,6 +211,7 @@ def secured(database: Database, database_url: str, clock: ManualClock,
     with database.transaction(write=True) as session:
         tokens = {role.name: create_token(session, f"t-{role.name}", role, clock.now_ms()).token
                   for role in Role}
+        tokens["writer2"] = create_token(session, "t-writer2", Role.writer, clock.now_ms()).token
     with ServerThread(app) as server:
         yield server.url, tokens
 
@@ -233,6 +234,22 @@ def test_roles_with_the_bearer_tokens_iceberg_clients_send(
     admin.drop_table("db.t")
     with httpx.Client(base_url=url) as http:
         iceberg_error(http.get("/iceberg/v1/namespaces"), 401, "NotAuthorizedException")
+
+
+def test_a_writer_commits_only_for_jobs_it_registered(
+        secured: tuple[str, dict[str, str]]) -> None:
+    url, tokens = secured
+    writer = rest_catalog(url, token=tokens["writer"])
+    writer.create_namespace("db")
+    writer.create_table("db.out", schema=SCHEMA, properties={"commit.retry.num-retries": "0"})
+    own = {"Authorization": f"Bearer {tokens['writer']}"}
+    with httpx.Client(base_url=url, headers=own) as http:
+        assert http.post("/register/sink/etl/lake/db/out").status_code == 200
+    job = {"metaservice.job": "etl"}
+    other = rest_catalog(url, token=tokens["writer2"])
+    with pytest.raises(CommitFailedException, match="metaservice forbidden"):
+        other.load_table("db.out").append(rows(1), snapshot_properties=job)
+    assert other.load_table("db.out").current_snapshot() is None
 
 
 def test_a_pyarrow_schema_with_many_columns_round_trips(catalog: RestCatalog) -> None:
