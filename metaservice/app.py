@@ -8,6 +8,7 @@ from metaservice import __version__
 from metaservice.auth.endpoints import router as auth_router
 from metaservice.auth.service import TokenCache, authorize, ensure_bootstrap_admin
 from metaservice.barriers.endpoints import router as barriers_router
+from metaservice.catalog.endpoints import install_catalog
 from metaservice.clock import Clock, SystemClock
 from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
                    lineage_router, delay_router, rollback_router, leases_router, expirations_router,
                    observability_router, ui_router):
         app.include_router(router)
+    install_catalog(app, settings)
     return app
 
 

@@ -41,6 +41,13 @@ class Settings(BaseSettings):
     max_barrier_ahead_seconds: float = Field(
         default=86_400.0, gt=0,
         description="barriers further ahead of the server's clock are refused (barrier_in_future)")
+    warehouse: str = Field(
+        default="./warehouse",
+        description="where the Iceberg catalog writes table metadata and data: a local directory "
+                    "(created on demand) or any location pyiceberg's FileIO reaches (s3://…)")
+    catalog_name: str = Field(
+        default="lake", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$",
+        description="the Iceberg catalog's warehouse name, the first part of every table name")
 
     @field_validator("database_url")
     @classmethod

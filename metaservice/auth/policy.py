@@ -2,6 +2,7 @@
 
 Roles are ordered: ``reader`` < ``writer`` < ``admin``. Reads, versions and leases need a reader;
 the barrier protocol and root reports a writer; tokens, expirations and rollbacks an admin.
+The Iceberg catalog's reads need a reader, its commits a writer, its drops an admin.
 Probes, metrics, the API documents and the dashboard page are public. A route that is not in
 :data:`ROUTE_ROLES` needs ``admin`` if it changes anything and ``reader`` otherwise, so a new
 mutating route is never left open by accident.
@@ -48,6 +49,22 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("POST", "/commit/{job}/{catalog}/{database}/{table}"): Role.writer,
     ("POST", "/unregister/{job}"): Role.writer,
     ("POST", "/tables/{catalog}/{database}/{table}/barriers"): Role.writer,
+    # The Iceberg catalog (SPEC §11): reads a reader, commits a writer, drops an admin.
+    ("GET", "/iceberg/v1/config"): Role.reader,
+    ("GET", "/iceberg/v1/namespaces"): Role.reader,
+    ("GET", "/iceberg/v1/namespaces/{namespace}"): Role.reader,
+    ("GET", "/iceberg/v1/namespaces/{namespace}/tables"): Role.reader,
+    ("GET", "/iceberg/v1/namespaces/{namespace}/tables/{table}"): Role.reader,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/tables/{table}/metrics"): Role.reader,
+    ("POST", "/iceberg/v1/namespaces"): Role.writer,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/properties"): Role.writer,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/tables"): Role.writer,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/register"): Role.writer,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/tables/{table}"): Role.writer,
+    ("POST", "/iceberg/v1/tables/rename"): Role.writer,
+    ("POST", "/iceberg/v1/transactions/commit"): Role.writer,
+    ("DELETE", "/iceberg/v1/namespaces/{namespace}"): Role.admin,
+    ("DELETE", "/iceberg/v1/namespaces/{namespace}/tables/{table}"): Role.admin,
 }
 
 _PARAM = re.compile(r"\{[^}]*\}")

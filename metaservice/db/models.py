@@ -290,3 +290,27 @@ class ApiTokenRow(Base):
     token_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     revoked_at: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class IcebergNamespaceRow(Base):
+    """A namespace of the built-in Iceberg catalog (SPEC §11): the database part of a name."""
+
+    __tablename__ = "iceberg_namespaces"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    properties: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class IcebergTableRow(Base):
+    """A table's pointer in the built-in Iceberg catalog: its current metadata file. ``version``
+    is the compare-and-swap counter of every pointer swap (SPEC §11)."""
+
+    __tablename__ = "iceberg_tables"
+
+    namespace: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    metadata_location: Mapped[str] = mapped_column(String(2048), nullable=False)
+    version: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    updated_at: Mapped[int] = mapped_column(BigInteger, nullable=False)

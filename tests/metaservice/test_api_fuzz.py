@@ -3,6 +3,8 @@ matches the schema, invalid requests are refused."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
@@ -11,8 +13,10 @@ from metaservice.db.session import Database
 from metaservice.settings import Settings
 
 
-def test_every_operation_conforms_to_the_schema(database: Database, database_url: str) -> None:
-    app = create_app(Settings(database_url=database_url), database=database)
+def test_every_operation_conforms_to_the_schema(database: Database, database_url: str,
+                                               tmp_path: Path) -> None:
+    app = create_app(Settings(database_url=database_url, warehouse=str(tmp_path)),
+                     database=database)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 15

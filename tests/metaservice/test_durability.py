@@ -29,9 +29,11 @@ CRASHES = 3
 class ServerProcess:
     """``metaservice serve`` in a child process, on loopback."""
 
-    def __init__(self, database_url: str, log: Path) -> None:
+    def __init__(self, database_url: str, log: Path,
+                 env: dict[str, str] | None = None) -> None:
         self.database_url = database_url
         self.log = log
+        self.env = env or {}
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -42,6 +44,7 @@ class ServerProcess:
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("METASERVICE_")}
         env.update(METASERVICE_DATABASE_URL=self.database_url, METASERVICE_LOG_LEVEL="warning")
+        env.update(self.env)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "metaservice", "serve", "--port", str(self.port)],

@@ -1,0 +1,152 @@
+"""All SQL of the catalog: namespace rows and table pointers.
+
+A pointer swap is a compare-and-swap on ``version`` (``UPDATE … WHERE version = :expected``;
+zero rows means another commit won). On PostgreSQL the losing UPDATE waits for the winner's row
+lock and then finds the new version; on SQLite write transactions are serialised.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from metaservice.db.engine import on_postgres
+from metaservice.db.models import (
+    BarrierRow,
+    IcebergNamespaceRow,
+    IcebergTableRow,
+    JobRow,
+    JobTableRow,
+    TableRow,
+)
+from metaservice.names import TableName
+
+
+def _insert(session: Session):  # type: ignore[no-untyped-def]
+    return pg_insert if on_postgres(session) else sqlite_insert
+
+
+# -- namespaces ------------------------------------------------------------------------------
+
+
+def get_namespace(session: Session, name: str) -> IcebergNamespaceRow | None:
+    return session.get(IcebergNamespaceRow, name)
+
+
+def list_namespaces(session: Session) -> list[str]:
+    return list(session.scalars(select(IcebergNamespaceRow.name)
+                                .order_by(IcebergNamespaceRow.name)))
+
+
+def create_namespace(session: Session, name: str, properties: dict[str, str],
+                     now_ms: int) -> bool:
+    """Insert the namespace; False when it exists (race-safe)."""
+    stmt = _insert(session)(IcebergNamespaceRow).values(
+        name=name, properties=properties, created_at=now_ms,
+    ).on_conflict_do_nothing(index_elements=["name"]).returning(IcebergNamespaceRow.name)
+    return session.execute(stmt).first() is not None
+
+
+def set_namespace_properties(session: Session, name: str, properties: dict[str, str]) -> None:
+    session.execute(update(IcebergNamespaceRow).where(IcebergNamespaceRow.name == name)
+                    .values(properties=properties))
+
+
+def drop_namespace(session: Session, name: str) -> bool:
+    return session.execute(delete(IcebergNamespaceRow).where(IcebergNamespaceRow.name == name)
+                           .returning(IcebergNamespaceRow.name)).first() is not None
+
+
+def count_tables(session: Session, namespace: str) -> int:
+    return session.scalar(select(func.count()).select_from(IcebergTableRow)
+                          .where(IcebergTableRow.namespace == namespace)) or 0
+
+
+# -- table pointers ----------------------------------------------------------------------------
+
+
+def get_pointer(session: Session, namespace: str, name: str) -> IcebergTableRow | None:
+    return session.scalars(select(IcebergTableRow).where(
+        IcebergTableRow.namespace == namespace, IcebergTableRow.name == name)).first()
+
+
+def list_tables(session: Session, namespace: str) -> list[str]:
+    return list(session.scalars(select(IcebergTableRow.name)
+                                .where(IcebergTableRow.namespace == namespace)
+                                .order_by(IcebergTableRow.name)))
+
+
+def insert_pointer(session: Session, namespace: str, name: str, metadata_location: str,
+                   now_ms: int) -> bool:
+    """Create the pointer at version 1; False when the table exists (race-safe)."""
+    stmt = _insert(session)(IcebergTableRow).values(
+        namespace=namespace, name=name, metadata_location=metadata_location, version=1,
+        created_at=now_ms, updated_at=now_ms,
+    ).on_conflict_do_nothing(index_elements=["namespace", "name"]).returning(
+        IcebergTableRow.version)
+    return session.execute(stmt).first() is not None
+
+
+def swap_pointer(session: Session, namespace: str, name: str, *, expected_version: int,
+                 metadata_location: str, now_ms: int) -> bool:
+    """Compare-and-swap: point at ``metadata_location`` if the version is still the one read."""
+    result = session.execute(
+        update(IcebergTableRow)
+        .where(IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
+               IcebergTableRow.version == expected_version)
+        .values(metadata_location=metadata_location, version=expected_version + 1,
+                updated_at=now_ms)
+        .returning(IcebergTableRow.version))
+    return result.first() is not None
+
+
+def delete_pointer(session: Session, namespace: str, name: str) -> str | None:
+    """Delete the pointer; the metadata location it had, or None if there was none."""
+    row = session.scalars(select(IcebergTableRow).where(
+        IcebergTableRow.namespace == namespace, IcebergTableRow.name == name)
+        .with_for_update()).first()
+    if row is None:
+        return None
+    location = row.metadata_location
+    session.delete(row)
+    session.flush()
+    return location
+
+
+def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str, str],
+                   now_ms: int) -> bool:
+    result = session.execute(
+        update(IcebergTableRow)
+        .where(IcebergTableRow.namespace == source[0], IcebergTableRow.name == source[1])
+        .values(namespace=target[0], name=target[1], updated_at=now_ms)
+        .returning(IcebergTableRow.version))
+    return result.first() is not None
+
+
+# -- MetaService's table rows ---------------------------------------------------------------
+
+
+def running_jobs_of(session: Session, table_id: int) -> list[str]:
+    """Running jobs that read or write the table."""
+    return list(session.scalars(
+        select(JobTableRow.job_name).join(JobRow, JobRow.name == JobTableRow.job_name)
+        .where(JobTableRow.table_id == table_id, JobRow.state == "running").distinct()))
+
+
+def rename_table_row(session: Session, table_id: int, target: TableName) -> None:
+    session.execute(update(TableRow).where(TableRow.id == table_id).values(
+        catalog=target.catalog, database=target.database, name=target.table))
+
+
+def take_over_barriers(session: Session, table_id: int, *, replaced: int,
+                       replacement: int) -> int:
+    """A compaction's snapshot takes over the barriers its parent completed (SPEC §11)."""
+    moved = len(session.execute(update(BarrierRow).where(
+        BarrierRow.table_id == table_id, BarrierRow.snapshot_id == replaced,
+    ).values(snapshot_id=replacement).returning(BarrierRow.barrier)).all())
+    session.execute(update(TableRow).where(
+        TableRow.id == table_id, TableRow.latest_snapshot_id == replaced,
+    ).values(latest_snapshot_id=replacement))
+    return moved

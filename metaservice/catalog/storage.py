@@ -1,0 +1,98 @@
+"""Metadata files in the warehouse, through pyiceberg's FileIO (local paths, ``s3://``, …).
+
+A metadata file is written once and never changed, so files read are cached by location. A
+file is written before the transaction that points at it commits: a crash in between leaves an
+unreferenced file, never a pointer without its file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+
+from pyiceberg.catalog import delete_data_files, delete_files
+from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.serializers import FromInputFile, ToOutputFile
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadata
+
+logger = logging.getLogger(__name__)
+
+_CACHE_SIZE = 256
+
+
+def _has_scheme(location: str) -> bool:
+    return "://" in location
+
+
+class Warehouse:
+    """Where the catalog's tables live (``METASERVICE_WAREHOUSE``)."""
+
+    def __init__(self, root: str) -> None:
+        if not _has_scheme(root):
+            root = os.path.abspath(root)
+        self.root = root.rstrip("/")
+        self._cache: OrderedDict[str, TableMetadata] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def io(self, location: str) -> FileIO:
+        return load_file_io({}, location)
+
+    def default_table_location(self, namespace: str, table: str) -> str:
+        return f"{self.root}/{namespace}/{table}"
+
+    def new_metadata_location(self, metadata: TableMetadata, version: int) -> str:
+        provider = load_location_provider(metadata.location, metadata.properties)
+        return provider.new_table_metadata_file_location(version)
+
+    def write(self, metadata: TableMetadata, location: str) -> None:
+        """Write a new metadata file (never overwrites one)."""
+        if not _has_scheme(location):
+            os.makedirs(os.path.dirname(location), exist_ok=True)
+        ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))
+        self._remember(location, metadata)
+
+    def read(self, location: str) -> TableMetadata:
+        with self._lock:
+            cached = self._cache.get(location)
+            if cached is not None:
+                self._cache.move_to_end(location)
+                return cached
+        metadata = FromInputFile.table_metadata(self.io(location).new_input(location))
+        self._remember(location, metadata)
+        return metadata
+
+    def _remember(self, location: str, metadata: TableMetadata) -> None:
+        with self._lock:
+            self._cache[location] = metadata
+            self._cache.move_to_end(location)
+            while len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    def purge(self, metadata_location: str) -> None:
+        """Delete every file of a dropped table: data, manifests, manifest lists, metadata.
+        Runs after the drop committed; a file that cannot be deleted is logged and left."""
+        try:
+            metadata = self.read(metadata_location)
+        except Exception:  # noqa: BLE001 - the table is dropped either way
+            logger.warning("purge_unreadable_metadata", extra={"location": metadata_location})
+            return
+        io = self.io(metadata_location)
+        manifests: list[ManifestFile] = []
+        manifest_lists: set[str] = set()
+        for snapshot in metadata.snapshots:
+            try:
+                manifests += snapshot.manifests(io)
+            except OSError:
+                logger.warning("purge_unreadable_manifest_list",
+                               extra={"location": snapshot.manifest_list})
+            manifest_lists.add(snapshot.manifest_list)
+        delete_data_files(io, manifests)
+        delete_files(io, {m.manifest_path for m in manifests}, "manifest")
+        delete_files(io, manifest_lists, "manifest list")
+        delete_files(io, {entry.metadata_file for entry in metadata.metadata_log},
+                     "previous metadata")
+        delete_files(io, {metadata_location}, "metadata")

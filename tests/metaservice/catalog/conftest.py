@@ -1,0 +1,54 @@
+"""Fixtures of the catalog tests: a server over loopback whose warehouse is a temporary
+directory, and real Iceberg clients pointed at it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from metaservice.settings import Settings
+from tests.conftest import ServerThread
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse"
+
+
+@pytest.fixture
+def settings(database_url: str, warehouse: Path) -> Settings:
+    return Settings(database_url=database_url, warehouse=str(warehouse))
+
+
+@pytest.fixture
+def server_database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """The database of a server run as its own process (``metaservice serve`` migrates it)."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'metaservice.db'}"
+    request.getfixturevalue("database")  # the session's PostgreSQL schema, migrated and wiped
+    return str(request.getfixturevalue("database_url"))
+
+
+@pytest.fixture
+def server(app) -> Iterator[ServerThread]:  # type: ignore[no-untyped-def]
+    with ServerThread(app) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: ServerThread) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        yield http
+
+
+def rest_catalog(url: str, **properties: str) -> RestCatalog:
+    return RestCatalog("lake", uri=f"{url}/iceberg", warehouse="lake", **properties)
+
+
+@pytest.fixture
+def catalog(server: ServerThread) -> RestCatalog:
+    return rest_catalog(server.url)
