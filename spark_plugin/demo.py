@@ -279,9 +279,10 @@ class SyntheticStream:
 
 
 def start_spark(local_dir: Path) -> Any:
-    """A local[2] session whose scratch space (``spark.local.dir``) is ``local_dir``, so that
-    the demo's directory holds everything it writes."""
+    """A local[2] session whose scratch space (``SPARK_LOCAL_DIRS``) is ``local_dir`` unless
+    configured otherwise, so that the demo's directory holds everything it writes."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_DIRS", str(local_dir))  # spark.local.dir, unwarned
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("metaservice-demo")
@@ -291,7 +292,6 @@ def start_spark(local_dir: Path) -> Any:
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.adaptive.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.local.dir", str(local_dir))
              # a query's stop() waits at most this long for its micro-batch (default: forever)
              .config("spark.sql.streaming.stopTimeout", "15000")
              # tiny data: the client compiler and a serial GC start the JVM twice as fast
@@ -304,23 +304,35 @@ def start_spark(local_dir: Path) -> Any:
 class Jobs:
     """The three streaming jobs of the pipeline, defined in Spark's idiom."""
 
+    # Spark gives a Python worker a fixed 10 s to connect back to the JVM; on a busy machine one
+    # may not, and its query fails. Such a query is restarted from its checkpoint (that many
+    # times at most), as one restarts any failed streaming query.
+    RESTARTS = 3
+    WORKER_TIMEOUT = "Python worker failed to connect back"
+
     def __init__(self, spark: Any, url: str, checkpoints: Path, trigger_seconds: float,
-                 slow_trigger_seconds: float) -> None:
+                 slow_trigger_seconds: float, console: Console) -> None:
         self.spark, self.url, self.checkpoints = spark, url, checkpoints
+        self.console = console
         self.trigger = f"{trigger_seconds:g} seconds"
         self.slow_trigger = f"{slow_trigger_seconds:g} seconds"
-        self.queries: list[Any] = []
+        self.triggers = {ENRICH_JOB: self.trigger, SPEND_JOB: self.slow_trigger,
+                         REVENUE_JOB: self.trigger}
+        self.queries: dict[str, Any] = {}
+        self.restarts: dict[str, int] = {}
+        self._starts = {ENRICH_JOB: self.start_enrichment, SPEND_JOB: self.start_spend,
+                        REVENUE_JOB: self.start_revenue}
 
     def _source(self, job: str, table: str) -> Any:
         return (self.spark.readStream.format("metaservice").option("metaservice.url", self.url)
                 .option("job", job).option("table", table).load())
 
-    def _sink(self, df: Any, job: str, table: str, mode: str, trigger: str) -> Any:
+    def _sink(self, df: Any, job: str, table: str, mode: str) -> Any:
         query = (df.writeStream.format("metaservice").option("metaservice.url", self.url)
                  .option("job", job).option("table", table).outputMode(mode)
                  .option("checkpointLocation", str(self.checkpoints / job))
-                 .trigger(processingTime=trigger).queryName(job).start())
-        self.queries.append(query)
+                 .trigger(processingTime=self.triggers[job]).queryName(job).start())
+        self.queries[job] = query
         return query
 
     def start_enrichment(self) -> Any:
@@ -330,7 +342,7 @@ class Jobs:
         customers = self._source(ENRICH_JOB, CUSTOMERS).select("customer_id", "segment")
         enriched = (orders.join(customers, "customer_id")
                     .select("order_id", "customer_id", "segment", "amount"))
-        return self._sink(enriched, ENRICH_JOB, ENRICHED, "append", self.trigger)
+        return self._sink(enriched, ENRICH_JOB, ENRICHED, "append")
 
     def start_revenue(self) -> Any:
         """orders_enriched → orders and revenue per segment, complete mode (one overwrite
@@ -339,7 +351,7 @@ class Jobs:
 
         revenue = (self._source(REVENUE_JOB, ENRICHED).groupBy("segment")
                    .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("revenue")))
-        return self._sink(revenue, REVENUE_JOB, REVENUE, "complete", self.trigger)
+        return self._sink(revenue, REVENUE_JOB, REVENUE, "complete")
 
     def start_spend(self) -> Any:
         """orders → orders and amount per customer, complete mode, on the slow trigger: the
@@ -348,12 +360,22 @@ class Jobs:
 
         spend = (self._source(SPEND_JOB, ORDERS).groupBy("customer_id")
                  .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("amount")))
-        return self._sink(spend, SPEND_JOB, SPEND, "complete", self.slow_trigger)
+        return self._sink(spend, SPEND_JOB, SPEND, "complete")
 
     def check(self) -> None:
-        for q in self.queries:
-            if q.exception() is not None:
-                raise RuntimeError(f"query {q.name} failed: {q.exception()}")
+        """Raise if a query failed; restart one whose Python worker did not connect back."""
+        for job, q in list(self.queries.items()):
+            error = q.exception()
+            if error is None:
+                continue
+            if self.WORKER_TIMEOUT in str(error) and self.restarts.get(job, 0) < self.RESTARTS:
+                self.restarts[job] = self.restarts.get(job, 0) + 1
+                self.console.say("spark", f"{job} failed: a Python worker did not connect back "
+                                          "within Spark's 10 s (a busy machine); restarting it "
+                                          "from its checkpoint")
+                self._starts[job]()
+                continue
+            raise RuntimeError(f"query {q.name} failed: {error}")
 
 
 # -- the invariant ----------------------------------------------------------------------------
@@ -639,7 +661,7 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
         signals.install()  # pyspark replaced the SIGINT handler with its own
         register_data_source(spark, url=url)
         slow = args.slow_trigger if args.slow_trigger is not None else max(2.0, 4 * args.interval)
-        jobs = Jobs(spark, url, base / "checkpoints", max(0.5, args.interval / 2), slow)
+        jobs = Jobs(spark, url, base / "checkpoints", max(0.5, args.interval / 2), slow, console)
 
         def ingest_forever() -> None:
             due = time.monotonic() + args.interval
@@ -660,15 +682,15 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
         # readable in strong reads) until it reaches the cut of the rest of its component. So
         # the jobs start while ingestion pauses, and the stream resumes once all caught up.
         console.say("ingest", "paused while the jobs start and catch up with the roots")
-        jobs.start_enrichment()
-        console.say("spark", f"streaming job {ENRICH_JOB} started (orders ⋈ customers, append, "
-                             f"trigger {jobs.trigger})")
-        jobs.start_spend()
-        console.say("spark", f"streaming job {SPEND_JOB} started (per customer, complete mode, "
-                             f"trigger {jobs.slow_trigger})")
-        jobs.start_revenue()
-        console.say("spark", f"streaming job {REVENUE_JOB} started (per segment, complete mode, "
-                             f"trigger {jobs.trigger})")
+        # One query after the other: each starts Python workers that must connect back to the
+        # JVM within Spark's fixed 10 s, which several at once on a busy machine may not.
+        for start, what in ((jobs.start_enrichment, "orders ⋈ customers, append"),
+                            (jobs.start_spend, "per customer, complete mode"),
+                            (jobs.start_revenue, "per segment, complete mode")):
+            job = start().name
+            console.say("spark", f"streaming job {job} started ({what}, trigger "
+                                 f"{jobs.triggers[job]})")
+            _wait_for_first_trigger(jobs, job)
         _wait_for_sinks(console, client, jobs, stream.last_barrier)
         paces = Paces(stream, client, args, jobs)
         feeder.start()
@@ -708,12 +730,19 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
         if feeder is not None and feeder.is_alive():
             feeder.join(timeout=30)
         console.say("stop", "stopping the streaming queries and Spark")
-        _stop_quietly(spark, jobs.queries if jobs is not None else [])
+        _stop_quietly(spark, list(jobs.queries.values()) if jobs is not None else [])
 
 
 def _summary(reads: int, held: int, naive_broken: int) -> str:
     return (f"{reads} strong reads, invariant held in {held} of them; the naive reads next to "
             f"them broke it in {naive_broken}")
+
+
+def _wait_for_first_trigger(jobs: Jobs, job: str) -> None:
+    """Until the query of ``job`` has run its first trigger (its sources' workers are up)."""
+    while jobs.queries[job].lastProgress is None:
+        jobs.check()
+        time.sleep(0.2)
 
 
 def _wait_for_sinks(console: Console, client: Any, jobs: Jobs, barrier: int | None) -> None:

@@ -108,7 +108,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return DemoRun(proc.returncode, output.text(), stderr.read_text(), tmpdir, barriers)
+    out = output.text()
+    stderr.with_name("stdout.txt").write_text(out)  # kept with stderr, to look at after a run
+    return DemoRun(proc.returncode, out, stderr.read_text(), tmpdir, barriers)
 
 
 def test_sigterm_stops_queries_spark_and_server_and_removes_the_temporary_directory(demo):
