@@ -74,16 +74,15 @@ class Console:
         self.started = time.monotonic()
         self._lock = threading.Lock()
 
-    def say(self, topic: str, message: str, *, at: float | None = None) -> None:
-        """A line stamped with ``at`` (a ``time.monotonic()`` value; default: now)."""
+    def say(self, topic: str, message: str, *, at: float | None = None,
+            block: list[str] | None = None) -> None:
+        """A line stamped with ``at`` (a ``time.monotonic()`` value; default: now), and the
+        indented lines of ``block`` under it, in one write."""
         stamp = (time.monotonic() if at is None else at) - self.started
+        text = "\n".join([f"[{stamp:6.1f}s] {topic:<8} {message}",
+                          *(f"{'':18}{line}" for line in block or [])])
         with self._lock:
-            print(f"[{stamp:6.1f}s] {topic:<8} {message}", flush=True)
-
-    def block(self, lines: list[str]) -> None:
-        with self._lock:
-            for line in lines:
-                print(f"{'':18}{line}", flush=True)
+            print(text, flush=True)
 
 
 # -- stopping on a signal ---------------------------------------------------------------------
@@ -370,9 +369,11 @@ class Jobs:
                 continue
             if self.WORKER_TIMEOUT in str(error) and self.restarts.get(job, 0) < self.RESTARTS:
                 self.restarts[job] = self.restarts.get(job, 0) + 1
+                pause = 5 * 2 ** self.restarts[job]
                 self.console.say("spark", f"{job} failed: a Python worker did not connect back "
                                           "within Spark's 10 s (a busy machine); restarting it "
-                                          "from its checkpoint")
+                                          f"from its checkpoint in {pause} s")
+                time.sleep(pause)
                 self._starts[job]()
                 continue
             raise RuntimeError(f"query {q.name} failed: {error}")
@@ -708,10 +709,11 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
                 read_started = time.monotonic()
                 outcome = _report(console, spark, client, catalog, paces, read_started)
                 if outcome is not None:
-                    strong_ok, naive_ok = outcome
                     reads += 1
-                    held += strong_ok
-                    naive_broken += not naive_ok
+                    held += outcome.holds
+                    naive_broken += not outcome.naive_holds
+                    console.say("read", outcome.headline, at=outcome.started,
+                                block=outcome.lines)
                 next_report = read_started + (args.report_every if outcome is not None else 2)
             time.sleep(0.1)
         signals.stopping = True
@@ -805,10 +807,21 @@ def _end_jvm() -> None:
         proc.wait(timeout=10)
 
 
+@dataclass
+class Report:
+    """One strong read next to a naive one: the verdicts, and the lines that tell them."""
+
+    holds: bool
+    naive_holds: bool
+    started: float
+    headline: str
+    lines: list[str]
+
+
 def _report(console: Console, spark: Any, client: Any, catalog: Any, paces: Paces,
-            started: float) -> tuple[bool, bool] | None:
-    """One strong read next to a naive one, and its report: ``(strong holds, naive holds)``;
-    ``None`` when no strong cut covers every table yet (a table still catching up)."""
+            started: float) -> Report | None:
+    """One strong read next to a naive one; ``None`` when no strong cut covers every table yet
+    (a table still catching up)."""
     import spark_plugin as sp
 
     naive = naive_figures(catalog)
@@ -827,16 +840,15 @@ def _report(console: Console, spark: Any, client: Any, catalog: Any, paces: Pace
         return None
     took = time.monotonic() - started
     verdict = "holds" if figures.holds else "BROKEN: " + "; ".join(figures.breaches())
-    console.say("read", f"strong cut at barrier {clock(cut)}: invariant {verdict} — "
-                        f"{figures.describe()}", at=started)
     lines = ["consistent versions: " + ", ".join(
         f"{t.rsplit('.', 1)[1]}@{versions[t].snapshot_id}" for t in TABLES)]
     lines.append("naive latest snapshots: invariant "
                  + ("holds" if naive.holds else "broken: " + "; ".join(naive.breaches())))
     lines += paces.lines(started, took)
     lines += delay_lines(client)
-    console.block(lines)
-    return figures.holds, naive.holds
+    return Report(figures.holds, naive.holds, started,
+                  f"strong cut at barrier {clock(cut)}: invariant {verdict} — "
+                  f"{figures.describe()}", lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -139,8 +139,9 @@ def test_strong_reads_hold_the_invariant_across_sibling_jobs_and_naive_reads_bre
                         r"next to them broke it in (\d+)", out)
     assert summary is not None, out
     assert int(summary.group(1)) == int(summary.group(2)) >= STRONG_READS
-    assert int(summary.group(3)) >= 1, out  # the uncoordinated read is measurably wrong
-    assert out.count("naive latest snapshots: invariant broken") == int(summary.group(3))
+    # the uncoordinated read is measurably wrong
+    assert int(summary.group(3)) >= 1, out
+    assert "naive latest snapshots: invariant broken" in out
 
 
 def test_the_printed_paces_are_the_measured_ones(demo):
@@ -163,8 +164,9 @@ def test_the_printed_paces_are_the_measured_ones(demo):
         checked += 1
     assert checked >= 1
     # strong reads: the time printed since the previous one is the time between the two reads'
-    # stamps (each report line is stamped when its read started)
-    stamps, since = [], []
+    # stamps (each report is stamped when its read started)
+    stamps: list[float] = []
+    compared = 0
     for x in out:
         m = STRONG_READ.match(x)
         if m:
@@ -172,10 +174,10 @@ def test_the_printed_paces_are_the_measured_ones(demo):
         s = re.search(r"strong reads: (\d+\.\d) s since the previous one, this one took "
                       r"(\d+\.\d) s", x)
         if s:
-            since.append(float(s.group(1)))
-    assert len(since) == len(stamps) - 1 >= STRONG_READS - 1
-    for k, value in enumerate(since):
-        assert abs(value - (stamps[k + 1] - stamps[k])) <= 0.15, (value, stamps)
+            assert abs(float(s.group(1)) - (stamps[-1] - stamps[-2])) <= 0.15, (x, stamps)
+            assert float(s.group(2)) > 0
+            compared += 1
+    assert compared == len(stamps) - 1 >= STRONG_READS - 1
 
 
 def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
