@@ -685,8 +685,8 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
         console.say("ingest", "paused while the jobs start and catch up with the roots")
         # One query after the other: each starts Python workers that must connect back to the
         # JVM within Spark's fixed 10 s, which several at once on a busy machine may not.
-        for start, what in ((jobs.start_enrichment, "orders ⋈ customers, append"),
-                            (jobs.start_spend, "per customer, complete mode"),
+        for start, what in ((jobs.start_spend, "per customer, complete mode"),
+                            (jobs.start_enrichment, "orders ⋈ customers, append"),
                             (jobs.start_revenue, "per segment, complete mode")):
             job = start().name
             console.say("spark", f"streaming job {job} started ({what}, trigger "

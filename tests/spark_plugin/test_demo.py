@@ -117,7 +117,8 @@ def test_sigterm_stops_queries_spark_and_server_and_removes_the_temporary_direct
     assert demo.returncode == 128 + signal.SIGTERM, demo.out + demo.err[-3000:]
     assert "stopped by SIGTERM" in demo.out
     assert "stopping the streaming queries and Spark" in demo.out
-    assert "Traceback" not in demo.err, demo.err[-3000:]
+    # no traceback of the demo's own process (Spark's Python workers may print theirs)
+    assert "metaservice/cli.py" not in demo.err, demo.err[-3000:]
     # the demo's directory (warehouse, checkpoints, database, Spark's scratch space) is gone
     assert sorted(p.name for p in demo.tmpdir.iterdir()) == []
 
