@@ -510,7 +510,8 @@ class Paces:
         self.stream, self.client, self.args, self.jobs = stream, client, args, jobs
         self._ingested = len(stream.barriers)  # the first barrier ingested after the pause
         self._last_read: float | None = None
-        self._since_ms = int(time.time() * 1000)
+        self._started_ms = int(time.time() * 1000)
+        self._since_ms: dict[str, int] = {}  # per sink, the last commit counted
 
     def lines(self, read_started: float, read_took: float) -> list[str]:
         out = [self._ingest_line(), self._read_line(read_started, read_took),
@@ -523,8 +524,8 @@ class Paces:
         self._ingested += len(barriers)
         asked = f"asked: every {self.args.interval:g} s"
         if len(barriers) < 2:
-            return (f"ingest: {len(barriers)} barrier since the previous report "
-                    f"({asked})")
+            return (f"ingest: {len(barriers)} barrier{'' if barriers else 's'} since the "
+                    f"previous report ({asked})")
         gap = every([b / 1000 for b in barriers])
         return (f"ingest: {len(barriers)} barriers {clock(barriers[0])} … {clock(barriers[-1])}, "
                 f"one every {gap:.2f} s ({asked})")
@@ -537,16 +538,17 @@ class Paces:
                 f"one took {took:.1f} s ({asked})")
 
     def _commits_line(self) -> str:
-        now_ms = int(time.time() * 1000)
         parts = []
         for job, table in SINKS.items():
             history = self.client.table_barriers(table, limit=200)["barriers"]
+            since = self._since_ms.get(table, self._started_ms)
             times = sorted(b["committed_at"] / 1000 for b in history
-                           if b["committed_at"] > self._since_ms and not b["rolled_back"])
+                           if b["committed_at"] > since and not b["rolled_back"])
+            if times:
+                self._since_ms[table] = int(times[-1] * 1000)
             gap = every(times)
             parts.append(f"{job} {len(times)}"
                          + ("" if gap is None else f" (one every {gap:.1f} s)"))
-        self._since_ms = now_ms
         triggers = (f"triggers: {self.jobs.trigger}, {SPEND_JOB} {self.jobs.slow_trigger}")
         return "commits since the previous report: " + ", ".join(parts) + f" ({triggers})"
 
