@@ -5,19 +5,26 @@ What it does, printing each step as it happens:
 1. serves MetaService on an embedded SQLite file (``<dir>/metaservice.db``);
 2. creates a local Iceberg warehouse (a pyiceberg SQL catalog ``lake`` on SQLite);
 3. ingests a synthetic stream into two root tables, ``orders`` and ``customers`` (both roots
-   complete the same barrier every ``--interval`` seconds);
-4. runs two Structured Streaming jobs through the ``metaservice`` source and sink:
-   ``enrich-orders`` (orders ⋈ customers → ``orders_enriched``, append) and
+   complete the same barrier, one tick every ``--interval`` seconds);
+4. runs three Structured Streaming jobs through the ``metaservice`` source and sink:
+   ``enrich-orders`` (orders ⋈ customers → ``orders_enriched``, append),
    ``revenue-by-segment`` (an aggregate of ``orders_enriched`` → ``revenue_by_segment``,
-   complete mode);
-5. every few seconds takes a *strong* OLAP read of the four tables (``consistent_read``) and
-   checks the pipeline invariant at that cut — every order is enriched, and the revenue table
-   sums exactly the enriched orders — next to a naive read of the latest Iceberg snapshots, which
-   usually breaks it; prints the consistent versions, the lag of every table and the bottleneck
-   (``GET /delay``);
-6. keeps serving until Ctrl-C (or ``--duration`` seconds).
+   complete mode) and, reading the same ``orders`` stream at a slower trigger (so it processes
+   several barriers per step), ``customer-spend`` (orders and amount per customer →
+   ``customer_spend``, complete mode): a fan-out of ``orders`` to two sibling jobs;
+5. every few seconds takes a *strong* OLAP read of the five tables (``consistent_read``) and
+   checks, at that cut, one invariant that spans the siblings (joining their outputs) — every
+   order is enriched, the revenue table sums exactly the enriched orders, and ``customer_spend``
+   agrees with ``orders_enriched`` customer by customer — next to a naive read of the latest
+   Iceberg snapshots, which usually breaks it; prints the consistent versions, the paces it
+   measured (ingestion, strong reads, each job's commits), the lag of every table and the
+   bottleneck (``GET /delay``);
+6. keeps serving until Ctrl-C or SIGTERM (or ``--duration`` seconds), then stops the queries,
+   Spark and the server and removes its temporary directory.
 
-Data is tiny (a few rows per barrier) so that it starts fast on a laptop.
+Data is tiny (a few rows per barrier) so that it starts fast on a laptop. Exit status: 0 when
+``--duration`` elapsed and every strong read held the invariant, 1 when one did not, 128 + the
+signal's number when stopped by a signal (130 for Ctrl-C, 143 for SIGTERM).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import contextlib
 import os
 import random
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -35,6 +43,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 CATALOG = "lake"
@@ -43,30 +52,84 @@ ORDERS = f"{CATALOG}.{DATABASE}.orders"
 CUSTOMERS = f"{CATALOG}.{DATABASE}.customers"
 ENRICHED = f"{CATALOG}.{DATABASE}.orders_enriched"
 REVENUE = f"{CATALOG}.{DATABASE}.revenue_by_segment"
-TABLES = (ORDERS, CUSTOMERS, ENRICHED, REVENUE)
+SPEND = f"{CATALOG}.{DATABASE}.customer_spend"
+TABLES = (ORDERS, CUSTOMERS, ENRICHED, REVENUE, SPEND)
 ENRICH_JOB = "enrich-orders"
 REVENUE_JOB = "revenue-by-segment"
+SPEND_JOB = "customer-spend"
+SINKS = {ENRICH_JOB: ENRICHED, SPEND_JOB: SPEND, REVENUE_JOB: REVENUE}
 INGEST_LABEL = "demo-ingest"
 SEGMENTS = ("retail", "business", "public")
+INVARIANT = ("at one cut, every order is enriched exactly once, revenue_by_segment sums exactly "
+             "the enriched orders, and customer_spend, computed from the same orders by a second "
+             "and slower job, agrees with orders_enriched for every customer.")
+# the signals that stop the demo as Ctrl-C does (SIGHUP: its terminal went away)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Console:
-    """Timestamped progress lines."""
+    """Timestamped progress lines (seconds since the demo started)."""
 
     def __init__(self) -> None:
         self.started = time.monotonic()
         self._lock = threading.Lock()
 
-    def say(self, topic: str, message: str) -> None:
+    def say(self, topic: str, message: str, *, at: float | None = None,
+            block: list[str] | None = None) -> None:
+        """A line stamped with ``at`` (a ``time.monotonic()`` value; default: now), and the
+        indented lines of ``block`` under it, in one write."""
+        stamp = (time.monotonic() if at is None else at) - self.started
+        text = "\n".join([f"[{stamp:6.1f}s] {topic:<8} {message}",
+                          *(f"{'':18}{line}" for line in block or [])])
         with self._lock:
-            print(f"[{time.monotonic() - self.started:6.1f}s] {topic:<8} {message}", flush=True)
-
-    def block(self, lines: list[str]) -> None:
-        with self._lock:
-            for line in lines:
-                print(f"{'':18}{line}", flush=True)
+            print(text, flush=True)
 
 
+# -- stopping on a signal ---------------------------------------------------------------------
+
+
+class Stopped(KeyboardInterrupt):
+    """Raised in the main thread by a stop signal, so that every ``finally`` runs as on
+    Ctrl-C (which raises :class:`KeyboardInterrupt` the same way)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP stop the demo the same way: the first one raises
+    :class:`Stopped` in the main thread; once stopping has begun (after a signal, or at the end
+    of ``--duration``), further signals are noted and ignored, so that the cleanup (queries,
+    Spark, server, temporary directory) is not cut short. The cleanup is bounded in time."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.received: int | None = None
+        self.stopping = False
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        """(Again, after something replaced a handler: pyspark installs its own for SIGINT.)"""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in STOP_SIGNALS:
+            previous = signal.signal(signum, self._handle)
+            self._previous.setdefault(signum, previous)
+
+    def restore(self) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.stopping:
+            self.console.say("stop", f"{signal.Signals(signum).name} while stopping: ignored, "
+                                     "the demo is cleaning up")
+            return
+        self.stopping = True
+        self.received = signum
+        raise Stopped(signum)
 # -- the server -------------------------------------------------------------------------------
 
 
@@ -146,6 +209,8 @@ def create_tables(catalog: Any) -> None:
                          ("segment", StringType()), ("amount", DoubleType())),
         REVENUE: schema(("segment", StringType()), ("orders", LongType()),
                         ("revenue", DoubleType())),
+        SPEND: schema(("customer_id", LongType()), ("orders", LongType()),
+                      ("amount", DoubleType())),
     }
     for name, spec in specs.items():
         catalog.create_table((DATABASE, name.rsplit(".", 1)[1]), schema=spec)
@@ -155,7 +220,8 @@ class SyntheticStream:
     """New customers and orders every tick; both roots complete the tick's barrier.
 
     Orders only name customers of earlier ticks, so the inner join of orders and customers up to
-    any barrier keeps every order: ``count(enriched@B) == count(orders@B)``.
+    any barrier keeps every order: ``count(enriched@B) == count(orders@B)``. The barriers
+    ingested are kept (``barriers``), so that the pace actually reached can be reported.
     """
 
     def __init__(self, client: Any, catalog: Any, console: Console, seed: int = 7) -> None:
@@ -165,6 +231,8 @@ class SyntheticStream:
         self.orders = 0
         self.ticks = 0
         self.last_barrier: int | None = None
+        self.barriers: list[int] = []
+        self._lock = threading.Lock()
 
     def _append(self, table: str, rows: dict[str, list[Any]], barrier: int) -> None:
         import pyarrow as pa
@@ -195,16 +263,25 @@ class SyntheticStream:
             "order_id": order_ids,
             "customer_id": [self.random.randint(1, existing) for _ in order_ids],
             "amount": [round(self.random.uniform(5, 200), 2) for _ in order_ids]}, barrier)
-        self.ticks += 1
-        self.last_barrier = barrier
+        with self._lock:
+            self.ticks += 1
+            self.last_barrier = barrier
+            self.barriers.append(barrier)
         return barrier, new_customers, count
+
+    def barriers_since(self, index: int) -> list[int]:
+        with self._lock:
+            return self.barriers[index:]
 
 
 # -- Spark ------------------------------------------------------------------------------------
 
 
-def start_spark() -> Any:
+def start_spark(local_dir: Path) -> Any:
+    """A local[2] session whose scratch space (``SPARK_LOCAL_DIRS``) is ``local_dir`` unless
+    configured otherwise, so that the demo's directory holds everything it writes."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_DIRS", str(local_dir))  # spark.local.dir, unwarned
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("metaservice-demo")
@@ -214,6 +291,8 @@ def start_spark() -> Any:
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.adaptive.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
+             # a query's stop() waits at most this long for its micro-batch (default: forever)
+             .config("spark.sql.streaming.stopTimeout", "15000")
              # tiny data: the client compiler and a serial GC start the JVM twice as fast
              .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
              .getOrCreate())
@@ -222,12 +301,26 @@ def start_spark() -> Any:
 
 
 class Jobs:
-    """The two streaming jobs of the pipeline, defined in Spark's idiom."""
+    """The three streaming jobs of the pipeline, defined in Spark's idiom."""
 
-    def __init__(self, spark: Any, url: str, checkpoints: Path, trigger_seconds: float) -> None:
+    # Spark gives a Python worker a fixed 10 s to connect back to the JVM; on a busy machine one
+    # may not, and its query fails. Such a query is restarted from its checkpoint (that many
+    # times at most), as one restarts any failed streaming query.
+    RESTARTS = 3
+    WORKER_TIMEOUT = "Python worker failed to connect back"
+
+    def __init__(self, spark: Any, url: str, checkpoints: Path, trigger_seconds: float,
+                 slow_trigger_seconds: float, console: Console) -> None:
         self.spark, self.url, self.checkpoints = spark, url, checkpoints
-        self.trigger = f"{trigger_seconds} seconds"
-        self.queries: list[Any] = []
+        self.console = console
+        self.trigger = f"{trigger_seconds:g} seconds"
+        self.slow_trigger = f"{slow_trigger_seconds:g} seconds"
+        self.triggers = {ENRICH_JOB: self.trigger, SPEND_JOB: self.slow_trigger,
+                         REVENUE_JOB: self.trigger}
+        self.queries: dict[str, Any] = {}
+        self.restarts: dict[str, int] = {}
+        self._starts = {ENRICH_JOB: self.start_enrichment, SPEND_JOB: self.start_spend,
+                        REVENUE_JOB: self.start_revenue}
 
     def _source(self, job: str, table: str) -> Any:
         return (self.spark.readStream.format("metaservice").option("metaservice.url", self.url)
@@ -237,8 +330,8 @@ class Jobs:
         query = (df.writeStream.format("metaservice").option("metaservice.url", self.url)
                  .option("job", job).option("table", table).outputMode(mode)
                  .option("checkpointLocation", str(self.checkpoints / job))
-                 .trigger(processingTime=self.trigger).queryName(job).start())
-        self.queries.append(query)
+                 .trigger(processingTime=self.triggers[job]).queryName(job).start())
+        self.queries[job] = query
         return query
 
     def start_enrichment(self) -> Any:
@@ -259,63 +352,118 @@ class Jobs:
                    .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("revenue")))
         return self._sink(revenue, REVENUE_JOB, REVENUE, "complete")
 
+    def start_spend(self) -> Any:
+        """orders → orders and amount per customer, complete mode, on the slow trigger: the
+        sibling of ``enrich-orders`` on the same stream, which takes several barriers per step."""
+        from pyspark.sql import functions as F
+
+        spend = (self._source(SPEND_JOB, ORDERS).groupBy("customer_id")
+                 .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("amount")))
+        return self._sink(spend, SPEND_JOB, SPEND, "complete")
+
     def check(self) -> None:
-        for q in self.queries:
-            if q.exception() is not None:
-                raise RuntimeError(f"query {q.name} failed: {q.exception()}")
+        """Raise if a query failed; restart one whose Python worker did not connect back."""
+        for job, q in list(self.queries.items()):
+            error = q.exception()
+            if error is None:
+                continue
+            if self.WORKER_TIMEOUT in str(error) and self.restarts.get(job, 0) < self.RESTARTS:
+                self.restarts[job] = self.restarts.get(job, 0) + 1
+                pause = 5 * 2 ** self.restarts[job]
+                self.console.say("spark", f"{job} failed: a Python worker did not connect back "
+                                          "within Spark's 10 s (a busy machine); restarting it "
+                                          f"from its checkpoint in {pause} s")
+                time.sleep(pause)
+                self._starts[job]()
+                continue
+            raise RuntimeError(f"query {q.name} failed: {error}")
 
 
-# -- reading and checking ---------------------------------------------------------------------
+# -- the invariant ----------------------------------------------------------------------------
 
 
 @dataclass
-class Totals:
+class Figures:
+    """What the invariant compares, computed from one read of the five tables."""
+
     orders: int
     orders_amount: float
     enriched: int
     enriched_amount: float
     revenue_orders: int
     revenue_amount: float
+    spend_orders: int
+    spend_amount: float
+    spend_customers: int
+    customers_disagreeing: int  # customers whose customer_spend row ≠ their enriched orders
+
+    def breaches(self) -> list[str]:
+        """The parts of the invariant that do not hold (empty: it holds)."""
+        out = []
+        if self.orders != self.enriched or _differ(self.orders_amount, self.enriched_amount):
+            out.append(f"{self.orders} orders but {self.enriched} enriched")
+        if (self.revenue_orders != self.enriched
+                or _differ(self.revenue_amount, self.enriched_amount)):
+            out.append(f"revenue table sums {self.revenue_orders} orders "
+                       f"(Σ {self.revenue_amount:,.2f}) for {self.enriched} enriched "
+                       f"(Σ {self.enriched_amount:,.2f})")
+        if self.customers_disagreeing:
+            out.append(f"customer_spend disagrees with orders_enriched for "
+                       f"{self.customers_disagreeing} customers ({self.spend_orders} orders, "
+                       f"Σ {self.spend_amount:,.2f})")
+        return out
 
     @property
     def holds(self) -> bool:
-        return (self.orders == self.enriched == self.revenue_orders
-                and abs(self.orders_amount - self.enriched_amount) < 0.005
-                and abs(self.enriched_amount - self.revenue_amount) < 0.005)
+        return not self.breaches()
 
     def describe(self) -> str:
-        return (f"orders {self.orders} (Σ {self.orders_amount:,.2f}), enriched {self.enriched} "
-                f"(Σ {self.enriched_amount:,.2f}), revenue table {self.revenue_orders} orders "
-                f"(Σ {self.revenue_amount:,.2f})")
+        return (f"orders {self.orders} (Σ {self.orders_amount:,.2f}), enriched {self.enriched}, "
+                f"revenue table {self.revenue_orders} orders, customer_spend "
+                f"{self.spend_orders} orders of {self.spend_customers} customers")
 
 
-def totals_from_frames(frames: dict[str, Any]) -> Totals:
-    def agg(table: str, count: str, amount: str) -> tuple[int, float]:
-        row = frames[table].selectExpr(f"coalesce({count}, 0) AS n",
-                                       f"coalesce({amount}, 0) AS s").collect()[0]
-        return int(row.n), float(row.s)
-
-    o = agg(ORDERS, "count(*)", "sum(amount)")
-    e = agg(ENRICHED, "count(*)", "sum(amount)")
-    r = agg(REVENUE, "sum(orders)", "sum(revenue)")
-    return Totals(o[0], o[1], e[0], e[1], r[0], r[1])
+def _differ(a: float, b: float) -> bool:
+    return abs(a - b) >= 0.005
 
 
-def naive_totals(catalog: Any) -> Totals:
-    """What a reader of each table's latest Iceberg snapshot sees, uncoordinated."""
+def figures_from_arrow(data: dict[str, Any]) -> Figures:
+    """The invariant's figures from pyarrow tables of ``orders``, ``orders_enriched``,
+    ``revenue_by_segment`` and ``customer_spend``; the sibling outputs are joined customer by
+    customer."""
     import pyarrow.compute as pc
 
+    def total(table: str, column: str) -> float:
+        return float(pc.sum(data[table][column]).as_py() or 0)
+
+    per_customer: dict[int, tuple[int, float]] = {}
+    enriched = data[ENRICHED]
+    for cid, amount in zip(enriched["customer_id"].to_pylist(),
+                           enriched["amount"].to_pylist(), strict=True):
+        n, s = per_customer.get(cid, (0, 0.0))
+        per_customer[cid] = (n + 1, s + (amount or 0.0))
+    spend = data[SPEND]
+    spent = {cid: (n or 0, s or 0.0) for cid, n, s in zip(
+        spend["customer_id"].to_pylist(), spend["orders"].to_pylist(),
+        spend["amount"].to_pylist(), strict=True)}
+    disagreeing = sum(1 for cid in per_customer.keys() | spent.keys()
+                      if per_customer.get(cid, (0, 0.0))[0] != spent.get(cid, (0, 0.0))[0]
+                      or _differ(per_customer.get(cid, (0, 0.0))[1],
+                                 spent.get(cid, (0, 0.0))[1]))
+    return Figures(
+        orders=data[ORDERS].num_rows, orders_amount=total(ORDERS, "amount"),
+        enriched=enriched.num_rows, enriched_amount=total(ENRICHED, "amount"),
+        revenue_orders=int(total(REVENUE, "orders")), revenue_amount=total(REVENUE, "revenue"),
+        spend_orders=int(total(SPEND, "orders")), spend_amount=total(SPEND, "amount"),
+        spend_customers=spend.num_rows, customers_disagreeing=disagreeing)
+
+
+def naive_figures(catalog: Any) -> Figures:
+    """What a reader of each table's latest Iceberg snapshot sees, uncoordinated."""
     from spark_plugin._iceberg import load_table
 
-    def agg(table: str, count: str | None, amount: str) -> tuple[int, float]:
-        data = load_table(table, catalog).scan().to_arrow()
-        n = data.num_rows if count is None else int(pc.sum(data[count]).as_py() or 0)
-        return n, float(pc.sum(data[amount]).as_py() or 0.0)
-
-    o = agg(ORDERS, None, "amount")
-    e = agg(ENRICHED, None, "amount")
-    r = agg(REVENUE, "orders", "revenue")
-    return Totals(o[0], o[1], e[0], e[1], r[0], r[1])
+    return figures_from_arrow({t: load_table(t, catalog).scan().to_arrow()
+                               for t in (ORDERS, ENRICHED, REVENUE, SPEND)})
 
 
 def clock(ms: int | None) -> str:
@@ -329,48 +477,80 @@ def seconds(ms: int | None) -> str:
 
 
 def delay_lines(client: Any) -> list[str]:
-    """The lag table and the bottleneck, from ``GET /delay`` (or computed from versions)."""
-    from spark_plugin._errors import NotFoundError, UnknownTableError
-
-    try:
-        delay = client.request("GET", "/delay", idempotent=True)
-    except NotFoundError:
-        delay = None
+    """The lag table and the bottleneck, from ``GET /delay``."""
+    delay = client.request("GET", "/delay", idempotent=True)
     lines = [f"{'table':<28} {'latest barrier':<14} {'lag':>8}  writer"]
-    if delay is not None:
-        by_table = {t["table"]: t for t in delay["tables"]}
-        for name in TABLES:
-            t = by_table.get(name, {})
-            lines.append(f"{name:<28} {clock(t.get('latest_barrier')):<14} "
-                         f"{seconds(t.get('lag_ms')):>8}  {t.get('writer_job') or 'ingestion'}")
-        b = delay.get("bottleneck")
-        if b:
-            lines.append(f"bottleneck: {b['job']} (local lag {seconds(b.get('local_lag_ms'))}, "
-                         f"last hop {seconds(b.get('recent_hop_latency_ms'))})")
-        return lines
-    now = int(time.time() * 1000)
-    latest: dict[str, int | None] = {}
+    by_table = {t["table"]: t for t in delay["tables"]}
     for name in TABLES:
-        try:
-            latest[name] = client.table_barriers(name, limit=1).get("latest_barrier")
-        except UnknownTableError:
-            latest[name] = None
-        lag = None if latest[name] is None else now - int(latest[name])  # type: ignore[arg-type]
-        lines.append(f"{name:<28} {clock(latest[name]):<14} {seconds(lag):>8}")
-    local = {ENRICH_JOB: _gap(min(_v(latest[ORDERS]), _v(latest[CUSTOMERS])), latest[ENRICHED]),
-             REVENUE_JOB: _gap(latest[ENRICHED], latest[REVENUE])}
-    worst = max(local, key=lambda j: _v(local[j]))
-    lines.append(f"bottleneck: {worst} (local lag {seconds(local[worst])}; GET /delay is not "
-                 "served here, so lags are computed from the tables' latest barriers)")
+        t = by_table.get(name, {})
+        lines.append(f"{name:<28} {clock(t.get('latest_barrier')):<14} "
+                     f"{seconds(t.get('lag_ms')):>8}  {t.get('writer_job') or 'ingestion'}")
+    b = delay.get("bottleneck")
+    if b:
+        lines.append(f"bottleneck: {b['job']} (local lag {seconds(b.get('local_lag_ms'))}, "
+                     f"last hop {seconds(b.get('recent_hop_latency_ms'))})")
     return lines
 
 
-def _v(x: int | None) -> int:
-    return -1 if x is None else int(x)
+# -- measured paces ---------------------------------------------------------------------------
 
 
-def _gap(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None or a < 0 else max(0, int(a) - int(b))
+def every(points: list[float]) -> float | None:
+    """The mean interval between consecutive points (``None`` below two points)."""
+    return None if len(points) < 2 else (points[-1] - points[0]) / (len(points) - 1)
+
+
+class Paces:
+    """What the demo measures between two reports, rather than what it was asked for: the
+    barriers ingested, the time between strong reads, each job's commits (from the server's
+    record of its sink)."""
+
+    def __init__(self, stream: SyntheticStream, client: Any, args: argparse.Namespace,
+                 jobs: Jobs) -> None:
+        self.stream, self.client, self.args, self.jobs = stream, client, args, jobs
+        self._ingested = len(stream.barriers)  # the first barrier ingested after the pause
+        self._last_read: float | None = None
+        self._started_ms = int(time.time() * 1000)
+        self._since_ms: dict[str, int] = {}  # per sink, the last commit counted
+
+    def lines(self, read_started: float, read_took: float) -> list[str]:
+        out = [self._ingest_line(), self._read_line(read_started, read_took),
+               self._commits_line()]
+        self._last_read = read_started
+        return out
+
+    def _ingest_line(self) -> str:
+        barriers = self.stream.barriers_since(self._ingested)
+        self._ingested += len(barriers)
+        asked = f"asked: every {self.args.interval:g} s"
+        if len(barriers) < 2:
+            return (f"ingest: {len(barriers)} barrier{'' if barriers else 's'} since the "
+                    f"previous report ({asked})")
+        gap = every([b / 1000 for b in barriers])
+        return (f"ingest: {len(barriers)} barriers {clock(barriers[0])} … {clock(barriers[-1])}, "
+                f"one every {gap:.2f} s ({asked})")
+
+    def _read_line(self, started: float, took: float) -> str:
+        asked = f"asked: every {self.args.report_every:g} s"
+        if self._last_read is None:
+            return f"strong reads: the first one, it took {took:.1f} s ({asked})"
+        return (f"strong reads: {started - self._last_read:.1f} s since the previous one, this "
+                f"one took {took:.1f} s ({asked})")
+
+    def _commits_line(self) -> str:
+        parts = []
+        for job, table in SINKS.items():
+            history = self.client.table_barriers(table, limit=200)["barriers"]
+            since = self._since_ms.get(table, self._started_ms)
+            times = sorted(b["committed_at"] / 1000 for b in history
+                           if b["committed_at"] > since and not b["rolled_back"])
+            if times:
+                self._since_ms[table] = int(times[-1] * 1000)
+            gap = every(times)
+            parts.append(f"{job} {len(times)}"
+                         + ("" if gap is None else f" (one every {gap:.1f} s)"))
+        triggers = (f"triggers: {self.jobs.trigger}, {SPEND_JOB} {self.jobs.slow_trigger}")
+        return "commits since the previous report: " + ", ".join(parts) + f" ({triggers})"
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -379,17 +559,22 @@ def _gap(a: int | None, b: int | None) -> int | None:
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="metaservice demo", description=__doc__)
     parser.add_argument("--duration", type=float, default=None,
-                        help="stop by itself this many seconds after both jobs have committed "
-                             "(default: run until Ctrl-C)")
+                        help="stop by itself this many seconds after every job has caught up "
+                             "(default: run until Ctrl-C or SIGTERM)")
     parser.add_argument("--dir", type=Path, default=None,
                         help="keep the demo's files here (default: a temporary directory, "
                              "removed at exit)")
     parser.add_argument("--port", type=int, default=8000,
                         help="port of the server (default 8000; a free one if it is taken)")
     parser.add_argument("--interval", type=float, default=1.0,
-                        help="seconds between two ingested barriers (default 1)")
+                        help="seconds between two ingested barriers asked for (default 1; the "
+                             "reports show the pace reached)")
     parser.add_argument("--report-every", type=float, default=6.0,
-                        help="seconds between two strong reads (default 6)")
+                        help="seconds between the starts of two strong reads asked for "
+                             "(default 6; the reports show the time measured)")
+    parser.add_argument("--slow-trigger", type=float, default=None,
+                        help=f"processing-time trigger of {SPEND_JOB}, in seconds (default: "
+                             "four ingestion intervals, at least 2)")
     return parser
 
 
@@ -400,26 +585,40 @@ def run(args: argparse.Namespace) -> int:
     for noisy in ("httpx", "py4j", "spark_plugin", "metaservice", "uvicorn"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     console = Console()
+    signals = StopSignals(console)
+    signals.install()
     keep = args.dir is not None
-    base = Path(args.dir) if keep else Path(tempfile.mkdtemp(prefix="metaservice-demo-"))
-    if keep and base.exists() and any(base.iterdir()):
-        shutil.rmtree(base)
-    base.mkdir(parents=True, exist_ok=True)
-    warehouse = base / "warehouse"
-    warehouse.mkdir()
-    print("MetaService demo: two streaming jobs over Iceberg, read consistently while they run.",
-          flush=True)
-    port = _free_port(args.port)
+    base: Path | None = None
     try:
+        base = Path(args.dir) if keep else Path(tempfile.mkdtemp(prefix="metaservice-demo-"))
+        if keep and base.exists() and any(base.iterdir()):
+            shutil.rmtree(base)
+        base.mkdir(parents=True, exist_ok=True)
+        # the streaming jobs' driver-side state belongs to this demo: keep it in its directory
+        from spark_plugin.streaming.lifecycle import STATE_DIR_ENV
+
+        os.environ.setdefault(STATE_DIR_ENV, str(base / "spark-state"))
+        warehouse = base / "warehouse"
+        warehouse.mkdir()
+        print("MetaService demo: three streaming jobs over Iceberg, two of them reading the "
+              "same stream at different paces, read consistently while they run.", flush=True)
+        port = _free_port(args.port)
         with serve(base / "metaservice.db", port) as url:
             os.environ["METASERVICE_URL"] = url
             note = "" if port == args.port else f" (port {args.port} is taken)"
             console.say("server", f"{url}{note}  — API docs {url}/docs{_dashboard(url)}, "
                                   f"SQLite {base / 'metaservice.db'}")
-            return _pipeline(args, console, url, base, warehouse)
+            return _pipeline(args, console, signals, url, base, warehouse)
+    except KeyboardInterrupt:
+        # before the pipeline ran (it handles its own): Ctrl-C or a stop signal; 128 + the
+        # signal's number, the shells' convention
+        signals.stopping = True
+        return 128 + (signals.received or signal.SIGINT)
     finally:
-        if not keep:
+        signals.stopping = True
+        if not keep and base is not None:
             shutil.rmtree(base, ignore_errors=True)
+        signals.restore()
 
 
 def _dashboard(url: str) -> str:
@@ -432,8 +631,8 @@ def _dashboard(url: str) -> str:
     return f", dashboard {url}/ui" if found else ""
 
 
-def _pipeline(args: argparse.Namespace, console: Console, url: str, base: Path,
-              warehouse: Path) -> int:
+def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, url: str,
+              base: Path, warehouse: Path) -> int:
     props = configure_lake(warehouse)
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -445,135 +644,213 @@ def _pipeline(args: argparse.Namespace, console: Console, url: str, base: Path,
     console.say("lake", f"Iceberg warehouse {warehouse} (pyiceberg SQL catalog '{CATALOG}')")
     console.say("tables", f"{ORDERS} + {CUSTOMERS} (roots) → {ENRICH_JOB} → {ENRICHED} → "
                           f"{REVENUE_JOB} → {REVENUE}")
+    console.say("tables", f"{ORDERS} → {SPEND_JOB} (slower) → {SPEND}: a second job on the "
+                          "same stream")
+    console.say("invariant", INVARIANT)
     client = sp.MetaServiceClient(url)
     stream = SyntheticStream(client, catalog, console)
     for _ in range(2):
         barrier, c, o = stream.tick()
         console.say("ingest", f"barrier {clock(barrier)}: +{c} customers, +{o} orders")
     console.say("spark", "starting a local[2] session; the first micro-batches start Spark's "
-                         "Python workers (about a minute on two cores)")
-    spark = start_spark()
-    register_data_source(spark, url=url)
-    jobs = Jobs(spark, url, base / "checkpoints", max(0.5, args.interval / 2))
+                         "Python workers (a minute or two on two cores)")
+    spark = None
+    jobs: Jobs | None = None
     stop = threading.Event()
-
-    def ingest_forever() -> None:
-        while not stop.wait(args.interval):
-            try:
-                b, nc, no = stream.tick()
-                if stream.ticks <= 3 or stream.ticks % 10 == 0:
-                    console.say("ingest", f"barrier {clock(b)}: +{nc} customers, +{no} orders "
-                                          f"(tick {stream.ticks})")
-            except Exception as exc:  # noqa: BLE001 - shown, the demo goes on
-                console.say("ingest", f"failed: {type(exc).__name__}: {exc}")
-
-    feeder = threading.Thread(target=ingest_forever, name="demo-ingest", daemon=True)
-    reads = held = 0
+    feeder: threading.Thread | None = None
+    reads = held = naive_broken = 0
     try:
+        spark = start_spark(base / "spark-local")
+        signals.install()  # pyspark replaced the SIGINT handler with its own
+        register_data_source(spark, url=url)
+        slow = args.slow_trigger if args.slow_trigger is not None else max(2.0, 4 * args.interval)
+        jobs = Jobs(spark, url, base / "checkpoints", max(0.5, args.interval / 2), slow, console)
+
+        def ingest_forever() -> None:
+            due = time.monotonic() + args.interval
+            while not stop.wait(max(0.0, due - time.monotonic())):
+                try:
+                    b, nc, no = stream.tick()
+                    if stream.ticks <= 3 or stream.ticks % 10 == 0:
+                        console.say("ingest", f"barrier {clock(b)}: +{nc} customers, "
+                                              f"+{no} orders (tick {stream.ticks})")
+                except Exception as exc:  # noqa: BLE001 - shown, the demo goes on
+                    console.say("ingest", f"failed: {type(exc).__name__}: {exc}")
+                # the next tick is due one interval after this one was: a late tick is not
+                # made up for by a burst, it shows in the measured pace
+                due = max(due + args.interval, time.monotonic())
+
+        feeder = threading.Thread(target=ingest_forever, name="demo-ingest", daemon=True)
         # A table that joins a pipeline behind the strong cut it serves is "catching up" (not
-        # readable in strong reads) until it reaches the cut of the rest of its component; with
-        # the roots moving every second a starting job never would. So the jobs start while
-        # ingestion pauses, one after the other, and the stream resumes once both caught up.
+        # readable in strong reads) until it reaches the cut of the rest of its component. So
+        # the jobs start while ingestion pauses, and the stream resumes once all caught up.
         console.say("ingest", "paused while the jobs start and catch up with the roots")
-        jobs.start_enrichment()
-        console.say("spark", f"streaming job {ENRICH_JOB} started (orders ⋈ customers, append)")
-        _wait_for_barrier(console, client, jobs, ENRICHED, ENRICH_JOB, stream.last_barrier)
-        jobs.start_revenue()
-        console.say("spark", f"streaming job {REVENUE_JOB} started (aggregate, complete mode)")
-        _wait_for_barrier(console, client, jobs, REVENUE, REVENUE_JOB, stream.last_barrier)
+        # One query after the other: each starts Python workers that must connect back to the
+        # JVM within Spark's fixed 10 s, which several at once on a busy machine may not.
+        for start, what in ((jobs.start_spend, "per customer, complete mode"),
+                            (jobs.start_enrichment, "orders ⋈ customers, append"),
+                            (jobs.start_revenue, "per segment, complete mode")):
+            job = start().name
+            console.say("spark", f"streaming job {job} started ({what}, trigger "
+                                 f"{jobs.triggers[job]})")
+            _wait_for_first_trigger(jobs, job)
+        _wait_for_sinks(console, client, jobs, stream.last_barrier)
+        paces = Paces(stream, client, args, jobs)
         feeder.start()
-        console.say("ingest", f"resumed: new customers and orders every {args.interval:g} s")
-        console.say("pipeline", "both jobs have caught up: strong reads every "
+        console.say("ingest", f"resumed: a tick asked for every {args.interval:g} s (the "
+                              "reports show the pace measured)")
+        console.say("pipeline", "every job has caught up: a strong read asked for every "
                                 f"{args.report_every:g} s, "
                                 + (f"for {args.duration:g} s" if args.duration is not None
-                                   else "until Ctrl-C"))
+                                   else "until Ctrl-C or SIGTERM"))
         started = time.monotonic()
         next_report = time.monotonic()
         while args.duration is None or time.monotonic() - started < args.duration:
             jobs.check()
             if time.monotonic() >= next_report:
-                ok = _report(console, spark, client, catalog)
-                if ok is not None:
+                read_started = time.monotonic()
+                outcome = _report(console, spark, client, catalog, paces, read_started)
+                if outcome is not None:
                     reads += 1
-                    held += ok
-                next_report = time.monotonic() + (args.report_every if ok is not None else 2)
-            time.sleep(0.2)
-        console.say("done", f"{reads} strong reads, invariant held in {held} of them; "
-                            f"{stream.ticks} barriers ingested")
+                    held += outcome.holds
+                    naive_broken += not outcome.naive_holds
+                    console.say("read", outcome.headline, at=outcome.started,
+                                block=outcome.lines)
+                next_report = read_started + (args.report_every if outcome is not None else 2)
+            time.sleep(0.1)
+        signals.stopping = True
+        console.say("done", f"{_summary(reads, held, naive_broken)}; {stream.ticks} barriers "
+                            "ingested")
         return 0 if held == reads else 1
     except KeyboardInterrupt:
-        console.say("done", f"interrupted: {reads} strong reads, invariant held in {held}")
-        return 0
+        signals.stopping = True
+        name = signal.Signals(signals.received or signal.SIGINT).name
+        console.say("done", f"stopped by {name}: {_summary(reads, held, naive_broken)}; "
+                            f"{stream.ticks} barriers ingested")
+        return 128 + (signals.received or signal.SIGINT)
     finally:
+        signals.stopping = True
         stop.set()
-        _stop_quietly(spark, jobs.queries)
+        if feeder is not None and feeder.is_alive():
+            feeder.join(timeout=30)
+        console.say("stop", "stopping the streaming queries and Spark")
+        _stop_quietly(spark, list(jobs.queries.values()) if jobs is not None else [])
 
 
-def _wait_for_barrier(console: Console, client: Any, jobs: Jobs, table: str, job: str,
-                      barrier: int | None) -> None:
-    """Until ``table`` completes ``barrier`` (printing each commit)."""
+def _summary(reads: int, held: int, naive_broken: int) -> str:
+    return (f"{reads} strong reads, invariant held in {held} of them; the naive reads next to "
+            f"them broke it in {naive_broken}")
+
+
+def _wait_for_first_trigger(jobs: Jobs, job: str) -> None:
+    """Until the query of ``job`` has run its first trigger (its sources' workers are up)."""
+    while jobs.queries[job].lastProgress is None:
+        jobs.check()
+        time.sleep(0.2)
+
+
+def _wait_for_sinks(console: Console, client: Any, jobs: Jobs, barrier: int | None) -> None:
+    """Until every job's sink completes ``barrier`` (printing each commit)."""
     from spark_plugin._errors import UnknownTableError
 
-    seen = None
+    seen: dict[str, int | None] = dict.fromkeys(SINKS)
     while True:
         jobs.check()
-        try:
-            latest = client.table_barriers(table, limit=1).get("latest_barrier")
-        except UnknownTableError:
-            latest = None
-        if latest is not None and latest != seen:
-            seen = latest
-            console.say("commit", f"{job} committed barrier {clock(latest)} to {table}")
-        if latest is not None and barrier is not None and latest >= barrier:
+        for job, table in SINKS.items():
+            try:
+                latest = client.table_barriers(table, limit=1).get("latest_barrier")
+            except UnknownTableError:
+                latest = None
+            if latest is not None and latest != seen[job]:
+                seen[job] = latest
+                console.say("commit", f"{job} committed barrier {clock(latest)} to {table}")
+        if barrier is not None and all(b is not None and b >= barrier for b in seen.values()):
             return
         time.sleep(0.2)
 
 
 def _stop_quietly(spark: Any, queries: list[Any]) -> None:
-    """Stop the queries (their listener unregisters the jobs) and Spark, without the errors
-    Spark logs when a micro-batch is interrupted."""
-    with contextlib.suppress(Exception):
-        spark.sparkContext.setLogLevel("OFF")
-    with contextlib.suppress(Exception):
-        # pyspark's accumulator server prints an EOFError when a connection closes under it
-        server = spark.sparkContext._accumulatorServer
-        if server is not None:
-            server.handle_error = lambda *a, **k: None
-    for q in queries:
+    """Stop the queries (their listener unregisters the jobs), Spark, and the JVM, without the
+    errors Spark logs when a micro-batch is interrupted."""
+    if spark is not None:
         with contextlib.suppress(Exception):
-            q.stop()
+            spark.sparkContext.setLogLevel("OFF")
+        with contextlib.suppress(Exception):
+            # pyspark's accumulator server prints an EOFError when a connection closes under it
+            server = spark.sparkContext._accumulatorServer
+            if server is not None:
+                server.handle_error = lambda *a, **k: None
+        for q in queries:
+            with contextlib.suppress(Exception):
+                q.stop()
+        with contextlib.suppress(Exception):
+            spark.stop()
+    _end_jvm()
+
+
+def _end_jvm() -> None:
+    """End the JVM pyspark launched and wait for it (its shutdown removes Spark's scratch
+    files), so that nothing writes into the demo's directory once it is removed. The JVM exits
+    when its standard input closes, as it does when the Python driver exits; a JVM that is still
+    starting (a stop during ``getOrCreate``) is not known yet and ends that way too."""
+    import subprocess
+
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return
     with contextlib.suppress(Exception):
-        spark.stop()
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
-def _report(console: Console, spark: Any, client: Any, catalog: Any) -> bool | None:
-    """One strong read and its report; ``None`` when no strong cut covers every table yet
-    (a table still catching up with its component)."""
+@dataclass
+class Report:
+    """One strong read next to a naive one: the verdicts, and the lines that tell them."""
+
+    holds: bool
+    naive_holds: bool
+    started: float
+    headline: str
+    lines: list[str]
+
+
+def _report(console: Console, spark: Any, client: Any, catalog: Any, paces: Paces,
+            started: float) -> Report | None:
+    """One strong read next to a naive one; ``None`` when no strong cut covers every table yet
+    (a table still catching up)."""
     import spark_plugin as sp
 
-    naive = naive_totals(catalog)
+    naive = naive_figures(catalog)
     try:
         with sp.consistent_read(spark, list(TABLES), "strong", client=client, catalog=catalog,
                                 lease_seconds=60) as frames:
-            cut = {frames.versions[t].barrier for t in TABLES}
-            totals = totals_from_frames(frames)
+            cut = max(frames.versions[t].barrier for t in TABLES)
+            figures = figures_from_arrow({t: frames[t].toArrow()
+                                          for t in (ORDERS, ENRICHED, REVENUE, SPEND)})
             versions = dict(frames.versions)
     except (sp.CatchingUpError, sp.NoVersionError) as exc:
         behind = [t for t in TABLES
                   if client.table_barriers(t, limit=1).get("catching_up")]
-        console.say("read", f"no strong cut over all four tables yet ({exc.code}"
+        console.say("read", f"no strong cut over all five tables yet ({exc.code}"
                             + (f": {', '.join(behind)} catching up" if behind else "") + ")")
         return None
-    mark = "holds" if totals.holds else "BROKEN"
-    console.say("read", f"strong cut at barrier {clock(min(cut))}: invariant {mark} — "
-                        f"{totals.describe()}")
+    took = time.monotonic() - started
+    verdict = "holds" if figures.holds else "BROKEN: " + "; ".join(figures.breaches())
     lines = ["consistent versions: " + ", ".join(
         f"{t.rsplit('.', 1)[1]}@{versions[t].snapshot_id}" for t in TABLES)]
     lines.append("naive latest snapshots: invariant "
-                 + ("holds" if naive.holds else f"broken — {naive.describe()}"))
+                 + ("holds" if naive.holds else "broken: " + "; ".join(naive.breaches())))
+    lines += paces.lines(started, took)
     lines += delay_lines(client)
-    console.block(lines)
-    return totals.holds
+    return Report(figures.holds, naive.holds, started,
+                  f"strong cut at barrier {clock(cut)}: invariant {verdict} — "
+                  f"{figures.describe()}", lines)
 
 
 def main(argv: list[str] | None = None) -> int:

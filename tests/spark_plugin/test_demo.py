@@ -1,30 +1,202 @@
-"""``metaservice demo`` end to end, as a user runs it (a short ``--duration``)."""
+"""``metaservice demo`` end to end, as a user runs it and as ``timeout`` or a container runtime
+stops it (SIGTERM).
+
+One run of the demo (Spark starts once) serves the tests of the module: it runs until it has
+printed a few strong reads, then its process group gets SIGTERM, as ``timeout`` sends it.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
+import httpx
 import pytest
+
+from spark_plugin.demo import ORDERS, clock
 
 pytestmark = pytest.mark.spark
 
+STRONG_READS = 3
+STRONG_READ = re.compile(r"^\[\s*(\d+\.\d)s\] read\s+strong cut at barrier ")
 
-def test_demo_runs_the_pipeline_and_every_strong_read_holds_the_invariant(tmp_path):
+
+@dataclass
+class DemoRun:
+    returncode: int
+    out: str
+    err: str
+    tmpdir: Path
+    orders_barriers: list[int]  # the root's barriers as the server recorded them
+
+
+def _demo_env(tmpdir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYICEBERG_", "METASERVICE_"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "metaservice", "demo", "--duration", "8", "--report-every", "3",
-         "--port", "0", "--dir", str(tmp_path / "demo")],
-        env=env, capture_output=True, text=True, timeout=600)
-    out = done.stdout
-    assert done.returncode == 0, out + done.stderr[-3000:]
-    assert "enrich-orders committed barrier" in out
-    assert "revenue-by-segment committed barrier" in out
-    assert "invariant holds" in out and "BROKEN" not in out
-    reads = re.search(r"(\d+) strong reads, invariant held in (\d+) of them", out)
-    assert reads is not None and int(reads.group(1)) >= 1
-    assert reads.group(1) == reads.group(2)
-    assert "bottleneck:" in out
+    env["TMPDIR"] = str(tmpdir)  # where the demo's temporary directory goes
+    return env
+
+
+class _Output:
+    """The demo's stdout, collected line by line in a thread."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self.lines.append("")  # end of output
+            self._changed.notify_all()
+
+    def wait_for(self, predicate, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate(self.lines):
+                if self._thread.is_alive() is False or time.monotonic() > deadline:
+                    return predicate(self.lines)
+                self._changed.wait(timeout=1)
+            return True
+
+    def text(self) -> str:
+        self._thread.join(timeout=30)
+        return "\n".join(self.lines)
+
+
+def _start(tmpdir: Path, stderr: Path, *args: str) -> tuple[subprocess.Popen[str], _Output]:
+    with stderr.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "metaservice", "demo", "--port", "0", *args],
+            env=_demo_env(tmpdir), stdout=subprocess.PIPE, stderr=err, text=True,
+            start_new_session=True)  # its own process group, as under `timeout`
+    return proc, _Output(proc)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    tmpdir = tmp_path_factory.mktemp("demo-tmp")
+    stderr = tmp_path_factory.mktemp("demo-logs") / "stderr.txt"
+    proc, output = _start(tmpdir, stderr, "--report-every", "3")
+    try:
+        output.wait_for(lambda lines: sum(bool(STRONG_READ.match(x)) for x in lines)
+                        >= STRONG_READS, timeout=420)
+        server = next((re.search(r"(http://127\.0\.0\.1:\d+)", x) for x in output.lines
+                       if "] server " in x), None)
+        barriers: list[int] = []
+        if server is not None and proc.poll() is None:
+            answer = httpx.get(f"{server.group(1)}/tables/{ORDERS.replace('.', '/')}/barriers",
+                               params={"limit": 1000}, timeout=30)
+            barriers = sorted(b["barrier"] for b in answer.json()["barriers"])
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)  # what `timeout` does: the whole group
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = output.text()
+    stderr.with_name("stdout.txt").write_text(out)  # kept with stderr, to look at after a run
+    return DemoRun(proc.returncode, out, stderr.read_text(), tmpdir, barriers)
+
+
+def test_sigterm_stops_queries_spark_and_server_and_removes_the_temporary_directory(demo):
+    assert demo.returncode == 128 + signal.SIGTERM, demo.out + demo.err[-3000:]
+    assert "stopped by SIGTERM" in demo.out
+    assert "stopping the streaming queries and Spark" in demo.out
+    # no traceback of the demo's own process (Spark's Python workers may print theirs)
+    assert "metaservice/cli.py" not in demo.err, demo.err[-3000:]
+    # the demo's directory (warehouse, checkpoints, database, Spark's scratch space) is gone
+    assert sorted(p.name for p in demo.tmpdir.iterdir()) == []
+
+
+def test_strong_reads_hold_the_invariant_across_sibling_jobs_and_naive_reads_break_it(demo):
+    out = demo.out
+    assert "] invariant at one cut," in out and "customer_spend" in out
+    for job, table in (("enrich-orders", "orders_enriched"), ("customer-spend", "customer_spend"),
+                       ("revenue-by-segment", "revenue_by_segment")):
+        assert f"{job} committed barrier" in out and table in out
+    reads = [x for x in out.splitlines() if STRONG_READ.match(x)]
+    assert len(reads) >= STRONG_READS, out
+    assert all("invariant holds" in x for x in reads), "\n".join(reads)
+    # both siblings have output at the cuts read: the invariant compared something
+    spend = [int(m.group(1)) for x in reads
+             for m in [re.search(r"customer_spend (\d+) orders of \d+ customers", x)] if m]
+    assert spend and max(spend) > 0, "\n".join(reads)
+    summary = re.search(r"(\d+) strong reads, invariant held in (\d+) of them; the naive reads "
+                        r"next to them broke it in (\d+)", out)
+    assert summary is not None, out
+    assert int(summary.group(1)) == int(summary.group(2)) >= STRONG_READS
+    # the uncoordinated read is measurably wrong
+    assert int(summary.group(3)) >= 1, out
+    assert "naive latest snapshots: invariant broken" in out
+
+
+def test_the_printed_paces_are_the_measured_ones(demo):
+    out = demo.out.splitlines()
+    # ingestion: the barriers counted and their mean interval are those the server recorded
+    ingest = [re.search(r"ingest: (\d+) barriers (\S+) … (\S+), one every (\d+\.\d+) s", x)
+              for x in out]
+    ingest_reports = [m for m in ingest if m]
+    assert ingest_reports, "\n".join(out)
+    recorded = [clock(b) for b in demo.orders_barriers]
+    checked = 0
+    for m in ingest_reports:
+        n, first, last, gap = int(m.group(1)), m.group(2), m.group(3), float(m.group(4))
+        if last not in recorded:  # printed after the test read the server's record
+            continue
+        i, j = recorded.index(first), recorded.index(last)
+        assert j - i + 1 == n
+        measured = (demo.orders_barriers[j] - demo.orders_barriers[i]) / 1000 / (n - 1)
+        assert abs(measured - gap) <= 0.006, (m.group(0), measured)
+        checked += 1
+    assert checked >= 1
+    # strong reads: the time printed since the previous one is the time between the two reads'
+    # stamps (each report is stamped when its read started)
+    stamps: list[float] = []
+    compared = 0
+    for x in out:
+        m = STRONG_READ.match(x)
+        if m:
+            stamps.append(float(m.group(1)))
+        s = re.search(r"strong reads: (\d+\.\d) s since the previous one, this one took "
+                      r"(\d+\.\d) s", x)
+        if s:
+            assert abs(float(s.group(1)) - (stamps[-1] - stamps[-2])) <= 0.15, (x, stamps)
+            assert float(s.group(2)) > 0
+            compared += 1
+    assert compared == len(stamps) - 1 >= STRONG_READS - 1
+
+
+def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
+    """A container runtime signals the demo's process alone, here while the JVM starts."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc, output = _start(tmpdir, tmp_path / "stderr.txt")
+    try:
+        assert output.wait_for(lambda lines: any("] spark    starting" in x for x in lines),
+                               timeout=120), output.text()
+        time.sleep(3)
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = output.text()
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert "stopped by SIGTERM" in out
+    assert sorted(p.name for p in tmpdir.iterdir()) == []
