@@ -252,3 +252,25 @@ def test_starting_a_running_job_at_an_explicit_barrier_pins_that_barrier(
                                                                        {"lake.db.a": 2})
     commit(client, "etl", "b", 20, 200)
     assert client.get("/jobs/etl").json()["last_committed_barrier"] == 20
+
+
+# -- strong cuts and catching up (SPEC §4) -----------------------------------------------------
+
+
+def test_a_table_rejoining_never_moves_the_strong_cut_back(client: httpx.Client) -> None:
+    """t joins r's component catching up (r completed 1000 before its job started); r moves on
+    to 1100, which strong readers see; then the job commits 1000 to t. Whether t rejoins or
+    keeps catching up, r's strong version never goes back below 1100. (The race of this commit
+    with the report, on two server processes, is ``test_strong_cut_race.py``.)"""
+    plan(client, "J", ["r"], ["t"])
+    root(client, "r", 1000, 1)
+    assert post(client, "/jobs/J/start", {"from": "latest"})["barrier"] == 1000
+    root(client, "r", 1100, 2)
+    assert version(client, "strong", "r")["barrier"] == 1100
+    commit(client, "J", "t", 1000, 10)
+    assert version(client, "strong", "r")["barrier"] >= 1100
+    step = post(client, "/jobs/J/barriers/next", {"after": 1000})
+    assert step["barrier"] == 1100
+    commit(client, "J", "t", 1100, 11)
+    assert version(client, "strong", "r")["barrier"] == 1100
+    assert version(client, "strong", "t")["barrier"] == 1100
