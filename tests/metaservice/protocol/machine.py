@@ -468,10 +468,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         cuts = self.check_versions("weak", versions, what)
         for component, cut in cuts.items():
             asked = [t for t in tables if t in component]
-            if len(set(asked)) == 1:
-                floor = h.latest(asked[0])
-            else:
-                floor = h.common_cut(asked)
+            floor = h.latest(asked[0]) if len(set(asked)) == 1 else h.common_cut(asked)
             self.check(floor is None or cut >= floor, "weak_not_greatest",
                        f"{what}: cut {cut} < {floor}; {self.describe(component)}")
 
@@ -573,7 +570,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         not_exact = h.not_exact(tables, barrier)
         named = sorted(error.get("details", {}).get("tables", []))
         if error["code"] == "barrier_not_complete":
-            self.check(named == behind and behind, "explicit_refusal",
+            self.check(bool(behind) and named == behind, "explicit_refusal",
                        f"{what}: {error}, behind {behind}")
         elif error["code"] == "barrier_not_exact":
             self.check(not behind and bool(not_exact) and named == not_exact,

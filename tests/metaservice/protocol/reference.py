@@ -142,10 +142,10 @@ class History:
         """The greatest barrier completed by some table of ``among`` (default: ``tables``),
         ≤ the least latest of ``tables``, at which every table of ``tables`` is exact."""
         tables = list(tables)
-        latests = [self.latest(t) for t in tables]
-        if not tables or any(b is None for b in latests):
+        latests = [b for b in (self.latest(t) for t in tables) if b is not None]
+        if not tables or len(latests) < len(tables):
             return None
-        ceiling = min(latests)  # type: ignore[type-var]
+        ceiling = min(latests)
         for b in self.candidates(tables if among is None else among):
             if b <= ceiling and all(self.exact(t, b) for t in tables):
                 return b
@@ -158,8 +158,8 @@ class History:
         """How many barriers (completed by tables of the component) the cut trails the slowest
         derived table (one with a running writer) of the component; None without one."""
         component = list(component)
-        derived = [self.latest(t) for t in component if self.writer(t) is not None]
-        derived = [b for b in derived if b is not None]
+        derived = [b for b in (self.latest(t) for t in component if self.writer(t) is not None)
+                   if b is not None]
         if not derived:
             return None
         slowest = min(derived)

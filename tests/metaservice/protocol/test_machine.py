@@ -36,7 +36,7 @@ def run(request: pytest.FixtureRequest, profile, examples: int, steps: int,  # t
     seeded = request.config.getoption("--hypothesis-seed", None) is not None
     try:
         run_state_machine_as_test(
-            lambda: machine(client, clock, database),
+            lambda: machine(client, clock, database),  # type: ignore[arg-type]
             settings=settings(max_examples=EXAMPLES or examples,
                               stateful_step_count=STEPS or steps, deadline=None,
                               derandomize=not seeded, database=None,

@@ -12,6 +12,7 @@ processes throughout; none may ever see the barrier decrease (the issue's report
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -89,7 +90,7 @@ def test_a_rejoin_racing_a_root_report_never_moves_the_strong_cut_back(
             for answer in answers:
                 assert answer is not None and answer.status_code == 200, answer
             for sequence in seen:
-                if any(x > y for x, y in zip(sequence, sequence[1:])):
+                if any(x > y for x, y in itertools.pairwise(sequence)):
                     backwards.append((trial, sequence))
             # One more read after everything settled: never below what was served.
             final = _ok(clients[0].get(f"/version/strong/{root}"))["barrier"]
