@@ -132,6 +132,7 @@ class Driver:
     after: int | None = None
     held: dict[str, Any] | None = None
     stale: bool = False  # a rollback may have invalidated what it holds
+    full_ok: bool = False  # its first step may be full (a start other than resume waited)
 
 
 def path(table: str) -> str:
@@ -308,6 +309,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         driver.after = None
         self.record.answers["start"] += 1
         answer = response.json()
+        driver.full_ok = answer.get("action") == "wait" and not self.resumes(start_from)
         if answer.get("action") in ("wait", "process"):
             self.check("barrier" in answer and "previous" in answer, "start_shape",
                        f"start {name} {body}: {answer}")
@@ -355,8 +357,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         if previous is None:
             # A full step replaces the sink: allowed for a start, and for a next only while the
             # sink holds nothing (and never for a resume of a sink with history).
-            incremental_needed = (start_from is None or start_from == "resume"
-                                  or (start_from == "default" and "resume" in self.profile.starts))
+            if start_from is None:
+                incremental_needed = not self.jobs[spec.name].full_ok
+            else:
+                incremental_needed = self.resumes(start_from)
             self.check(not (incremental_needed and sink_latest is not None),
                        "process_previous", f"{what}: full step over {spec.sink} at "
                                            f"{sink_latest}: {answer}")
@@ -367,6 +371,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.check(b_prev is not None and got == want, "process_previous",
                    f"{what}: previous {previous}, expected snap at {spec.sink}'s latest "
                    f"{b_prev}: {want}")
+
+    def resumes(self, start_from: str | int) -> bool:
+        """``resume``, or the default (which is ``resume`` where the profile knows it)."""
+        return start_from == "resume" or (start_from == "default"
+                                          and "resume" in self.profile.starts)
 
     def describe(self, tables: Any) -> str:
         return "; ".join(f"{t}={self.history.barriers.get(t)}" for t in sorted(set(tables)))
@@ -394,7 +403,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         if action == "process":
             if driver.held is None or driver.held["barrier"] != answer["barrier"]:
                 self.check_process(spec, answer, f"next {name} after {driver.after}", None)
-            driver.held = answer
+            driver.held, driver.full_ok = answer, False
             if commit:
                 return self.commit(name)
         return action
@@ -476,8 +485,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         h = self.history
         cuts = self.check_versions("strong", versions, what)
         for component, cut in cuts.items():
+            # The cut of every table of the component with a barrier, among the barriers the
+            # answered (so caught-up) tables completed, is a floor for the caught-up ones'.
             with_barriers = [t for t in component if h.latest(t) is not None]
-            floor = h.common_cut(with_barriers, among=component)
+            floor = h.common_cut(with_barriers, among=set(versions) & component)
             self.check(floor is None or cut >= floor, "strong_below_reference",
                        f"{what}: cut {cut} < {floor}; {self.describe(component)}")
             served = self.strong_served.get(component)
@@ -518,10 +529,18 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.record.answers[f"versions {consistency if barrier is None else 'barrier'}"] += 1
         if response.status_code != 200:
             error = response.json()["error"]
-            if error["code"] == "no_version":
+            if error["code"] == "no_version" and consistency != "strong":
+                # Some table has no barrier (at or below an explicit one), or some component
+                # has no barrier all its requested tables share.
+                groups: dict[frozenset[str], list[str]] = {}
+                for t in tables:
+                    groups.setdefault(h.component(t), []).append(t)
                 self.check(any(h.latest(t) is None or (barrier is not None
                                                        and h.snap(t, barrier) is None)
-                               for t in tables), "http_error", f"{what}: {error}")
+                               for t in tables)
+                           or (barrier is None and any(h.common_cut(g) is None
+                                                       for g in groups.values())),
+                           "http_error", f"{what}: {error}; {self.describe(tables)}")
             if barrier is not None:
                 self.check_explicit_refusal(tables, barrier, error, what)
             return
