@@ -156,6 +156,39 @@ def test_spec_worked_example_fan_out(client: httpx.Client) -> None:
         10, t1=(111, 10), t2=(121, 10))
 
 
+def test_a_join_of_siblings_is_handed_only_barriers_both_are_exact_at(
+        client: httpx.Client) -> None:
+    """The fan-out example with a join J of t1 and t2 downstream: once A completed 30 and B 20,
+    J (at 10) must not be handed 20 with t1's snapshot of 10 — t1 is not exact at 20. When B
+    is taken to 30 as well, J gets 30 with both snapshots of 30."""
+    plan(client, "A", ["r"], ["t1"])
+    plan(client, "B", ["r"], ["t2"])
+    plan(client, "J", ["t1", "t2"], ["y"])
+    root(client, "r", 10, 101)
+    for job, sink, snapshot in (("A", "t1", 111), ("B", "t2", 121)):
+        assert post(client, f"/jobs/{job}/start", {"from": "latest"})["barrier"] == 10
+        commit(client, job, sink, 10, snapshot)
+    start = post(client, "/jobs/J/start", {"from": "latest"})
+    assert (start["barrier"], start["snapshots"]) == (10, {"lake.db.t1": 111, "lake.db.t2": 121})
+    commit(client, "J", "y", 10, 131)
+    root(client, "r", 20, 102)
+    assert post(client, "/jobs/B/barriers/next", {"after": 10})["barrier"] == 20
+    commit(client, "B", "t2", 20, 122)
+    root(client, "r", 30, 103)
+    assert post(client, "/jobs/A/start", {"from": 30})["barrier"] == 30
+    commit(client, "A", "t1", 30, 113)
+
+    step = post(client, "/jobs/J/barriers/next", {"after": 10})
+    assert step["action"] == "wait", step
+    step = post(client, "/jobs/B/barriers/next", {"after": 20})
+    assert (step["barrier"], step["previous"]) == (30, {"lake.db.r": 102})
+    commit(client, "B", "t2", 30, 123)
+    step = post(client, "/jobs/J/barriers/next", {"after": 10})
+    assert step == {"action": "process", "barrier": 30,
+                    "snapshots": {"lake.db.t1": 113, "lake.db.t2": 123},
+                    "previous": {"lake.db.t1": 111, "lake.db.t2": 121}}
+
+
 # -- SPEC §5.2 and §5.3: starts and siblings ---------------------------------------------------
 
 
