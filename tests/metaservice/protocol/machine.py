@@ -26,7 +26,6 @@ counts, to measure a server (``test_machine.py`` prints the figures).
 from __future__ import annotations
 
 import itertools
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -613,14 +612,55 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------------------
 
-    def count(self) -> None:
+    def count(self, action: str) -> None:
         self.record.steps += 1
-        self.record.rules[sys._getframe(1).f_code.co_name] += 1
+        self.record.rules[action] += 1
+
+    WORK = ("step", "step", "step", "step", "hold", "burst", "round", "round")
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data())
+    def work(self, data: st.DataObject) -> None:
+        """Jobs take steps — one (the faster ones more often), one holding its barrier a while,
+        one racing ahead with ingestion, or all in a round — and, half the time, a reader asks
+        for versions."""
+        action = data.draw(st.sampled_from(self.WORK), label="work")
+        self.count(action)
+        if action == "step":
+            self.step(self.pick_running(data))
+        elif action == "hold":
+            self.step(self.pick_running(data), commit=False)
+        elif action == "burst":
+            self.burst(data)
+        else:
+            self.round(data)
+        if data.draw(st.booleans(), label="read"):
+            self.read_versions(data)
+
+    @rule(data=st.data())
+    def lifecycle(self, data: st.DataObject) -> None:
+        """A job stops, or (re)starts with a drawn ``from``, or gives up what it holds; a table
+        is rolled back (now and then)."""
+        choices = ["restart", "restart", "stop", "abort"]
+        if self.profile.rollbacks:
+            choices.append("rollback")
+        action = data.draw(st.sampled_from(choices), label="lifecycle")
+        if action == "stop" and not self.running():
+            action = "restart"
+        if action == "abort" and not any(self.jobs[n].held for n in self.running()):
+            action = "restart"
+        self.count(action)
+        getattr(self, {"stop": "stop_job"}.get(action, action))(data)
+
+    @rule(data=st.data())
+    def reader(self, data: st.DataObject) -> None:
+        self.count("read")
+        self.read_versions(data)
 
     @rule(data=st.data())
     def ingest(self, data: st.DataObject) -> None:
         """A root completes a barrier (new data or a heartbeat); time passes."""
-        self.count()
+        self.count("ingest")
         root = data.draw(st.sampled_from(self.roots), label="root")
         self.clock.advance(data.draw(st.sampled_from([1, 5, 20]), label="time"))
         self.report(root, data.draw(st.integers(0, 4), label="heartbeat") == 0)
@@ -629,20 +669,8 @@ class ProtocolMachine(RuleBasedStateMachine):
         weighted = [n for n in self.running() for _ in range(self.jobs[n].spec.weight)]
         return data.draw(st.sampled_from(weighted), label="job")
 
-    @precondition(lambda self: self.running())
-    @rule(data=st.data())
-    def step_job(self, data: st.DataObject) -> None:
-        """A job (the faster ones more often) takes a step; sometimes it only asks and holds
-        the barrier a while."""
-        self.count()
-        name = self.pick_running(data)
-        self.step(name, commit=data.draw(st.integers(0, 5), label="commit") > 0)
-
-    @precondition(lambda self: self.running())
-    @rule(data=st.data())
     def burst(self, data: st.DataObject) -> None:
         """Ingestion and one job race ahead of the others."""
-        self.count()
         name = self.pick_running(data)
         for _ in range(data.draw(st.integers(2, 4), label="burst")):
             for root in self.roots:
@@ -652,24 +680,16 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.step(name)
             self.step(name)
 
-    @precondition(lambda self: self.running())
-    @rule(data=st.data())
     def round(self, data: st.DataObject) -> None:
         """Every running job takes a step, in a drawn order."""
-        self.count()
         for name in data.draw(st.permutations(self.running()), label="order"):
             self.step(name)
 
-    @precondition(lambda self: self.running())
-    @rule(data=st.data())
     def stop_job(self, data: st.DataObject) -> None:
-        self.count()
         self.stop(data.draw(st.sampled_from(self.running()), label="job"))
 
-    @rule(data=st.data())
     def restart(self, data: st.DataObject) -> None:
         """A job starts again (after stopping it when it runs) with a drawn ``from``."""
-        self.count()
         name = data.draw(st.sampled_from(sorted(self.jobs)), label="job")
         if self.jobs[name].running:
             self.stop(name)
@@ -684,11 +704,8 @@ class ProtocolMachine(RuleBasedStateMachine):
                                        label="barrier")
         self.start(name, start_from)
 
-    @precondition(lambda self: any(self.jobs[n].held for n in self.running()))
-    @rule(data=st.data())
     def abort(self, data: st.DataObject) -> None:
         """A job gives up the barrier it holds; asked again, it gets it again."""
-        self.count()
         name = data.draw(st.sampled_from([n for n in self.running() if self.jobs[n].held]),
                          label="job")
         driver = self.jobs[name]
@@ -715,11 +732,8 @@ class ProtocolMachine(RuleBasedStateMachine):
                         frontier.append(k)
         return affected
 
-    @precondition(lambda self: self.profile.rollbacks)
-    @rule(data=st.data())
     def rollback(self, data: st.DataObject) -> None:
         """A table is revised at one of its barriers: plan, apply, complete."""
-        self.count()
         h = self.history
         revisable = [t for t in self.tables() if len(h.completed(t)) >= 2]
         if not revisable:
@@ -745,11 +759,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.strong_served.clear()  # strong cuts may move back across an applied rollback
         self.call("POST", f"/rollback-plans/{plan_id}/complete")
 
-    @rule(data=st.data(), consistency=st.sampled_from(["strong", "strong", "weak", "barrier"]),
-          single=st.booleans(), lease=st.booleans())
-    def read_versions(self, data: st.DataObject, consistency: str, single: bool,
-                      lease: bool) -> None:
-        self.count()
+    def read_versions(self, data: st.DataObject) -> None:
+        consistency = data.draw(st.sampled_from(["strong", "strong", "weak", "barrier"]),
+                                label="consistency")
+        single = data.draw(st.booleans(), label="single")
+        lease = data.draw(st.integers(0, 3), label="lease") == 0
         with_barriers = [t for t in self.tables() if self.history.latest(t) is not None]
         if not with_barriers:
             return
