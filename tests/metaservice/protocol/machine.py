@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from sqlalchemy import text
 
 from metaservice.clock import ManualClock
@@ -98,7 +98,7 @@ class Record:
     strong cut's trail behind the slowest derived table."""
 
     violations: Counter[str] = field(default_factory=Counter)
-    examples: dict[str, str] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)  # a few distinct ones
     answers: Counter[str] = field(default_factory=Counter)  # checked answers by kind of call
     rules: Counter[str] = field(default_factory=Counter)  # steps by rule
     steps: int = 0
@@ -174,7 +174,9 @@ class ProtocolMachine(RuleBasedStateMachine):
     def violation(self, kind: str, message: str) -> None:
         assert kind in KINDS, kind
         self.record.violations[kind] += 1
-        self.record.examples.setdefault(kind, message[:600])
+        kept = self.record.examples.setdefault(kind, [])
+        if len(kept) < 4 and not any(k[:50] == message[:50] for k in kept):
+            kept.append(message[:600])
         if not self.survey and kind in self.profile.enforce:
             self.failed = True
             raise Violation(f"{kind}: {message}")
@@ -616,51 +618,36 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.record.steps += 1
         self.record.rules[action] += 1
 
-    WORK = ("step", "step", "step", "step", "hold", "burst", "round", "round")
+    # What happens at a step, by weight: jobs work most, ingestion and readers often, the
+    # lifecycle (restart, stop, abort, rollback) now and then.
+    ACTIONS = ("step", "step", "step", "step", "ingest", "read", "step", "ingest", "read",
+               "hold", "round", "round", "burst", "ingest", "read", "restart", "restart",
+               "stop", "abort", "rollback")
+    NEEDS_RUNNING = {"step", "hold", "round", "burst", "stop"}
 
-    @precondition(lambda self: self.running())
     @rule(data=st.data())
-    def work(self, data: st.DataObject) -> None:
-        """Jobs take steps — one (the faster ones more often), one holding its barrier a while,
-        one racing ahead with ingestion, or all in a round — and, half the time, a reader asks
-        for versions."""
-        action = data.draw(st.sampled_from(self.WORK), label="work")
+    def act(self, data: st.DataObject) -> None:
+        action = data.draw(st.sampled_from(self.ACTIONS), label="action")
+        if action in self.NEEDS_RUNNING and not self.running():
+            action = "restart"
+        if action == "abort" and not any(self.jobs[n].held for n in self.running()):
+            action = "step" if self.running() else "restart"
+        if action == "rollback" and not self.profile.rollbacks:
+            action = "read"
         self.count(action)
         if action == "step":
             self.step(self.pick_running(data))
         elif action == "hold":
             self.step(self.pick_running(data), commit=False)
-        elif action == "burst":
-            self.burst(data)
-        else:
-            self.round(data)
-        if data.draw(st.booleans(), label="read"):
+        elif action == "ingest":
+            self.ingest(data)
+        elif action == "read":
             self.read_versions(data)
+        else:
+            getattr(self, {"stop": "stop_job"}.get(action, action))(data)
 
-    @rule(data=st.data())
-    def lifecycle(self, data: st.DataObject) -> None:
-        """A job stops, or (re)starts with a drawn ``from``, or gives up what it holds; a table
-        is rolled back (now and then)."""
-        choices = ["restart", "restart", "stop", "abort"]
-        if self.profile.rollbacks:
-            choices.append("rollback")
-        action = data.draw(st.sampled_from(choices), label="lifecycle")
-        if action == "stop" and not self.running():
-            action = "restart"
-        if action == "abort" and not any(self.jobs[n].held for n in self.running()):
-            action = "restart"
-        self.count(action)
-        getattr(self, {"stop": "stop_job"}.get(action, action))(data)
-
-    @rule(data=st.data())
-    def reader(self, data: st.DataObject) -> None:
-        self.count("read")
-        self.read_versions(data)
-
-    @rule(data=st.data())
     def ingest(self, data: st.DataObject) -> None:
         """A root completes a barrier (new data or a heartbeat); time passes."""
-        self.count("ingest")
         root = data.draw(st.sampled_from(self.roots), label="root")
         self.clock.advance(data.draw(st.sampled_from([1, 5, 20]), label="time"))
         self.report(root, data.draw(st.integers(0, 4), label="heartbeat") == 0)
