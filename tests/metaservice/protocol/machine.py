@@ -621,8 +621,8 @@ class ProtocolMachine(RuleBasedStateMachine):
     # What happens at a step, by weight: jobs work most, ingestion and readers often, the
     # lifecycle (restart, stop, abort, rollback) now and then.
     ACTIONS = ("step", "step", "step", "step", "ingest", "read", "step", "ingest", "read",
-               "hold", "round", "round", "burst", "ingest", "read", "restart", "restart",
-               "stop", "abort", "rollback")
+               "hold", "round", "round", "burst", "ingest", "read", "read", "read", "restart",
+               "restart", "stop", "abort", "rollback")
     NEEDS_RUNNING = {"step", "hold", "round", "burst", "stop"}
 
     @rule(data=st.data())

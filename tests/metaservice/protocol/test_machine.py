@@ -55,7 +55,7 @@ def test_fan_out_every_answer_is_exact(request: pytest.FixtureRequest, client: h
     """Siblings at random speeds, fan-in joins, chains, two or three roots, restarts with every
     ``from``, aborts, rollbacks, leases: every answer exact, strong cuts monotonic, the final
     drain brings every table's strong version to the final barrier."""
-    record = run(request, FANOUT, 24, 60, client, clock, database)
+    record = run(request, FANOUT, 18, 50, client, clock, database)
     assert record.drains > 0
 
 
