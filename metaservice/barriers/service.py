@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from metaservice import errors
+from metaservice.barriers import admission
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
 from metaservice.db.models import JobProgressRow, JobRow, TableRow, TopologyState
@@ -80,6 +81,7 @@ def record_completed_barrier(session: Session, ctx: ServiceContext,
     BarrierRegressionError for anything else at or below ``latest(T)``, and for a snapshot
     already recorded at an earlier barrier unless it is the latest one (a heartbeat).
     """
+    admission.refuse_expired_snapshot(table, checks, snapshot_id)
     name = table.name
     existing = checks.existing
     if existing is not None and not existing.rolled_back:
@@ -128,6 +130,7 @@ def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> i
 def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snapshot_id: int,
                 barrier: int | None) -> Completed:
     """A root snapshot reported by ingestion that is not a registered job (SPEC §5)."""
+    admission.refuse_barrier_in_future(ctx, barrier)
     table = _lock_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
     assert table is not None
     if table.writer_job is not None:
@@ -236,6 +239,7 @@ def _pin(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Table
 def start_position(session: Session, ctx: ServiceContext, job: JobRow,
                    start_from: str | int) -> Position:
     """The aligned start position of a job that has just started (SPEC §5.2), pinned."""
+    admission.refuse_barrier_in_future(ctx, start_from)
     sources = _source_tables(session, job.name)
     if not sources:
         return Position("none")
@@ -322,6 +326,7 @@ def _clear_pin(job: JobRow) -> None:
 def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableName, *,
            barrier: int | None, snapshot_id: int) -> Completed:
     """SPEC §5.4: a job reports that ``snapshot_id`` of its sink completes its pinned barrier."""
+    admission.refuse_barrier_in_future(ctx, barrier)
     peek = barriers_repo.peek_table(session, table_name)
     if peek is not None and peek[1]:
         # Keep the lock order (topology → job → table): the flag's update needs the topology.

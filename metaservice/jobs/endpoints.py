@@ -58,15 +58,20 @@ def _register(database: Database, ctx: ServiceContext, job: str, role: Role, tab
         return JobOut.of(service.register(session, ctx, job, role, table, owner=owner))
 
 
-@router.post("/jobs/{job}/start", response_model=StartOut, response_model_exclude_none=True,
+@router.post("/jobs/{job}/start", response_model=StartOut, response_model_exclude_unset=True,
              operation_id="start_job")
 def start_job(job: JobPath, session: WriteSession, ctx: Context,
               body: Annotated[StartIn | None, Body()] = None) -> dict:
     """The job starts: it becomes the only writer of its sinks and gets its aligned, pinned
-    start position. Starting a running job again answers its pinned position."""
+    start position. Starting a running job again answers its pinned position.
+
+    The answer always carries ``barrier`` and ``previous`` (SPEC §5.2), ``null`` when the job
+    waits, and ``previous`` ``null`` for a full first step."""
     started = service.start(session, ctx, job, (body or StartIn()).start_from)
+    position = position_out(started.position)
     return {"job": job, "run": started.view.job.run, "state": started.view.job.state,
-            **position_out(started.position)}
+            **position, "barrier": position.get("barrier"),
+            "previous": position.get("previous") or None}
 
 
 @router.post("/unregister/{job}", response_model=JobOut, operation_id="unregister_job")

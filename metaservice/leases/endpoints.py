@@ -16,7 +16,7 @@ from metaservice.leases.schemas import (
     RenewIn,
 )
 from metaservice.names import TableName
-from metaservice.schemas import QualifiedTable
+from metaservice.schemas import QualifiedTable, TextInt
 
 router = APIRouter(tags=["leases"])
 
@@ -63,7 +63,7 @@ def get_lease(lease_id: LeasePath, session: ReadSession, ctx: Context) -> LeaseO
 def list_leases(session: ReadSession, ctx: Context,
                 table: Annotated[QualifiedTable | None, Query()] = None,
                 holder: Annotated[str | None, Query(max_length=200)] = None,
-                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> LeasesOut:
+                limit: Annotated[TextInt, Query(ge=1, le=1000)] = 100) -> LeasesOut:
     """Live leases, soonest to expire first, optionally of one table or one holder."""
     name = TableName.parse(table) if table is not None else None
     now = ctx.clock.now_ms()
