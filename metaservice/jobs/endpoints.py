@@ -65,13 +65,12 @@ def start_job(job: JobPath, session: WriteSession, ctx: Context,
     """The job starts: it becomes the only writer of its sinks and gets its aligned, pinned
     start position. Starting a running job again answers its pinned position.
 
-    The answer always carries ``barrier`` and ``previous`` (SPEC §5.2), ``null`` when the job
-    waits, and ``previous`` ``null`` for a full first step."""
+    The answer always carries ``barrier`` and ``previous`` (SPEC §5.2): ``null`` when the job
+    waits (or has no sources)."""
     started = service.start(session, ctx, job, (body or StartIn()).start_from)
     position = position_out(started.position)
     return {"job": job, "run": started.view.job.run, "state": started.view.job.state,
-            **position, "barrier": position.get("barrier"),
-            "previous": position.get("previous") or None}
+            **position, "barrier": position.get("barrier"), "previous": position.get("previous")}
 
 
 @router.post("/unregister/{job}", response_model=JobOut, operation_id="unregister_job")
