@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, Strict
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-Barrier = Annotated[int, Field(ge=0, le=INT64_MAX, description="ms since the Unix epoch, UTC")]
-SnapshotId = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX, description="Iceberg snapshot id")]
+JsonInt = Annotated[int, Strict()]
+"""A JSON integer: a boolean, a string or a number with a fraction is refused (SPEC §2), never
+coerced."""
+
+JsonSeconds = Annotated[float, Strict()]
+"""A JSON number of seconds (fractions allowed): a boolean or a string is refused."""
+
+
+def _decimal_integer(value: object) -> object:
+    """A query or path parameter arrives as text: only an optional sign and digits are an
+    integer (``1.0``, ``1e3`` or ``true`` are not)."""
+    if isinstance(value, str) and not re.fullmatch(r"[+-]?[0-9]+", value):
+        raise ValueError("must be an integer")
+    return value
+
+
+TextInt = Annotated[int, BeforeValidator(_decimal_integer)]
+"""An integer in a URL (path or query parameter), written in decimal digits only."""
+
+Barrier = Annotated[JsonInt, Field(ge=0, le=INT64_MAX, description="ms since the Unix epoch, UTC")]
+SnapshotId = Annotated[JsonInt, Field(ge=INT64_MIN, le=INT64_MAX,
+                                      description="Iceberg snapshot id")]
 QualifiedTable = Annotated[
     str,
     Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}\.[A-Za-z0-9_][A-Za-z0-9_-]{0,127}"

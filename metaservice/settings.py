@@ -39,7 +39,7 @@ class Settings(BaseSettings):
         default=0.0, ge=0, description="per token (or client address); 0 turns it off")
     rate_limit_burst: int = Field(default=100, ge=1)
     max_barrier_ahead_seconds: float = Field(
-        default=86_400.0, gt=0,
+        default=86_400.0, gt=0, le=100 * 365 * 86_400,  # far below 2^63 ms: no overflow
         description="barriers further ahead of the server's clock are refused (barrier_in_future)")
     warehouse: str = Field(
         default="./warehouse",

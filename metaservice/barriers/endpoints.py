@@ -29,12 +29,12 @@ from metaservice.jobs import repository as jobs_repo
 from metaservice.jobs.endpoints import position_out
 from metaservice.jobs.schemas import PositionOut
 from metaservice.names import CatalogPath, DatabasePath, JobPath, TableName, TablePath
-from metaservice.schemas import INT64_MAX
+from metaservice.schemas import INT64_MAX, TextInt
 from metaservice.tables import repository as tables_repo
 
 router = APIRouter(tags=["barriers"])
 
-BarrierPath = Annotated[int, Path(ge=0, le=INT64_MAX)]
+BarrierPath = Annotated[TextInt, Path(ge=0, le=INT64_MAX)]
 
 
 @router.post("/jobs/{job}/barriers/next", response_model=PositionOut,
@@ -77,8 +77,8 @@ def report_root_barrier(catalog: CatalogPath, database: DatabasePath, table: Tab
             operation_id="list_table_barriers")
 def list_table_barriers(catalog: CatalogPath, database: DatabasePath, table: TablePath,
                         session: ReadSession,
-                        before: Annotated[int | None, Query(ge=0, le=INT64_MAX)] = None,
-                        limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> TableBarriersOut:
+                        before: Annotated[TextInt | None, Query(ge=0, le=INT64_MAX)] = None,
+                        limit: Annotated[TextInt, Query(ge=1, le=1000)] = 100) -> TableBarriersOut:
     """Completed barriers of one table, newest first (page with ``before``)."""
     name = TableName(catalog, database, table)
     row = tables_repo.find_table(session, name)
@@ -96,8 +96,8 @@ def list_table_barriers(catalog: CatalogPath, database: DatabasePath, table: Tab
 
 @router.get("/jobs/{job}/progress", response_model=JobProgressOut, operation_id="job_progress")
 def job_progress(job: JobPath, session: ReadSession,
-                 before: Annotated[int | None, Query(ge=0, le=INT64_MAX)] = None,
-                 limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> JobProgressOut:
+                 before: Annotated[TextInt | None, Query(ge=0, le=INT64_MAX)] = None,
+                 limit: Annotated[TextInt, Query(ge=1, le=1000)] = 100) -> JobProgressOut:
     """Per barrier: started, sources ready, committed per sink, finished, duration, attempts."""
     if jobs_repo.get_job(session, job) is None:
         raise errors.UnknownJobError(f"unknown job {job!r}", job=job)

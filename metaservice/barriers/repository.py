@@ -22,7 +22,13 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import TextClause
 
 from metaservice.db.engine import on_postgres
-from metaservice.db.models import BarrierRow, JobProgressRow, RollbackFenceRow, TableRow
+from metaservice.db.models import (
+    BarrierRow,
+    JobProgressRow,
+    RollbackFenceRow,
+    SnapshotExpirationRow,
+    TableRow,
+)
 from metaservice.names import TableName
 
 
@@ -185,6 +191,7 @@ def count_barriers(session: Session) -> int:
 _tables = TableRow.__table__
 _barriers = BarrierRow.__table__
 _fences = RollbackFenceRow.__table__
+_expirations = SnapshotExpirationRow.__table__
 
 
 @dataclass(slots=True)
@@ -215,6 +222,7 @@ class CommitChecks:
     fence_plan: str | None  # the rollback plan fencing the table
     existing: RecordedBarrier | None  # the row at the barrier
     snapshot_barrier: int | None  # the newest barrier the snapshot already completes
+    expiration_approved: bool = False  # the snapshot is approved for expiration (or expired)
 
 
 _PEEK = select(_tables.c.id, _tables.c.catching_up).where(
@@ -235,6 +243,10 @@ _CHECKS = select(
            _barriers.c.rolled_back.is_(False))
     .order_by(_barriers.c.barrier.desc()).limit(1).scalar_subquery(),
     _existing.c.snapshot_id, _existing.c.rolled_back, _existing.c.writer_job,
+    select(_expirations.c.snapshot_id)
+    .where(_expirations.c.table_id == bindparam("table_id"),
+           _expirations.c.snapshot_id == bindparam("snapshot_id"))
+    .limit(1).scalar_subquery(),
 ).select_from(
     select(literal(1).label("one")).subquery("one").outerjoin(
         _existing, and_(_existing.c.table_id == bindparam("table_id"),
@@ -287,7 +299,7 @@ def commit_checks(session: Session, table_id: int, barrier: int,
                                     "snapshot_id": snapshot_id}).one()
     existing = (None if row[2] is None
                 else RecordedBarrier(int(row[2]), bool(row[3]), row[4]))
-    return CommitChecks(row[0], existing, row[1])
+    return CommitChecks(row[0], existing, row[1], row[5] is not None)
 
 
 def write_completed(session: Session, table_id: int, *, barrier: int, snapshot_id: int,

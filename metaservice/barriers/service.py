@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from metaservice import errors
+from metaservice.barriers import admission
 from metaservice.barriers import repository as barriers_repo
 from metaservice.barriers.protocol import (
     OtherJob,
@@ -45,7 +46,7 @@ class Position:
     action: Action
     barrier: int | None = None
     snapshots: dict[str, int] = field(default_factory=dict)
-    previous: dict[str, int] = field(default_factory=dict)
+    previous: dict[str, int] | None = field(default_factory=dict)
     retry_after_ms: int | None = None
     reason: str | None = None
     restart_after: int | None = None  # with an abort caused by a rollback
@@ -88,6 +89,7 @@ def record_completed_barrier(session: Session, ctx: ServiceContext,
     BarrierRegressionError for anything else at or below ``latest(T)``, and for a snapshot
     already recorded at an earlier barrier unless it is the latest one (a heartbeat).
     """
+    admission.refuse_expired_snapshot(table, checks, snapshot_id)
     name = table.name
     existing = checks.existing
     if existing is not None and not existing.rolled_back:
@@ -136,6 +138,7 @@ def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> i
 def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snapshot_id: int,
                 barrier: int | None) -> Completed:
     """A root snapshot reported by ingestion that is not a registered job (SPEC §5)."""
+    admission.refuse_barrier_in_future(ctx, barrier)
     table = _lock_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
     assert table is not None
     if table.writer_job is not None:
@@ -192,8 +195,9 @@ def _ids(snapshots: dict[str, Any] | None) -> dict[str, int]:
 def pinned_position(job: JobRow) -> Position:
     if job.pin_invalidated_reason is not None:  # a rollback invalidated it: not to be processed
         return _abort_position(job)
-    return Position("process", job.pinned_barrier, _ids(job.pinned_snapshots),
-                    _ids(job.pinned_previous))
+    # A pin with no previous barrier is a full step: ``previous`` is null (SPEC §5.2).
+    previous = None if job.pinned_after is None else _ids(job.pinned_previous)
+    return Position("process", job.pinned_barrier, _ids(job.pinned_snapshots), previous)
 
 
 def _abort_position(job: JobRow) -> Position:
@@ -278,6 +282,7 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
     would (incremental, ``previous`` set); with no such history it starts as ``latest``. No
     barrier at or below a sink's latest is ever handed out: the job resumes after it instead.
     """
+    admission.refuse_barrier_in_future(ctx, start_from)
     sources = _source_tables(session, job.name)
     if not sources:
         return Position("none")
@@ -393,6 +398,7 @@ def _clear_pin(job: JobRow) -> None:
 def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableName, *,
            barrier: int | None, snapshot_id: int) -> Completed:
     """SPEC §5.4: a job reports that ``snapshot_id`` of its sink completes its pinned barrier."""
+    admission.refuse_barrier_in_future(ctx, barrier)
     peek = barriers_repo.peek_table(session, table_name)
     if peek is not None and peek[1]:
         # Keep the lock order (topology → job → table): the flag's update needs the topology.

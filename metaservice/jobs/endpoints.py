@@ -25,7 +25,10 @@ def position_out(position: Position) -> dict:
                       restart_after=position.restart_after)
     if position.action in ("process", "none"):
         out.snapshots, out.previous = position.snapshots, position.previous
-    return out.model_dump(exclude_none=True)
+    answer = out.model_dump(exclude_none=True)
+    if position.action == "process":
+        answer["previous"] = position.previous  # null: a full step (SPEC §5.2)
+    return answer
 
 
 @router.post("/register/source/{job}/{catalog}/{database}/{table}", response_model=JobOut,
@@ -57,15 +60,19 @@ def _register(database: Database, ctx: ServiceContext, job: str, role: Role, tab
         return JobOut.of(service.register(session, ctx, job, role, table, principal))
 
 
-@router.post("/jobs/{job}/start", response_model=StartOut, response_model_exclude_none=True,
+@router.post("/jobs/{job}/start", response_model=StartOut, response_model_exclude_unset=True,
              operation_id="start_job")
 def start_job(job: JobPath, session: WriteSession, ctx: Context, principal: CurrentPrincipal,
               body: Annotated[StartIn | None, Body()] = None) -> dict:
     """The job starts: it becomes the only writer of its sinks and gets its aligned, pinned
-    start position. Starting a running job again answers its pinned position."""
+    start position. Starting a running job again answers its pinned position.
+
+    The answer always carries ``barrier`` and ``previous`` (SPEC §5.2): both ``null`` when the
+    job waits, ``barrier`` ``null`` when it has no sources."""
     started = service.start(session, ctx, job, (body or StartIn()).start_from, principal)
+    position = position_out(started.position)
     return {"job": job, "run": started.view.job.run, "state": started.view.job.state,
-            **position_out(started.position)}
+            **position, "barrier": position.get("barrier"), "previous": position.get("previous")}
 
 
 @router.post("/unregister/{job}", response_model=JobOut, operation_id="unregister_job")

@@ -16,7 +16,7 @@ from metaservice.leases.schemas import (
     RenewIn,
 )
 from metaservice.names import TableName
-from metaservice.schemas import QualifiedTable
+from metaservice.schemas import QualifiedTable, TextInt
 
 router = APIRouter(tags=["leases"])
 
@@ -72,7 +72,7 @@ def get_lease(lease_id: LeasePath, session: ReadSession, ctx: Context,
 def list_leases(session: ReadSession, ctx: Context, principal: CurrentPrincipal,
                 table: Annotated[QualifiedTable | None, Query()] = None,
                 holder: Annotated[str | None, Query(max_length=200)] = None,
-                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> LeasesOut:
+                limit: Annotated[TextInt, Query(ge=1, le=1000)] = 100) -> LeasesOut:
     """The caller's live leases (an admin's: every one), soonest to expire first, optionally
     of one table or one holder."""
     name = TableName.parse(table) if table is not None else None

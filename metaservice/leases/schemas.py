@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metaservice.schemas import QualifiedTable, SnapshotId
+from metaservice.schemas import JsonSeconds, QualifiedTable, SnapshotId
 
 MAX_TTL_SECONDS = 7 * 24 * 3600
 MAX_SNAPSHOTS_PER_LEASE = 1000
@@ -22,14 +22,14 @@ class LeaseIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     holder: str = Field(min_length=1, max_length=200, description="who reads, e.g. a query id")
-    ttl_seconds: float = TtlSeconds
+    ttl_seconds: JsonSeconds = TtlSeconds
     snapshots: list[LeasedSnapshotIn] = Field(min_length=1, max_length=MAX_SNAPSHOTS_PER_LEASE)
 
 
 class RenewIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    ttl_seconds: float | None = Field(default=None, gt=0, le=MAX_TTL_SECONDS,
+    ttl_seconds: JsonSeconds | None = Field(default=None, gt=0, le=MAX_TTL_SECONDS,
                                       description="default: the lease's original term")
 
 

@@ -11,7 +11,7 @@ from metaservice.deps import Context, ReadSession
 from metaservice.lineage import service
 from metaservice.lineage.schemas import LineageOut, SnapshotLineage, TableLineageOut
 from metaservice.names import CatalogPath, DatabasePath, TableName, TablePath
-from metaservice.schemas import INT64_MAX
+from metaservice.schemas import INT64_MAX, TextInt
 from metaservice.topology.graph import Neighbourhood
 
 router = APIRouter(tags=["lineage"])
@@ -36,7 +36,7 @@ def get_table_lineage(
     catalog: CatalogPath, database: DatabasePath, table: TablePath, session: ReadSession,
     ctx: Context,
     direction: Annotated[Literal["upstream", "downstream", "both"], Query()] = "both",
-    depth: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    depth: Annotated[TextInt | None, Query(ge=1, le=10_000)] = None,
 ) -> TableLineageOut:
     """Tables and jobs upstream and/or downstream of a table, with distances in hops."""
     name = str(TableName(catalog, database, table))
@@ -56,7 +56,7 @@ def get_table_lineage(
 @router.get("/lineage/{catalog}/{database}/{table}/barriers/{barrier}",
             response_model=SnapshotLineage, operation_id="get_snapshot_lineage")
 def get_snapshot_lineage(catalog: CatalogPath, database: DatabasePath, table: TablePath,
-                         barrier: Annotated[int, Path(ge=0, le=INT64_MAX)],
+                         barrier: Annotated[TextInt, Path(ge=0, le=INT64_MAX)],
                          session: ReadSession, ctx: Context) -> SnapshotLineage:
     """Exactly which source snapshots produced the table's snapshot at the barrier."""
     return service.snapshot_lineage(session, ctx, TableName(catalog, database, table), barrier)

@@ -10,6 +10,7 @@ from metaservice.deps import Context, ReadSession, WriteSession
 from metaservice.names import TableName
 from metaservice.rollback import service
 from metaservice.rollback.schemas import RollbackPlanIn, RollbackPlanList, RollbackPlanOut
+from metaservice.schemas import TextInt
 
 router = APIRouter(tags=["rollback"])
 
@@ -28,7 +29,7 @@ def create_rollback_plan(body: RollbackPlanIn, session: WriteSession,
 
 @router.get("/rollback-plans", response_model=RollbackPlanList, operation_id="list_rollback_plans")
 def list_rollback_plans(session: ReadSession,
-                        limit: Annotated[int, Query(ge=1, le=100)] = 20) -> RollbackPlanList:
+                        limit: Annotated[TextInt, Query(ge=1, le=100)] = 20) -> RollbackPlanList:
     """The most recent plans, newest first."""
     return RollbackPlanList(plans=service.list_recent(session, limit))
 

@@ -1,12 +1,14 @@
 """Rollback plans (SPEC §8): make, apply, complete.
 
 Applying a plan, in one transaction under the topology lock (lock order topology → jobs →
-tables, as everywhere): every barrier above B of every affected table is marked rolled back, so
-no version, lease or next-barrier answer uses it again; ``latest(X)`` goes back to the greatest
-barrier left (strong cuts move backwards only here); every affected running job's next answer
-is ``abort`` and it restarts after the barrier its sinks keep; the affected tables are *fenced*
-— commits and root reports to them are refused and their jobs wait — until the plan is
-completed, so nothing is written on top of Iceberg tables that are not rolled back yet.
+tables, as everywhere; the jobs and tables are locked before the facts are read, so a commit
+racing the apply is either seen or refused): every barrier above B of every affected table is
+marked rolled back, so no version, lease or next-barrier answer uses it again; ``latest(X)``
+goes back to the greatest barrier left (strong cuts move backwards only here); every affected
+running job's next answer is ``abort`` and it restarts after the barrier its sinks keep; the
+affected tables are *fenced* — commits and root reports to them are refused and their jobs
+wait — until the plan is completed, so nothing is written on top of Iceberg tables that are not
+rolled back yet.
 """
 
 from __future__ import annotations
@@ -147,6 +149,18 @@ def _signature(document: dict[str, Any]) -> tuple[Any, ...]:
                   for t in document["tables"]))
 
 
+def _lock_affected(session: Session, topology: Topology, table: str) -> None:
+    """Lock what an apply decides from before reading it, in the lock order: the affected
+    running jobs (by name), then the affected tables (by id). A commit racing the apply then
+    either finished before (the facts show it: its barrier is rolled back and the job restarts
+    below it) or waits for the apply and meets the fence; never a job whose last committed
+    barrier stays at one the rollback took back from its sink."""
+    affected = planning.affected_by(topology, table)  # stable: the topology lock is held
+    rollback_repo.running_jobs(session, affected.jobs, for_update=True)
+    tables_repo.find_tables(session, [TableName.parse(n) for n in affected.tables],
+                            for_update=True)
+
+
 def apply(session: Session, ctx: ServiceContext, plan_id: str) -> RollbackPlanOut:
     """Invalidate, reset ``latest``, abort and restart the jobs, fence the tables. Applying an
     applied (or completed) plan again answers it as it is."""
@@ -159,6 +173,7 @@ def apply(session: Session, ctx: ServiceContext, plan_id: str) -> RollbackPlanOu
         return _out(plan, table)
     barrier = plan.barrier
     topology = load_running_topology(session)
+    _lock_affected(session, topology, table)
     facts = _gather(session, topology, table, barrier)
     document = _document(facts, barrier)
     if _signature(document) != _signature(plan.document):

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metaservice.schemas import Barrier, QualifiedTable
+from metaservice.schemas import Barrier, JsonSeconds, QualifiedTable
 from metaservice.versions.cuts import Consistency
 
 MAX_TABLES_PER_REQUEST = 1000
@@ -25,7 +25,7 @@ class VersionsIn(BaseModel):
     tables: list[QualifiedTable] = Field(min_length=1, max_length=MAX_TABLES_PER_REQUEST)
     barrier: Barrier | None = Field(default=None,
                                     description="explicit barrier: a reproducible read")
-    lease_seconds: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
+    lease_seconds: JsonSeconds | None = Field(default=None, gt=0, le=7 * 24 * 3600)
     holder: str | None = Field(default=None, max_length=200)
 
 
