@@ -38,7 +38,7 @@ BarrierPath = Annotated[TextInt, Path(ge=0, le=INT64_MAX)]
 
 
 @router.post("/jobs/{job}/barriers/next", response_model=PositionOut,
-             response_model_exclude_none=True, operation_id="next_barrier")
+             response_model_exclude_unset=True, operation_id="next_barrier")
 def next_barrier(job: JobPath, session: WriteSession, ctx: Context,
                  body: Annotated[NextIn | None, Body()] = None) -> dict:
     """wait, process (pinned until commit or abort) or abort."""

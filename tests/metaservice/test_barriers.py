@@ -80,7 +80,7 @@ def test_next_is_pinned_until_commit_and_handed_out_again_after_abort(
     root(client, "lake.db.a", 1, 15)  # a heartbeat
     step = client.post("/jobs/etl/barriers/next", json={}).json()
     assert step["action"] == "process" and step["barrier"] == 15
-    assert step["snapshots"] == {"lake.db.a": 1, "lake.db.c": 7} and step["previous"] == {}
+    assert step["snapshots"] == {"lake.db.a": 1, "lake.db.c": 7} and step["previous"] is None
     root(client, "lake.db.a", 2, 20)
     root(client, "lake.db.c", 8, 30)
     # Pinned: the same answer whatever `after` says, for every source and every replay.

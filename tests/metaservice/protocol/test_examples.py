@@ -291,17 +291,21 @@ def test_starting_a_running_job_at_an_explicit_barrier_pins_that_barrier(
 
 
 def test_a_table_rejoining_never_moves_the_strong_cut_back(client: httpx.Client) -> None:
-    """t joins r's component catching up (r completed 1000 before its job started); r moves on
-    to 1100, which strong readers see; then the job commits 1000 to t. Whether t rejoins or
-    keeps catching up, r's strong version never goes back below 1100. (The race of this commit
-    with the report, on two server processes, is ``test_strong_cut_race.py``.)"""
+    """t joins r's component catching up (r completed 1000 before its job started): the
+    component is held at that floor while r moves on to 1100, t rejoins once it is exact at a
+    barrier >= 1000, and r's strong version never goes back (docs/decisions.md, "Strong cuts and
+    catching up"). The race of the rejoining commit with a root report on two server processes
+    is ``test_strong_cut_race.py``."""
     plan(client, "J", ["r"], ["t"])
     root(client, "r", 1000, 1)
     assert post(client, "/jobs/J/start", {"from": "latest"})["barrier"] == 1000
     root(client, "r", 1100, 2)
-    assert version(client, "strong", "r")["barrier"] == 1100
-    commit(client, "J", "t", 1000, 10)
-    assert version(client, "strong", "r")["barrier"] >= 1100
+    assert version(client, "strong", "r")["barrier"] == 1000  # held at the floor
+    caught = client.get("/version/strong/lake/db/t")
+    assert caught.status_code == 404 and caught.json()["error"]["code"] == "no_version"
+    commit(client, "J", "t", 1000, 10)  # exact at the floor: t rejoins, the cut stays
+    assert version(client, "strong", "r")["barrier"] == 1000
+    assert version(client, "strong", "t")["barrier"] == 1000
     step = post(client, "/jobs/J/barriers/next", {"after": 1000})
     assert step["barrier"] == 1100
     commit(client, "J", "t", 1100, 11)
