@@ -333,6 +333,9 @@ _TAIL_POSTGRES = text(
     "  ORDER BY s.barrier DESC LIMIT :depth) AS b")
 
 
+_NO_TABLE = -1  # table ids are positive
+
+
 @cache
 def _tail_statement(size: int) -> TextClause:
     """The newest rows of ``size`` tables, one indexed descent each, in one statement."""
@@ -356,15 +359,12 @@ def tails(session: Session, table_ids: list[int],
         for start in range(0, len(unique), 64):
             chunk = unique[start:start + 64]
             size = 1 << (len(chunk) - 1).bit_length()
-            chunk = chunk + [chunk[0]] * (size - len(chunk))
+            # Padded with an id no table has: a repeated table would read its rows again.
+            chunk = chunk + [_NO_TABLE] * (size - len(chunk))
             params: dict[str, int] = {f"t{i}": t for i, t in enumerate(chunk)}
             params["depth"] = depth
-            seen: set[tuple[int, int]] = set()
-            for table_id, barrier, snapshot_id in session.execute(_tail_statement(size), params):
-                if (table_id, barrier) in seen:
-                    continue  # padding repeats a table
-                seen.add((table_id, barrier))
-                rows_list.append((table_id, barrier, snapshot_id))
+            found_rows = session.execute(_tail_statement(size), params).all()
+            rows_list += found_rows  # type: ignore[arg-type]
         rows = rows_list  # type: ignore[assignment]
     for table_id, barrier, snapshot_id in rows:
         found[int(table_id)].append((int(barrier), int(snapshot_id)))

@@ -132,9 +132,11 @@ def _cut_states_statement(size: int) -> Select:  # type: ignore[type-arg]
     return select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
                   TableRow.latest_barrier, TableRow.catching_up, TableRow.catch_up_floor,
                   _TOPOLOGY_VERSION).where(
-        tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
-            [tuple_(bindparam(f"c{i}"), bindparam(f"d{i}"), bindparam(f"n{i}"))
-             for i in range(size)]))
+        # One OR of equalities, not a tuple IN: SQLite scans the whole table for a row-value
+        # IN list, and seeks the unique index once per name for this.
+        or_(*(and_(TableRow.catalog == bindparam(f"c{i}"),
+                   TableRow.database == bindparam(f"d{i}"),
+                   TableRow.name == bindparam(f"n{i}")) for i in range(size))))
 
 
 def cut_states(session: Session, names: Iterable[str]) -> tuple[dict[str, CutState], int | None]:

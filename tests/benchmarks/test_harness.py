@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from benchmarks import _topology as topology
+from benchmarks import versions
 from benchmarks.__main__ import Outcome, update_doc
 from benchmarks._loadgen import run_load, sequential
 from benchmarks._report import Result
@@ -51,3 +55,45 @@ def test_the_load_generator_counts_checked_answers(app) -> None:  # type: ignore
                            make=lambda _c, _n: ("GET", "/no/such/path", b""))
         assert missing.ok == 0 and missing.statuses.get(404, 0) == missing.failed > 0
         assert missing.first_error is not None and missing.first_error.startswith("404")
+
+
+def test_fan_out_pipelines_expect_the_greatest_barrier_every_table_completed() -> None:
+    """Worked by hand: in pipeline 0 the siblings t1 and t3 skip (they completed only the even
+    barrier indexes, up to 8), t4 trails the root by 2 (latest 7): the smallest latest is 7,
+    which the skipping siblings never completed, so the cut is 6."""
+    p = topology.Pipelines(chains=3, length=5, barriers_per_table=10, shape="fan-out")
+    assert list(p.completed(0, 0)) == list(range(10))
+    assert list(p.completed(0, 1)) == [0, 2, 4, 6, 8]
+    assert list(p.completed(0, 2)) == list(range(9))
+    assert list(p.completed(0, 4)) == list(range(8))
+    assert min(p.latest(k, 0) for k in range(5)) == p.barrier(0, 0, 7)
+    assert p.strong_cut(0) == p.barrier(0, 0, 6)
+    # Pipeline 1: everyone trails by one more; the smallest latest (6) is one they all completed.
+    assert p.strong_cut(1) == min(p.latest(k, 1) for k in range(5)) == p.barrier(1, 0, 6)
+    chain = topology.Pipelines(chains=3, length=5, barriers_per_table=10)
+    assert chain.strong_cut(0) == chain.latest(4) == topology.BASE_BARRIER + 5 * topology.STEP_MS
+
+
+@pytest.mark.parametrize("shape", ["fan-out", "chain"])
+def test_a_loaded_database_answers_the_expected_strong_cut(  # type: ignore[no-untyped-def]
+        shape: str, database_url: str, client) -> None:
+    """The bulk loader's pipelines, asked through HTTP, answer the cut the benchmark expects
+    (the benchmark checks every answer against it), and the check refuses any other cut."""
+    p = topology.load(database_url, chains=6, length=6, barriers_per_table=24, shape=shape)
+    assert p.barrier_rows == sum(len(p.completed(c, k)) for c in range(6) for k in range(6))
+    check = versions.cut_check(p)
+    below_min_latest = 0
+    for c in range(6):
+        answer = client.post("/versions", json={"consistency": "strong", "tables": p.chain(c)})
+        assert answer.status_code == 200, answer.text
+        cuts = {v["barrier"] for v in answer.json()["versions"].values()}
+        assert cuts == {p.strong_cut(c)}
+        assert check(answer.content) is None
+        below_min_latest += p.strong_cut(c) < min(p.latest(k, c) for k in range(6))
+        wrong = json.loads(answer.content)
+        first = p.chain(c)[1]
+        wrong["versions"][first]["barrier"] += topology.STEP_MS
+        assert check(json.dumps(wrong).encode()) is not None
+    # Fan-out: the cut is below the smallest latest in two pipelines of three (the case that
+    # min latest alone gets wrong); chains: never.
+    assert below_min_latest == (4 if shape == "fan-out" else 0)
