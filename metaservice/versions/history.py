@@ -20,7 +20,7 @@ from metaservice.versions.exactness import Completion
 
 # The newest rows read per table up front. Cuts trail ``latest`` by a few barriers at most;
 # anything older is one more seek.
-TAIL_DEPTH = 16
+TAIL_DEPTH = 4
 
 
 class DatabaseHistory:
@@ -35,12 +35,16 @@ class DatabaseHistory:
     # -- loading ---------------------------------------------------------------------------
 
     def load(self, names: Iterable[str]) -> None:
-        """Read the states and newest rows of ``names`` not read yet (two statements)."""
+        """Read the states of ``names`` not read yet (one statement)."""
         missing = [n for n in dict.fromkeys(names) if n not in self._states]
         if missing:
             found, _ = tables_repo.cut_states(self.session, missing)
             for n in missing:
                 self._states[n] = found.get(n)
+
+    def load_tails(self, names: Iterable[str]) -> None:
+        """Read the newest rows of ``names`` not read yet (one statement)."""
+        self.load(names)
         untailed = [n for n in dict.fromkeys(names)
                     if n not in self._tails and self._states.get(n) is not None]
         if untailed:
@@ -62,7 +66,7 @@ class DatabaseHistory:
 
     def _tail(self, name: str) -> list[tuple[int, int]]:
         if name not in self._tails:
-            self.load(self._with_neighbours(name))
+            self.load_tails(self._with_neighbours(name))
         return self._tails.get(name, [])
 
     def _with_neighbours(self, name: str) -> list[str]:
