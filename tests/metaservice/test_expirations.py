@@ -13,7 +13,7 @@ from tests.metaservice.test_barriers import commit, root
 from tests.metaservice.test_errors import assert_error
 from tests.metaservice.test_jobs import plan
 from tests.metaservice.test_leases import expire, history, lease, protected
-from tests.metaservice.test_worked_example import _pipeline as worked_example
+from tests.metaservice.worked_examples import spec_chain as worked_example
 
 T = "lake.db.t"
 
