@@ -104,6 +104,13 @@ class BarrierNotExactError(MetaServiceError):
     code = "barrier_not_exact"
 
 
+class SnapshotProtectedError(MetaServiceError):
+    """A catalog commit would remove snapshots that MetaService protects (SPEC §6, §11)."""
+
+    status_code = 409
+    code = "snapshot_protected"
+
+
 class BarrierInFutureError(MetaServiceError):
     """A barrier beyond the server's clock plus the configured bound (SPEC §2)."""
 

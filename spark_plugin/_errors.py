@@ -31,6 +31,7 @@ The tree::
     │   │   ├── BarrierNotExactError         409 barrier_not_exact (.tables, .nearest)
     │   │   ├── ConcurrentUpdateError        409 concurrent_update (repeated when idempotent)
     │   │   ├── SnapshotNotApprovedError     409 snapshot_not_approved
+    │   │   ├── SnapshotProtectedError       409 snapshot_protected (catalog commits)
     │   │   ├── BarrierRolledBackError       409 barrier_rolled_back
     │   │   ├── RollbackInProgressError      409 rollback_in_progress (repeated: retry_after_ms)
     │   │   ├── RollbackPlanOutdatedError    409 rollback_plan_outdated
@@ -115,6 +116,7 @@ __all__ = [
     "SnapshotExpiredError",
     "SnapshotNotApprovedError",
     "SnapshotNotFoundError",
+    "SnapshotProtectedError",
     "StreamStateError",
     "TableHasWriterError",
     "TokenExistsError",
@@ -308,6 +310,13 @@ class SnapshotNotApprovedError(ConflictError):
     """An expiration reported as done a snapshot that was never approved for expiration."""
 
     code = "snapshot_not_approved"
+
+
+class SnapshotProtectedError(ConflictError):
+    """A catalog commit would remove snapshots the service protects (the reasons are in the
+    message)."""
+
+    code = "snapshot_protected"
 
 
 class BarrierRolledBackError(ConflictError):

@@ -464,13 +464,6 @@ def _take_over(session: Session, name: TableName, *, replaced: int | None,
                                              "snapshot_id": replacement, "barriers": moved})
 
 
-class SnapshotProtectedError(domain_errors.MetaServiceError):
-    """A commit would remove snapshots that MetaService protects (SPEC §6, §11)."""
-
-    status_code = 409
-    code = "snapshot_protected"
-
-
 def _expire(session: Session, ctx: ServiceContext, name: TableName,
             removed: list[int]) -> None:
     if tables_repo.find_table(session, name) is None:
@@ -480,7 +473,7 @@ def _expire(session: Session, ctx: ServiceContext, name: TableName,
     refused = [r for r in approval.refused if r.reason != expirations_service.ALREADY_EXPIRED]
     if refused:
         reasons = {str(r.snapshot_id): list(r.reasons) for r in refused}
-        raise SnapshotProtectedError(
+        raise domain_errors.SnapshotProtectedError(
             f"{len(refused)} snapshot(s) of {name} are protected: "
             + "; ".join(f"{s} ({', '.join(why)})" for s, why in reasons.items()),
             table=str(name), protected=reasons)
