@@ -278,9 +278,10 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
                    start_from: str | int) -> Position:
     """The aligned start position of a job that has just started (SPEC §5.2), pinned.
 
-    ``resume`` continues after the last barrier all the job's sinks completed, as ``next``
-    would (incremental, ``previous`` set); with no such history it starts as ``latest``. No
-    barrier at or below a sink's latest is ever handed out: the job resumes after it instead.
+    ``resume`` continues after the last barrier all the job's sinks completed with snapshots
+    it wrote, as ``next`` would (incremental, ``previous`` set); with no such history it
+    starts as ``latest``: the aligned barrier with no previous one, a full step. No barrier at
+    or below a sink's latest is ever handed out: the job resumes after it instead.
     """
     admission.refuse_barrier_in_future(ctx, start_from)
     sources = _source_tables(session, job.name)
@@ -290,29 +291,41 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
         return _wait(ctx)
     exactness, sinks, others = _job_view(session, ctx, job, sources)
     floor = _sinks_latest(exactness, sinks)
-    after: int | None = None
     if start_from == "resume":
-        after = resume_point(session, job, _sink_tables(session, job.name))
+        written = resume_point(session, job, _sink_tables(session, job.name))
+        if written is not None:
+            return _resume_after(session, ctx, job, sources, exactness, others,
+                                 max(written, floor if floor is not None else written))
+        start_from = "latest"
+    if start_from == "latest":
+        barrier = choose_barrier(exactness, [s.qualified_name for s in sources], None,
+                                 jobs_ahead(exactness, others, None))
     elif start_from == "earliest":
-        if floor is None:
-            return _start_earliest(session, ctx, job, sources, exactness)
-    elif start_from != "latest" and (floor is None or int(start_from) > floor):
-        return _start_at(session, ctx, job, sources, exactness, int(start_from))
-    candidates = [b for b in (after, floor) if b is not None]
-    after = max(candidates) if candidates else None
-    if after is not None:
-        job.last_committed_barrier = after  # ``next`` goes on from here, also after a wait
+        barrier = _earliest(session, sources, exactness)
+    else:
+        barrier = int(start_from)
+    if barrier is None:
+        return _wait(ctx)
+    if floor is not None and barrier <= floor:  # it could never be committed
+        return _resume_after(session, ctx, job, sources, exactness, others, floor)
+    if start_from in ("latest", "earliest"):
+        return _pin(session, ctx, job, sources, barrier, None)
+    return _start_at(session, ctx, job, sources, exactness, barrier)
+
+
+def _resume_after(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
+                  exactness: Exactness, others: list[OtherJob], after: int) -> Position:
+    """Go on after ``after`` as ``next`` would (``previous`` set), also after a wait."""
+    job.last_committed_barrier = after
     return _decide(session, ctx, job, sources, exactness, others, after)
 
 
-def _start_earliest(session: Session, ctx: ServiceContext, job: JobRow,
-                    sources: list[TableRow], exactness: Exactness) -> Position:
+def _earliest(session: Session, sources: list[TableRow], exactness: Exactness) -> int | None:
     firsts = [handout.earliest_retained(session, s.id) for s in sources]
     if any(f is None for f in firsts):
-        return _wait(ctx)
-    barrier = earliest_barrier(exactness, [s.qualified_name for s in sources],
-                               [f.barrier for f in firsts])  # type: ignore[union-attr]
-    return _wait(ctx) if barrier is None else _pin(session, ctx, job, sources, barrier, None)
+        return None
+    return earliest_barrier(exactness, [s.qualified_name for s in sources],
+                            [f.barrier for f in firsts])  # type: ignore[union-attr]
 
 
 def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
