@@ -74,13 +74,18 @@ _catalogs_lock = threading.Lock()
 
 def load_catalog_by_name(name: str) -> Catalog:
     """The pyiceberg catalog called ``name``, configured through pyiceberg's own configuration
-    (``~/.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``); loaded once per process."""
+    (``~/.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``); loaded once per process.
+
+    The configuration is read when the catalog is first loaded, not when pyiceberg was first
+    imported (pyiceberg's own default): a process that imported pyiceberg before setting the
+    environment still finds the catalog."""
     with _catalogs_lock:
         catalog = _catalogs.get(name)
         if catalog is None:
             from pyiceberg.catalog import load_catalog
+            from pyiceberg.utils.config import Config
 
-            catalog = load_catalog(name)
+            catalog = load_catalog(name, **(Config().get_catalog_config(name) or {}))
             _catalogs[name] = catalog
         return catalog
 
