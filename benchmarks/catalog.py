@@ -6,8 +6,8 @@ process (one uvicorn worker, as deployed) serving the catalog under ``/iceberg``
 warehouse in a scratch directory, and a pyiceberg ``SqlCatalog`` on the same backend: a
 scratch SQLite file next to MetaService's for the SQLite run (switched to WAL like MetaService's,
 ``synchronous=FULL`` on both), a scratch schema of the same PostgreSQL database for the
-PostgreSQL run. (Not the very same file or schema: both catalogs name their pointer table
-``iceberg_tables``.) Data files of every series go to the same local disk.
+PostgreSQL run (each catalog on a store of its own, as deployed). Data files of every series
+go to the same local disk.
 
 *Commit latency.* Three series, each a pyiceberg ``table.append`` of the same one-row Arrow
 table to a root table, timed on the client from the call to its return:

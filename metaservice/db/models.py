@@ -295,7 +295,7 @@ class ApiTokenRow(Base):
 class IcebergNamespaceRow(Base):
     """A namespace of the built-in Iceberg catalog (SPEC §11): the database part of a name."""
 
-    __tablename__ = "iceberg_namespaces"
+    __tablename__ = "catalog_namespaces"
 
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     properties: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
@@ -306,7 +306,7 @@ class IcebergTableRow(Base):
     """A table's pointer in the built-in Iceberg catalog: its current metadata file. ``version``
     is the compare-and-swap counter of every pointer swap (SPEC §11)."""
 
-    __tablename__ = "iceberg_tables"
+    __tablename__ = "catalog_tables"
 
     namespace: Mapped[str] = mapped_column(String(128), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), primary_key=True)

@@ -94,7 +94,7 @@ def test_sigkill_between_the_metadata_file_and_the_commit_leaves_only_a_file(
 
     engine = create_engine(server_database_url)
     with engine.connect() as holder:
-        holder.execute(text("SELECT version FROM iceberg_tables WHERE namespace = 'db' "
+        holder.execute(text("SELECT version FROM catalog_tables WHERE namespace = 'db' "
                             "AND name = 't' FOR UPDATE"))
         writer = threading.Thread(target=lambda: _try(lambda: before.append(rows(2))))
         writer.start()
