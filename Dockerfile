@@ -1,12 +1,12 @@
 # MetaService server image: slim Python, non-root, migrations at start, HEALTHCHECK on /healthz.
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY metaservice ./metaservice
 COPY spark_plugin ./spark_plugin
 COPY migrations ./migrations
 RUN pip install --no-cache-dir --upgrade pip \
- && pip wheel --no-cache-dir --wheel-dir /wheels .
+ && pip wheel --no-cache-dir --wheel-dir /wheels '.[server]'
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -18,7 +18,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system --gid 10001 metaservice \
  && useradd --system --uid 10001 --gid metaservice --home-dir /data --create-home metaservice
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels 'metaservice[server]' \
+ && rm -rf /wheels
 USER metaservice
 WORKDIR /data
 EXPOSE 8000

@@ -1,5 +1,6 @@
 """What every benchmark needs around it: the machine's description, a scratch PostgreSQL schema
-or SQLite file migrated to head, and a real server on a loopback port.
+or SQLite file migrated to head, and a real server on a loopback port (``ServerThread`` is the
+tests' too).
 
 PostgreSQL comes from ``METASERVICE_BENCH_POSTGRES_URL`` (default: the local server, database
 ``test``, the same one the tests use); each benchmark works in its own schema, dropped at the end.

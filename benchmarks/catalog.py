@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _environment as environment
+from benchmarks._iceberg import add_synthetic_snapshots
 from benchmarks._report import Result, better_ratio, percentile
 
 NAMESPACE = "bench"
@@ -219,6 +220,8 @@ class Loads:
     rest_client_ms: list[float]   # RestCatalog.load_table (HTTP + parsing)
     snapshots: int
     answer_bytes: int
+    view_ms: list[float]          # the same load through a lake@strong read session
+    view_server_cpu_ms: float
 
 
 def build_history(rest: Any, snapshots: int) -> Any:
@@ -229,36 +232,17 @@ def build_history(rest: Any, snapshots: int) -> Any:
     import random
 
     import pyarrow as pa
-    from pyiceberg.table.snapshots import Operation, Snapshot, Summary
-    from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
 
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("payload", pa.string())])
     table = rest.create_table((NAMESPACE, HISTORY_TABLE), schema=schema)
     base = int(time.time() * 1000) - snapshots
     table.append(pa.table({"id": [1], "payload": ["x"]}, schema=schema),
                  snapshot_properties={"metaservice.barrier": str(base)})
-    table = rest.load_table((NAMESPACE, HISTORY_TABLE))
-    first = table.current_snapshot()
-    summary = dict(first.summary.additional_properties) if first.summary else {}
-    rng = random.Random(11)
-    added, parent, sequence = [], first.snapshot_id, first.sequence_number or 0
-    for j in range(1, snapshots):
-        snapshot_id = rng.getrandbits(63)
-        sequence += 1
-        props = {**summary, "metaservice.barrier": str(base + j)}
-        added.append(Snapshot(snapshot_id=snapshot_id, parent_snapshot_id=parent,
-                              sequence_number=sequence, timestamp_ms=first.timestamp_ms + j,
-                              manifest_list=first.manifest_list,
-                              summary=Summary(Operation.APPEND, **props),
-                              schema_id=first.schema_id))
-        parent = snapshot_id
     # In commits of HISTORY_CHUNK snapshots: a request body stays well under the server's
     # limit (METASERVICE_MAX_BODY_BYTES, 1 MiB; a snapshot is ~600 bytes of JSON).
-    for start in range(0, len(added), HISTORY_CHUNK):
-        chunk = added[start:start + HISTORY_CHUNK]
-        rest.commit_table(table, (), (*(AddSnapshotUpdate(snapshot=s) for s in chunk),
-                                      SetSnapshotRefUpdate(ref_name="main", type="branch",
-                                                           snapshot_id=chunk[-1].snapshot_id)))
+    add_synthetic_snapshots(rest, rest.load_table((NAMESPACE, HISTORY_TABLE)), snapshots - 1,
+                            lambda j: {"metaservice.barrier": str(base + j)}, random.Random(11),
+                            per_commit=HISTORY_CHUNK)
     return rest.load_table((NAMESPACE, HISTORY_TABLE))
 
 
@@ -281,6 +265,19 @@ def measure_load_table(backend: str, snapshots: int, seconds: float, repeats: in
         cpu = server.cpu_seconds()
         result = sequential(server.url, path, seconds)
         server_cpu_ms = (server.cpu_seconds() - cpu) * 1000 / result.answered
+        # The same table through a strong view: one read session, loaded again and again as an
+        # engine's session does (the cut was fixed by the first load).
+        prefix = httpx.get(f"{server.url}/iceberg/v1/config", params={"warehouse": "lake@strong"},
+                           timeout=60).json()["overrides"]["prefix"]
+        view_path = f"/iceberg/v1/{prefix}/namespaces/{NAMESPACE}/tables/{HISTORY_TABLE}"
+        served = httpx.get(server.url + view_path, timeout=60)
+        served.raise_for_status()
+        if (len(served.json()["metadata"]["snapshots"]) != snapshots
+                or "metaservice.barrier" not in served.json()["metadata"]["properties"]):
+            raise RuntimeError("the strong view did not serve the table at its cut")
+        cpu = server.cpu_seconds()
+        in_view = sequential(server.url, view_path, seconds)
+        view_cpu_ms = (server.cpu_seconds() - cpu) * 1000 / in_view.answered
 
         def timed(load: Any) -> list[float]:
             timings = []
@@ -297,7 +294,7 @@ def measure_load_table(backend: str, snapshots: int, seconds: float, repeats: in
             sql_ms += timed(sql.load_table)
             rest_client_ms += timed(rest.load_table)
         return Loads(result.latencies_ms, server_cpu_ms, sql_ms, rest_client_ms, snapshots,
-                     len(answer.content))
+                     len(answer.content), in_view.latencies_ms, view_cpu_ms)
 
 
 # -- figures -----------------------------------------------------------------------------------
@@ -343,7 +340,18 @@ def load_results(label: str, loads: Loads) -> list[Result]:
               f"{len(loads.rest_ms)} sequential requests on one keep-alive connection, server CPU "
               f"{loads.server_cpu_ms:.1f} ms per request, {loads.answer_bytes / 1024:.0f} KiB "
               f"answer; SqlCatalog.load_table p50 {sql_p50:.1f} ms over {len(loads.sql_ms)} "
-              f"loads; pyiceberg RestCatalog.load_table (HTTP + parsing) p50 {client_p50:.1f} ms")]
+              f"loads; pyiceberg RestCatalog.load_table (HTTP + parsing) p50 {client_p50:.1f} ms"),
+        Result.compare(
+            f"loadTable through the strong view p50, {loads.snapshots:,} snapshots ({label})",
+            percentile(loads.view_ms, 50), "ms",
+            baseline="loadTable of the head p50, same table", baseline_value=p50,
+            goal="≤ 1.5× the head", met_if=lambda r: r >= 1 / 1.5, higher_is_better=False,
+            notes=f"GET /iceberg/v1/view-…/namespaces/{{ns}}/tables/{{t}} in one lake@strong "
+                  f"read session (cut fixed by its first load; each load locks the session, "
+                  f"runs its lease again and rewrites the metadata at the cut): p99 "
+                  f"{percentile(loads.view_ms, 99):.1f} ms vs the head's {p99:.1f} ms over "
+                  f"{len(loads.view_ms)} sequential requests, server CPU "
+                  f"{loads.view_server_cpu_ms:.1f} ms per request vs {loads.server_cpu_ms:.1f}")]
 
 
 def run(quick: bool) -> list[Result]:

@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,20 +27,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks._environment import free_port
 from benchmarks._report import Result, percentile, text_table
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
 def _server(directory: Path) -> Iterator[str]:
     import httpx
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "METASERVICE_DATABASE_URL": f"sqlite:///{directory / 'ms.db'}",
            "METASERVICE_LOG_LEVEL": "warning"}
     log = (directory / "server.log").open("wb")

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from benchmarks import _environment as environment
 from benchmarks import _topology as topology
+from benchmarks._iceberg import add_synthetic_snapshots
 from benchmarks._loadgen import run_load
 from benchmarks._report import Result, percentile
 
@@ -110,8 +111,6 @@ def build_iceberg_tables(directory: Path, snapshots: int) -> list[str]:
     """
     import pyarrow as pa
     from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.table.snapshots import Operation, Snapshot, Summary
-    from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
 
     catalog = SqlCatalog("lake", uri=f"sqlite:///{directory / 'catalog.db'}",
                          warehouse=f"file://{directory / 'warehouse'}")
@@ -126,25 +125,12 @@ def build_iceberg_tables(directory: Path, snapshots: int) -> list[str]:
         table.append(pa.table({"id": [1], "payload": ["x"]}),
                      snapshot_properties={"metaservice.job": f"p0-j{k}",
                                           "metaservice.barrier": str(first_barrier)})
-        table = catalog.load_table(name)
-        first = table.current_snapshot()
-        assert first is not None
-        summary = dict(first.summary.additional_properties) if first.summary else {}
-        added, parent, sequence = [], first.snapshot_id, first.sequence_number or 0
-        for j in range(1, snapshots):
-            snapshot_id = rng.getrandbits(63)
-            sequence += 1
-            props = {**summary, "metaservice.job": f"p0-j{k}",
-                     "metaservice.barrier": str(topology.BASE_BARRIER + (j - k) * topology.STEP_MS)}
-            added.append(Snapshot(snapshot_id=snapshot_id, parent_snapshot_id=parent,
-                                  sequence_number=sequence, timestamp_ms=first.timestamp_ms + j,
-                                  manifest_list=first.manifest_list,
-                                  summary=Summary(Operation.APPEND, **props),
-                                  schema_id=first.schema_id))
-            parent = snapshot_id
-        catalog.commit_table(table, (), (*(AddSnapshotUpdate(snapshot=s) for s in added),
-                                         SetSnapshotRefUpdate(ref_name="main", type="branch",
-                                                              snapshot_id=parent)))
+
+        def tags(j: int, k: int = k) -> dict[str, str]:
+            return {"metaservice.job": f"p0-j{k}",
+                    "metaservice.barrier": str(topology.BASE_BARRIER + (j - k) * topology.STEP_MS)}
+
+        add_synthetic_snapshots(catalog, catalog.load_table(name), snapshots - 1, tags, rng)
         names.append(name)
     return names
 

@@ -6,7 +6,7 @@ from fastapi import Depends, FastAPI
 
 from metaservice import __version__
 from metaservice.auth.endpoints import router as auth_router
-from metaservice.auth.service import TokenCache, authorize, ensure_bootstrap_admin
+from metaservice.auth.service import TokenCache, ensure_bootstrap_admin
 from metaservice.barriers.endpoints import router as barriers_router
 from metaservice.catalog.endpoints import install_catalog
 from metaservice.clock import Clock, SystemClock
@@ -14,6 +14,7 @@ from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
 from metaservice.db.session import Database
 from metaservice.delay.endpoints import router as delay_router
+from metaservice.deps import authorize
 from metaservice.error_handlers import install_error_handlers
 from metaservice.expirations.endpoints import router as expirations_router
 from metaservice.health.endpoints import router as health_router

@@ -7,9 +7,13 @@ import gc
 import logging
 import sys
 
-from sqlalchemy.exc import SQLAlchemyError
+try:
+    from sqlalchemy.exc import SQLAlchemyError
 
-from metaservice.settings import Settings
+    from metaservice.settings import Settings
+except ModuleNotFoundError as _missing:  # the base install: the client and the plugin alone
+    raise SystemExit(f"metaservice: error: the server needs the server extra ({_missing.name} "
+                     "is missing): pip install 'metaservice[server]'") from None
 
 logger = logging.getLogger("metaservice")
 
@@ -89,7 +93,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     gc.freeze()
     # Our handler formats uvicorn's records too (log_config=None keeps uvicorn from replacing it).
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                log_config=None, workers=1)
+                log_config=None, workers=1, timeout_keep_alive=settings.keep_alive_seconds)
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
@@ -175,12 +179,11 @@ def _first_line(exc: Exception) -> str:
 
 def cmd_demo(args: argparse.Namespace) -> None:
     try:
-        import pyiceberg  # noqa: F401
         import pyspark  # noqa: F401
     except ModuleNotFoundError as exc:
         raise CommandError(f"the demo needs the spark extra ({exc.name} is missing): "
-                           "pip install -e '.[spark]'") from None
-    from spark_plugin.demo import run
+                           "pip install -e '.[server,spark]'") from None
+    from metaservice.demo import run
 
     code = run(args)
     if code:
@@ -217,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("name")
     revoke.set_defaults(func=cmd_token_revoke)
 
-    from spark_plugin.demo import build_parser as build_demo_parser
+    from metaservice.demo import build_parser as build_demo_parser
 
     demo = sub.add_parser("demo", help="a streaming pipeline on Spark and Iceberg, kept "
                                        "consistent (needs the spark extra)")

@@ -1,15 +1,26 @@
-"""Dependency aliases used by every endpoint."""
+"""The request-level plumbing every endpoint uses: the session dependencies (which own commit
+and rollback), the app-wide authorisation dependency, and their ``Annotated`` aliases."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Annotated
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from metaservice.auth.service import Principal, authorize
+from metaservice.auth.policy import PUBLIC, Role, required_role
+from metaservice.auth.service import (
+    ANONYMOUS_ADMIN,
+    Principal,
+    check_job_owner,
+    ensure_role,
+    ensure_within_rate,
+    unauthenticated,
+)
 from metaservice.context import ServiceContext
 from metaservice.db.session import Database
 
@@ -62,9 +73,92 @@ async def _write_session(request: Request) -> AsyncIterator[Session]:
         yield session
 
 
+T = TypeVar("T")
+
+
+class Transactions:
+    """Transactions for an endpoint whose request picks its kind, or takes two: each commits
+    on success and rolls back on an exception, before the response is sent, as the session
+    dependencies do."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def transaction(self, *, write: bool) -> AbstractContextManager[Session]:
+        return self._database.transaction(write=write)
+
+    def read_then_write(self, read: Callable[[Session], T | None],
+                        write: Callable[[Session], T]) -> T:
+        """``read``'s answer from a read transaction; when it has none, ``write``'s from a write
+        transaction. A request that usually changes nothing stays off the write path."""
+        with self._database.transaction(write=False) as session:
+            answer = read(session)
+            if answer is not None:
+                return answer
+        with self._database.transaction(write=True) as session:
+            return write(session)
+
+
+async def get_transactions(request: Request) -> Transactions:
+    return Transactions(request.app.state.database)
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+_bearer_scheme = HTTPBearer(auto_error=False, description="a MetaService token (mst_…)")
+
+
+async def authorize(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer_scheme)] = None,
+) -> Principal:
+    """The app-wide dependency: authenticate, authorise, rate-limit (the rules are in
+    ``auth/service.py``). It runs on the event loop (every request passes here) and leaves it
+    only for a query: a token not seen in the last seconds, a writer's job ownership."""
+    state = request.app.state
+    route = request.scope.get("route")
+    needed = required_role(request.method, getattr(route, "path", request.url.path))
+    principal: Principal
+    if state.settings.auth == "disabled":
+        principal = ANONYMOUS_ADMIN
+    elif needed == PUBLIC:
+        principal = Principal(None, Role.reader)
+    else:
+        token = _bearer(request)
+        if token is None:
+            raise unauthenticated("a bearer token is required (Authorization: Bearer …)")
+        cached, found = state.token_cache.cached(token)
+        if not cached:
+            found = await run_in_threadpool(state.token_cache.lookup,
+                                            state.database.read_session, token)
+        if found is None:
+            raise unauthenticated("the token is unknown or revoked")
+        principal = found
+        assert isinstance(needed, Role)
+        ensure_role(principal, needed)
+        job = request.path_params.get("job")
+        if job is not None and needed == Role.writer and principal.role == Role.writer:
+            await run_in_threadpool(check_job_owner, state.database.read_session, job,
+                                    principal)
+    if state.rate_limiter is not None and needed != PUBLIC:
+        ensure_within_rate(state.rate_limiter, principal.name or (
+            request.client.host if request.client else "unknown"))
+    request.state.principal = principal
+    return principal
+
+
 # scope="function": the transaction commits before the response is sent.
 ReadSession = Annotated[Session, Depends(_read_session, scope="function")]
 WriteSession = Annotated[Session, Depends(_write_session, scope="function")]
 Context = Annotated[ServiceContext, Depends(get_context)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
+TransactionsDep = Annotated[Transactions, Depends(get_transactions)]
 CurrentPrincipal = Annotated[Principal, Depends(authorize)]

@@ -1,21 +1,14 @@
-"""Validated identifiers (SPEC §2): table names and job ids."""
+"""Validated identifiers (SPEC §2): table names and job ids. Plain values: the path parameter
+types that validate them in URLs are in ``metaservice/path_params.py``."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated
-
-from fastapi import Path
 
 NAME_PART_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$"
 JOB_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,200}$"
 _NAME_PART = re.compile(NAME_PART_PATTERN)
-
-CatalogPath = Annotated[str, Path(pattern=NAME_PART_PATTERN, description="Iceberg catalog name")]
-DatabasePath = Annotated[str, Path(pattern=NAME_PART_PATTERN, description="database (namespace)")]
-TablePath = Annotated[str, Path(pattern=NAME_PART_PATTERN, description="table name")]
-JobPath = Annotated[str, Path(pattern=JOB_ID_PATTERN, description="job id chosen by the client")]
 
 
 @dataclass(frozen=True, order=True)

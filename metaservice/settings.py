@@ -48,6 +48,16 @@ class Settings(BaseSettings):
     catalog_name: str = Field(
         default="lake", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$",
         description="the Iceberg catalog's warehouse name, the first part of every table name")
+    keep_alive_seconds: int = Field(
+        default=75, ge=1, le=3600,
+        description="idle HTTP connections are kept this long: Iceberg REST clients (pyiceberg's, "
+                    "with no retry) reuse pooled connections, and one closed by the server as "
+                    "it is reused fails a job's request with 'connection reset' (uvicorn's "
+                    "default is 5 s)")
+    read_session_seconds: float = Field(
+        default=3600.0, gt=0, le=30 * 86_400,
+        description="a catalog view's read session (lake@strong) lasts this long after its last "
+                    "use, and leases the snapshots it served as long")
 
     @field_validator("database_url")
     @classmethod

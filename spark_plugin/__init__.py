@@ -15,11 +15,18 @@ The public surface (SPEC §10)::
     sp.expire_snapshots("lake.db.orders", older_than=timedelta(hours=1), client=client)
     sp.rollback_tables(plan, catalog=catalog, client=client)   # a rollback plan, on Iceberg
     sp.register_data_source(spark)   # format("metaservice"): streaming source, sink, batch reads
+    sp.open_view(spark, "lake_strong")  # Spark with Iceberg's runtime: SQL reads one cut
 
-Tables are named ``<pyiceberg catalog>.<database>.<table>``. Every exception the plugin raises
-derives from :class:`MetaServiceError`, and every error code the server answers has its own
-class; the tree is drawn in ``spark_plugin._errors``. pyspark is imported only by the functions
-that need it, so the client and the Iceberg layer work without it.
+Tables are named ``<catalog>.<database>.<table>``. Where no ``catalog`` argument is given, the
+catalog is found by that name: in Spark's configuration (``spark.sql.catalog.<catalog>.*``),
+then in pyiceberg's (``~/.pyiceberg.yaml``, ``PYICEBERG_CATALOG__<CATALOG>__*``), else it is
+MetaService's built-in Iceberg catalog (``<server url>/iceberg``), whose commits record their
+barrier themselves. :class:`CatalogSpec` names a catalog and how to open it.
+
+Every exception the plugin raises derives from :class:`MetaServiceError`, and every error code
+the server answers has its own class; the tree is drawn in ``spark_plugin._errors``. pyspark is
+imported only by the functions that need it, so the client and the Iceberg layer work without
+it.
 """
 
 from spark_plugin._batch_job import BarrierJob, BarrierStep
@@ -34,6 +41,7 @@ from spark_plugin._errors import (
     BarrierNotExactError,
     BarrierRegressionError,
     BarrierRolledBackError,
+    CatalogConfigError,
     CatchingUpError,
     ConcurrentUpdateError,
     ConflictError,
@@ -81,11 +89,14 @@ from spark_plugin._errors import (
     UnknownTokenError,
     UnsupportedMediaTypeError,
     UnsupportedSchemaError,
+    WorkerImportError,
 )
+from spark_plugin._iceberg.catalogs import CatalogSpec
 from spark_plugin._models import Commit, Position, TableVersion, Versions
 from spark_plugin._names import TableName
 from spark_plugin._root import append_root, heartbeat_root
 from spark_plugin._spark_io import create_table_from_spark_schema
+from spark_plugin._views import open_view
 from spark_plugin.maintenance import ExpirationSummary, expire_snapshots
 from spark_plugin.rollback import RolledBackTable, rollback_tables
 
@@ -95,7 +106,12 @@ __version__ = "0.1.0"
 def register_data_source(spark, *, url=None, token=None):  # type: ignore[no-untyped-def]
     """Register the ``metaservice`` format with ``spark`` (Structured Streaming source and sink,
     batch reads) and the listener that unregisters a query's jobs when it terminates; see
-    :mod:`spark_plugin.streaming`. Imported lazily: it needs pyspark."""
+    :mod:`spark_plugin.streaming`. Imported lazily: it needs pyspark.
+
+    Raises:
+        WorkerImportError: Spark's Python workers cannot import the plugin (checked once per
+            Spark application).
+    """
     from spark_plugin.streaming import register_data_source as register
 
     return register(spark, url=url, token=token)
@@ -112,6 +128,8 @@ __all__ = [
     "BarrierRegressionError",
     "BarrierRolledBackError",
     "BarrierStep",
+    "CatalogConfigError",
+    "CatalogSpec",
     "CatchingUpError",
     "Commit",
     "ConcurrentUpdateError",
@@ -169,11 +187,13 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UnsupportedSchemaError",
     "Versions",
+    "WorkerImportError",
     "append_root",
     "consistent_read",
     "create_table_from_spark_schema",
     "expire_snapshots",
     "heartbeat_root",
+    "open_view",
     "register_data_source",
     "rollback_tables",
 ]

@@ -6,7 +6,8 @@ Life cycle::
     with job:                start: the job runs; the server pins its start position
         step = job.next()    process → a BarrierStep; wait → None; abort → discarded, asked again
         step.read(t) / step.read_changes(t) / step.write(t, df)
-        step.commit()        one Iceberg commit per sink, then one report per sink
+        step.commit()        one Iceberg commit per sink, then one report per sink (none through
+                         MetaService's built-in catalog: its commits record the barrier)
     (exit)                   an open step is aborted; the job is unregistered
 
 Three ways to drive it: ``job.next()`` (one answer, ``None`` on ``wait``), ``job.wait_next()``
@@ -22,6 +23,9 @@ Guarantees:
   commit carries ``metaservice.job``/``metaservice.barrier`` and the table property
   ``metaservice.sink.<job>.last-barrier`` in the same atomic Iceberg commit; a replay of B (the
   server hands a pinned barrier out again after a crash) finds it and only reports it.
+- Through MetaService's built-in catalog (the default when no other catalog is configured,
+  ``spark_plugin._iceberg.catalogs``) each sink commit records B in the catalog's own
+  transaction, so there is nothing to report and no window between commit and report.
 - A sink that was not written in a step still gets a (empty) snapshot for B, so every sink
   completes every barrier.
 
@@ -53,6 +57,7 @@ from spark_plugin._iceberg import (
     load_table,
     plan_appended_read,
     plan_snapshot_read,
+    records_barriers,
     resolve_catalog,
 )
 from spark_plugin._models import Commit, Position
@@ -186,7 +191,9 @@ class BarrierStep:
         pending.files.extend(files)
 
     def commit(self) -> dict[str, Commit]:
-        """Commit ``B`` to every sink (one Iceberg snapshot each), then report each commit.
+        """Commit ``B`` to every sink (one Iceberg snapshot each), then report each commit
+        (except those made through MetaService's built-in catalog, which recorded ``B`` as they
+        were committed).
 
         Safe to call again after a failure (for example a lost report): sinks already holding
         ``B`` are not committed again, and reports are idempotent. In a full step every sink's
@@ -209,8 +216,11 @@ class BarrierStep:
             pending.files = []
             done[sink] = result
         for sink, result in done.items():
-            self.commits[sink] = self._job.client.commit(self.job, sink, result.snapshot_id,
-                                                         self.barrier)
+            if records_barriers(self._job._table(sink), self._job.client.base_url):
+                self.commits[sink] = Commit(sink, self.barrier, result.snapshot_id)
+            else:
+                self.commits[sink] = self._job.client.commit(self.job, sink,
+                                                             result.snapshot_id, self.barrier)
         self.state = "committed"
         self._job._committed(self)
         logger.info("step_committed", extra={"job": self.job, "barrier": self.barrier})
@@ -241,7 +251,9 @@ class BarrierJob:
         sources: tables read, ``catalog.database.table``.
         sinks: tables written.
         client: the MetaService client (default: from ``$METASERVICE_URL``).
-        catalog: a pyiceberg catalog, a mapping of them, or ``None`` (load by name).
+        catalog: a pyiceberg catalog, a :class:`~spark_plugin.CatalogSpec`, a mapping of
+            names to either, or ``None``: found by name in Spark's configuration, then
+            pyiceberg's, else MetaService's built-in catalog (``<client url>/iceberg``).
         start_from: where :meth:`start` begins (SPEC §5.2): ``"resume"``, ``"latest"``,
             ``"earliest"`` or a barrier; ``None`` (default) leaves it to the service, whose
             default continues a job after the barriers its sinks already hold.
@@ -269,8 +281,8 @@ class BarrierJob:
         self.client = client_or_default(client)
         self.catalog = catalog
         self.start_from = start_from
-        for t in (*self.sources, *self.sinks):
-            resolve_catalog(TableName.parse(t), catalog)  # fail fast on a wrong catalog
+        for t in (*self.sources, *self.sinks):  # fail fast on a wrong catalog
+            resolve_catalog(TableName.parse(t), catalog, spark=spark, client=self.client)
         self._tables: dict[str, Table] = {}
         self._pending_position: Position | None = None
         self._step: BarrierStep | None = None
@@ -291,7 +303,8 @@ class BarrierJob:
     def _table(self, name: str) -> Table:
         table = self._tables.get(name)
         if table is None:
-            table = self._tables[name] = load_table(name, self.catalog)
+            table = self._tables[name] = load_table(name, self.catalog, spark=self.spark,
+                                                    client=self.client)
         return table
 
     # -- life cycle ---------------------------------------------------------------------------

@@ -94,6 +94,7 @@ class MetaServiceClient:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
         self.base_url = base_url.rstrip("/")
+        self._token = token or None  # for MetaService's built-in Iceberg catalog; never shown
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
         self.max_backoff_seconds = max_backoff_seconds

@@ -116,7 +116,8 @@ def consistent_read(
         barrier: read exactly this barrier instead (a reproducible read).
         lease_seconds: lease time-to-live, renewed while the block runs; ``None`` for no lease.
         client: the MetaService client (default: from ``$METASERVICE_URL``).
-        catalog: a pyiceberg catalog, a mapping of them, or ``None`` (load by name).
+        catalog: a pyiceberg catalog, a :class:`~spark_plugin.CatalogSpec`, a mapping of
+            names to either, or ``None`` (found by name, see ``spark_plugin._iceberg``).
         holder: who holds the lease (default: ``spark_plugin:<host>:<pid>``).
 
     Yields:
@@ -149,7 +150,7 @@ def consistent_read(
         frames.lease_id = lease_id
         for name in names:
             version = answer.versions[name]
-            tbl = load_table(name, catalog)
+            tbl = load_table(name, catalog, spark=spark, client=client)
             frames[name] = dataframe_from_plan(spark, tbl,
                                                plan_snapshot_read(tbl, version.snapshot_id))
         if lease_id is not None and lease_seconds is not None:

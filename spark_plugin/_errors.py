@@ -57,6 +57,8 @@ The tree::
     │   └── SinkCommitConflictError          the sink's commit history contradicts the barrier
     ├── RollbackNotIncrementalError          a full rollback plan: rebuild instead (.tables)
     ├── OptionError                          a bad option of format("metaservice"); a ValueError
+    ├── CatalogConfigError                   a catalog pyiceberg cannot open; a ValueError
+    ├── WorkerImportError                    Spark's workers cannot import the plugin
     └── StreamStateError                     a streaming query's checkpoint or options contradict
                                              its job on the service; a RuntimeError
 
@@ -84,6 +86,7 @@ __all__ = [
     "BarrierNotExactError",
     "BarrierRegressionError",
     "BarrierRolledBackError",
+    "CatalogConfigError",
     "CatchingUpError",
     "ConcurrentUpdateError",
     "ConflictError",
@@ -131,6 +134,7 @@ __all__ = [
     "UnknownTokenError",
     "UnsupportedMediaTypeError",
     "UnsupportedSchemaError",
+    "WorkerImportError",
     "error_from_response",
 ]
 
@@ -452,6 +456,27 @@ class RollbackNotIncrementalError(MetaServiceError):
 class OptionError(MetaServiceError, ValueError):
     """An option of the ``metaservice`` data source is missing or invalid. Also a
     ``ValueError``, as bad arguments are in Python."""
+
+
+class CatalogConfigError(MetaServiceError, ValueError):
+    """The catalog a table names is configured (in Spark's configuration, pyiceberg's, or the
+    argument) as a catalog pyiceberg cannot open, e.g. a Hadoop catalog. Also a
+    ``ValueError``."""
+
+
+class WorkerImportError(MetaServiceError, RuntimeError):
+    """Spark's Python workers cannot import ``spark_plugin``: they run another interpreter than
+    the driver (``PYSPARK_PYTHON``, ``spark.pyspark.python``) or another environment. Install
+    the plugin there, or point Spark at an interpreter that has it. ``python`` is the workers'
+    interpreter and ``reason`` what the import raised there. Also a ``RuntimeError``."""
+
+    def __init__(self, message: str, python: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.python = python
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.python, self.reason)
 
 
 class StreamStateError(MetaServiceError, RuntimeError):

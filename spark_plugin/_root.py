@@ -4,8 +4,10 @@ and heartbeats for idle roots (SPEC §5, "Ingestion that is not a registered job
 Guarantees of :func:`append_root`:
 
 - The data is written by Spark's Parquet writer and committed as exactly one Iceberg snapshot
-  whose summary carries ``metaservice.job`` (the ingestion label) and ``metaservice.barrier``.
-- The snapshot is reported to MetaService at the same barrier.
+  whose summary carries ``metaservice.root-label`` (the ingestion label) and
+  ``metaservice.barrier``.
+- The snapshot is reported to MetaService at the same barrier: by the commit itself through
+  MetaService's built-in catalog (SPEC §11), else by a report right after the commit.
 - A commit that reached Iceberg but whose report was lost (crash, network) is reported by the
   next ``append_root`` or ``heartbeat_root`` of the same label on that table, before anything
   else, so the service never misses a root barrier.
@@ -32,6 +34,7 @@ from spark_plugin._iceberg import (
     delete_files_quietly,
     last_commit_of,
     load_table,
+    records_barriers,
 )
 from spark_plugin._models import Commit
 from spark_plugin._names import TableName, validate_job_id
@@ -100,11 +103,14 @@ def append_root(
         df: the rows to append (columns by name; missing optional columns are null).
         table: ``catalog.database.table``; must exist (see ``create_table_from_spark_schema``).
         client: the MetaService client (default: from ``$METASERVICE_URL``).
-        catalog: the pyiceberg catalog (default: loaded by the table's catalog name).
+        catalog: a pyiceberg catalog, a :class:`~spark_plugin.CatalogSpec` or a mapping of
+            names to either (default: found by the table's catalog name in Spark's
+            configuration, then pyiceberg's, else MetaService's built-in catalog).
         barrier: the barrier this data completes, e.g. the end of the ingested time window in
             ms. Default: ``max(now_ms, latest + 1)``, chosen before the commit so that the
             snapshot can carry it. Pass it to make replays exactly-once.
-        label: the ``metaservice.job`` tag of the commit (one label per ingestion stream).
+        label: the ``metaservice.root-label`` tag of the commit (one label per ingestion
+            stream).
         summary: extra snapshot summary properties.
 
     Returns:
@@ -118,7 +124,7 @@ def append_root(
     name = TableName.parse(table)
     validate_job_id(label)
     client = client_or_default(client)
-    tbl = load_table(name, catalog)
+    tbl = load_table(name, catalog, spark=spark, client=client)
     latest = _report_unreported(client, name, tbl, label, _server_latest(client, name))
     last = last_commit_of(tbl.metadata, label)
     if barrier is not None and last is not None and last.barrier == barrier:
@@ -141,13 +147,17 @@ def append_root(
 
     files = write_data_files(spark, df, tbl)
     try:
-        done = commit_sink(tbl, job=label, barrier=barrier, data_files=files, summary=summary)
+        done = commit_sink(tbl, job=label, barrier=barrier, data_files=files, summary=summary,
+                           root=True)
     except BaseException:
         delete_files_quietly(tbl, [f.file_path for f in files])
         raise
     if done.already_committed:
         delete_files_quietly(tbl, [f.file_path for f in files])
-    commit = client.report_root_barrier(name, done.snapshot_id, barrier)
+    if records_barriers(tbl, client.base_url):  # the commit recorded the barrier itself
+        commit = Commit(str(name), barrier, done.snapshot_id)
+    else:
+        commit = client.report_root_barrier(name, done.snapshot_id, barrier)
     logger.info("root_appended", extra={"table": str(name), "barrier": commit.barrier,
                                          "snapshot_id": commit.snapshot_id,
                                          "files": len(files)})
@@ -174,7 +184,7 @@ def heartbeat_root(
     """
     name = TableName.parse(table)
     client = client_or_default(client)
-    tbl = load_table(name, catalog)
+    tbl = load_table(name, catalog, client=client)
     latest = _report_unreported(client, name, tbl, label, _server_latest(client, name))
     if latest.snapshot_id is None:
         raise LakeStateError(f"{name} has no completed barrier yet: nothing to heartbeat")

@@ -215,18 +215,23 @@ def create_table_from_spark_schema(
     partition_by: Sequence[str] = (),
     properties: Mapping[str, str] | None = None,
     exist_ok: bool = False,
+    client: Any = None,
 ) -> Table:
     """Create an Iceberg table whose columns are those of a Spark schema (or DataFrame).
 
     Args:
         table: ``catalog.database.table``; the database is created if missing.
         schema: a Spark ``StructType``, or a DataFrame whose schema is used.
-        catalog: a pyiceberg catalog (named like the table's first part), a mapping of them,
-            or ``None`` to load it by name from pyiceberg's configuration.
+        catalog: a pyiceberg catalog (named like the table's first part), a
+            :class:`~spark_plugin.CatalogSpec`, a mapping of names to either, or ``None`` to
+            find it by name (Spark's configuration of the active session, pyiceberg's
+            configuration, else MetaService's built-in catalog).
         partition_by: partition fields: ``"col"`` (identity), ``"day(ts)"``, ``"hour(ts)"``,
             ``"month(ts)"``, ``"year(ts)"``, ``"bucket(16, id)"``, ``"truncate(4, s)"``.
         properties: table properties.
         exist_ok: return the existing table instead of failing when it exists.
+        client: the MetaService client whose server holds the built-in catalog (default:
+            ``$METASERVICE_URL`` and ``$METASERVICE_TOKEN``).
 
     Returns:
         The pyiceberg table.
@@ -236,7 +241,7 @@ def create_table_from_spark_schema(
     name = TableName.parse(table)
     struct: Any = schema if hasattr(schema, "fields") else schema.schema  # type: ignore[union-attr]
     iceberg_schema = spark_schema_to_iceberg(struct)
-    cat = resolve_catalog(name, catalog)
+    cat = resolve_catalog(name, catalog, client=client)
     cat.create_namespace_if_not_exists(name.database)
     try:
         return cat.create_table(name.identifier, schema=iceberg_schema,

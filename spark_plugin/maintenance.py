@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_plugin._client import DEFAULT_URL, MetaServiceClient, client_or_default
 from spark_plugin._errors import MetaServiceError
-from spark_plugin._iceberg import load_catalog_by_name, load_table
+from spark_plugin._iceberg import find_catalog, load_table
 from spark_plugin._names import TableName
 
 if TYPE_CHECKING:
@@ -189,7 +189,9 @@ def expire_snapshots(
             before a moment (a ``datetime``; naive means UTC); ``None``: any age.
         retain_last: the newest snapshots always kept (at least 1).
         client: the MetaService client (default: from ``$METASERVICE_URL``).
-        catalog: the pyiceberg catalog (default: loaded by the table's catalog name).
+        catalog: a pyiceberg catalog, a :class:`~spark_plugin.CatalogSpec` or a mapping of
+            names to either (default: found by the table's catalog name in Spark's
+            configuration, then pyiceberg's, else MetaService's built-in catalog).
         approve_unknown: also expire snapshots that complete no barrier in MetaService (for
             example the intermediate snapshots of an overwrite); by default they are kept.
         dry_run: only report what would be proposed and what MetaService protects now.
@@ -205,7 +207,7 @@ def expire_snapshots(
     """
     name = TableName.parse(table)
     client = client_or_default(client)
-    tbl = load_table(name, catalog)
+    tbl = load_table(name, catalog, client=client)
     candidates = select_candidates(tbl.metadata, cutoff_ms=_cutoff_ms(older_than, now),
                                    retain_last=retain_last)
     if not candidates:
@@ -315,7 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     catalogs: dict[str, Any] = {}
     for catalog_name in dict.fromkeys(args.catalog or n.catalog for n in names):
         try:
-            catalogs[catalog_name] = load_catalog_by_name(catalog_name)
+            catalogs[catalog_name] = find_catalog(catalog_name, url=args.url,
+                                                  token=args.token).load()
         except Exception as exc:  # noqa: BLE001 - pyiceberg raises ValueError, KeyError, ...
             prefix = f"PYICEBERG_CATALOG__{catalog_name.upper()}__"
             print(f"metaservice-maintenance: cannot load the pyiceberg catalog {catalog_name!r} "

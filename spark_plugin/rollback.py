@@ -59,9 +59,11 @@ def rollback_tables(plan: Mapping[str, Any] | str, catalog: Any = None, *,
     Args:
         plan: the plan as the service answered it (``POST /rollback-plans`` or
             ``GET /rollback-plans/{id}``), or its id (then ``client`` is required).
-        catalog: a pyiceberg ``Catalog`` (named like the tables' catalog part), a mapping from
-            catalog names to catalogs, or ``None`` to load catalogs by name from pyiceberg's
-            configuration.
+        catalog: a pyiceberg ``Catalog`` (named like the tables' catalog part), a
+            :class:`~spark_plugin.CatalogSpec`, a mapping from catalog names to either, or
+            ``None`` to find catalogs by name (Spark's configuration of the active session,
+            pyiceberg's configuration, else MetaService's built-in catalog at the client's
+            server).
         client: when given, the plan is applied first (if it is still ``planned`` and ``apply``)
             and completed after the Iceberg rollbacks (if ``complete``).
         apply: apply a ``planned`` plan before touching Iceberg (needs ``client``).
@@ -93,7 +95,8 @@ def rollback_tables(plan: Mapping[str, Any] | str, catalog: Any = None, *,
         target = entry.get("target")
         if target is None:  # only in a full plan, refused above
             raise LakeStateError(f"{entry['table']} has no target snapshot in the plan")
-        results[entry["table"]] = _roll_back(entry["table"], int(target["snapshot_id"]), catalog)
+        results[entry["table"]] = _roll_back(entry["table"], int(target["snapshot_id"]), catalog,
+                                            client)
     if client is not None and complete and document.get("state") in ("planned", "applied"):
         if document.get("state") == "planned":
             logger.warning("rollback_plan_not_applied", extra={"plan": document["id"]})
@@ -113,8 +116,9 @@ def _document(plan: Mapping[str, Any] | str, client: MetaServiceClient | None) -
     return dict(plan)
 
 
-def _roll_back(name: str, snapshot_id: int, catalog: Any) -> RolledBackTable:
-    table = load_table(TableName.parse(name), catalog)
+def _roll_back(name: str, snapshot_id: int, catalog: Any,
+               client: MetaServiceClient | None) -> RolledBackTable:
+    table = load_table(TableName.parse(name), catalog, client=client)
     metadata = table.metadata
     current = metadata.current_snapshot_id
     if current == snapshot_id:

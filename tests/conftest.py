@@ -9,18 +9,15 @@ skipped, unless ``CI`` or ``METASERVICE_REQUIRE_POSTGRES`` is set: then they fai
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import create_engine, text
 
+from benchmarks._environment import ServerThread, free_port  # noqa: F401 - re-exported
 from metaservice.app import create_app
 from metaservice.clock import ManualClock
 from metaservice.db.engine import build_engine
@@ -124,40 +121,8 @@ def app(database: Database, settings: Settings, clock: ManualClock):  # type: ig
 
 
 # -- a real server over loopback --------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ServerThread:
-    """uvicorn serving an app in a thread on a free loopback port."""
-
-    def __init__(self, app) -> None:  # type: ignore[no-untyped-def]
-        self.port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("server did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-
+# ServerThread and free_port come from benchmarks/_environment.py: one helper for the tests and
+# the benchmarks.
 
 @pytest.fixture
 def client(app) -> Iterator[httpx.Client]:  # type: ignore[no-untyped-def]

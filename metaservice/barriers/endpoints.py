@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Query
-from sqlalchemy import select
+from fastapi import APIRouter, Body, Query
 
-from metaservice import errors
-from metaservice.barriers import repository as barriers_repo
 from metaservice.barriers import service
 from metaservice.barriers.schemas import (
     AbortIn,
@@ -23,18 +20,13 @@ from metaservice.barriers.schemas import (
     SinkCommitOut,
     TableBarriersOut,
 )
-from metaservice.db.models import BarrierRow, TableRow
 from metaservice.deps import Context, ReadSession, WriteSession
-from metaservice.jobs import repository as jobs_repo
-from metaservice.jobs.endpoints import position_out
-from metaservice.jobs.schemas import PositionOut
-from metaservice.names import CatalogPath, DatabasePath, JobPath, TableName, TablePath
+from metaservice.jobs.schemas import PositionOut, position_answer
+from metaservice.names import TableName
+from metaservice.path_params import BarrierPath, CatalogPath, DatabasePath, JobPath, TablePath
 from metaservice.schemas import INT64_MAX, TextInt
-from metaservice.tables import repository as tables_repo
 
 router = APIRouter(tags=["barriers"])
-
-BarrierPath = Annotated[TextInt, Path(ge=0, le=INT64_MAX)]
 
 
 @router.post("/jobs/{job}/barriers/next", response_model=PositionOut,
@@ -42,7 +34,7 @@ BarrierPath = Annotated[TextInt, Path(ge=0, le=INT64_MAX)]
 def next_barrier(job: JobPath, session: WriteSession, ctx: Context,
                  body: Annotated[NextIn | None, Body()] = None) -> dict:
     """wait, process (pinned until commit or abort) or abort."""
-    return position_out(service.next_barrier(session, ctx, job, (body or NextIn()).after))
+    return position_answer(service.next_barrier(session, ctx, job, (body or NextIn()).after))
 
 
 @router.post("/commit/{job}/{catalog}/{database}/{table}", response_model=CompletedOut,
@@ -81,17 +73,15 @@ def list_table_barriers(catalog: CatalogPath, database: DatabasePath, table: Tab
                         limit: Annotated[TextInt, Query(ge=1, le=1000)] = 100) -> TableBarriersOut:
     """Completed barriers of one table, newest first (page with ``before``)."""
     name = TableName(catalog, database, table)
-    row = tables_repo.find_table(session, name)
-    if row is None:
-        raise errors.UnknownTableError(f"unknown table {name}", table=str(name))
-    history = barriers_repo.history(session, row.id, before=before, limit=limit)
+    found = service.table_history(session, name, before=before, limit=limit)
+    row = found.table
     return TableBarriersOut(
         table=str(name), latest_barrier=row.latest_barrier,
         latest_snapshot_id=row.latest_snapshot_id, writer_job=row.writer_job,
         catching_up=row.catching_up,
         barriers=[BarrierOut(barrier=b.barrier, snapshot_id=b.snapshot_id,
                              committed_at=b.committed_at, writer_job=b.writer_job,
-                             rolled_back=b.rolled_back) for b in history])
+                             rolled_back=b.rolled_back) for b in found.barriers])
 
 
 @router.get("/jobs/{job}/progress", response_model=JobProgressOut, operation_id="job_progress")
@@ -99,32 +89,15 @@ def job_progress(job: JobPath, session: ReadSession,
                  before: Annotated[TextInt | None, Query(ge=0, le=INT64_MAX)] = None,
                  limit: Annotated[TextInt, Query(ge=1, le=1000)] = 100) -> JobProgressOut:
     """Per barrier: started, sources ready, committed per sink, finished, duration, attempts."""
-    if jobs_repo.get_job(session, job) is None:
-        raise errors.UnknownJobError(f"unknown job {job!r}", job=job)
-    records = barriers_repo.progress_history(session, job, limit=limit, before=before)
-    commits: dict[tuple[int, int], list[SinkCommitOut]] = {}
-    if records:
-        rows = session.execute(
-            select(BarrierRow.barrier, BarrierRow.writer_run, BarrierRow.snapshot_id,
-                   BarrierRow.committed_at, TableRow.catalog, TableRow.database, TableRow.name)
-            .join(TableRow, TableRow.id == BarrierRow.table_id)
-            .where(BarrierRow.writer_job == job,
-                   BarrierRow.barrier.in_({r.barrier for r in records}))
-        ).all()
-        for barrier, run, snapshot, at, c, d, t in rows:
-            commits.setdefault((barrier, run), []).append(
-                SinkCommitOut(table=f"{c}.{d}.{t}", snapshot_id=snapshot, committed_at=at))
-    out = []
-    for r in records:
-        duration = r.finished_at - r.started_at if r.finished_at is not None else None
-        hop = (r.finished_at - r.sources_ready_at
-               if r.finished_at is not None and r.sources_ready_at is not None else None)
-        out.append(ProgressOut(
-            barrier=r.barrier, run=r.run, state=r.state, started_at=r.started_at,
-            sources_ready_at=r.sources_ready_at, finished_at=r.finished_at,
-            duration_ms=duration, hop_latency_ms=hop, attempts=r.attempts,
-            last_abort_reason=r.last_abort_reason,
-            snapshots={k: v["snapshot_id"] for k, v in r.snapshots.items()},
-            previous={k: v["snapshot_id"] for k, v in r.previous.items()},
-            committed=sorted(commits.get((r.barrier, r.run), []), key=lambda c: c.table)))
-    return JobProgressOut(job=job, progress=out)
+    progress = service.job_progress(session, job, before=before, limit=limit)
+    return JobProgressOut(job=job, progress=[ProgressOut(
+        barrier=p.record.barrier, run=p.record.run, state=p.record.state,
+        started_at=p.record.started_at, sources_ready_at=p.record.sources_ready_at,
+        finished_at=p.record.finished_at, duration_ms=p.duration_ms,
+        hop_latency_ms=p.hop_latency_ms, attempts=p.record.attempts,
+        last_abort_reason=p.record.last_abort_reason,
+        snapshots={k: v["snapshot_id"] for k, v in p.record.snapshots.items()},
+        previous={k: v["snapshot_id"] for k, v in p.record.previous.items()},
+        committed=[SinkCommitOut(table=c.table, snapshot_id=c.snapshot_id,
+                                 committed_at=c.committed_at) for c in p.committed])
+        for p in progress])

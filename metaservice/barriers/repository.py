@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from sqlalchemy import (
     and_,
@@ -29,6 +30,7 @@ from metaservice.db.models import (
     SnapshotExpirationRow,
     TableRow,
 )
+from metaservice.db.rows import named_rows
 from metaservice.names import TableName
 
 
@@ -53,6 +55,13 @@ class Snap:
     approved_for_expiration: bool
 
 
+class _SnapRow(NamedTuple):
+    table_id: int
+    barrier: int
+    snapshot_id: int
+    approved: bool
+
+
 _SNAPS_PER_STATEMENT = 256
 
 # Each seek is the same indexed descent as :func:`snap`; the expiration check is a primary-key
@@ -62,7 +71,7 @@ _SNAPS_QUERY = (
     "WITH cuts (table_id, cut) AS ({cuts}) "
     "SELECT cuts.table_id, b.barrier, b.snapshot_id, EXISTS ("
     "  SELECT 1 FROM snapshot_expirations e"
-    "  WHERE e.table_id = b.table_id AND e.snapshot_id = b.snapshot_id) "
+    "  WHERE e.table_id = b.table_id AND e.snapshot_id = b.snapshot_id) AS approved "
     "FROM cuts JOIN barriers b ON b.table_id = cuts.table_id AND b.barrier = ("
     "  SELECT s.barrier FROM barriers s"
     "  WHERE s.table_id = cuts.table_id AND s.barrier <= cuts.cut AND NOT s.rolled_back"
@@ -87,8 +96,8 @@ def snaps(session: Session, cuts: Mapping[int, int]) -> dict[int, Snap]:
         return {}
     if on_postgres(session):
         rows = session.execute(_SNAPS_POSTGRES, {"tables": list(cuts), "cuts": list(cuts.values())})
-        return {table_id: Snap(barrier, snapshot_id, bool(approved))
-                for table_id, barrier, snapshot_id, approved in rows}
+        return {r.table_id: Snap(r.barrier, r.snapshot_id, bool(r.approved))
+                for r in named_rows(rows, _SnapRow)}
     found: dict[int, Snap] = {}
     items = list(cuts.items())
     for start in range(0, len(items), _SNAPS_PER_STATEMENT):
@@ -98,9 +107,8 @@ def snaps(session: Session, cuts: Mapping[int, int]) -> dict[int, Snap]:
         params: dict[str, int] = {}
         for i, (table_id, barrier) in enumerate(chunk):
             params[f"t{i}"], params[f"b{i}"] = table_id, barrier
-        for table_id, barrier, snapshot_id, approved in session.execute(
-                _snaps_statement(size), params):
-            found[table_id] = Snap(barrier, snapshot_id, bool(approved))
+        for r in named_rows(session.execute(_snaps_statement(size), params), _SnapRow):
+            found[r.table_id] = Snap(r.barrier, r.snapshot_id, bool(r.approved))
     return found
 
 
@@ -114,27 +122,10 @@ def first_at_or_after(session: Session, table_id: int, barrier: int) -> BarrierR
     ).first()
 
 
-def earliest(session: Session, table_id: int) -> BarrierRow | None:
-    return session.scalars(
-        select(BarrierRow)
-        .where(BarrierRow.table_id == table_id, BarrierRow.rolled_back.is_(False))
-        .order_by(BarrierRow.barrier.asc())
-        .limit(1)
-    ).first()
 
 
-def get(session: Session, table_id: int, barrier: int) -> BarrierRow | None:
-    return session.get(BarrierRow, (table_id, barrier))
 
 
-def latest_with_snapshot(session: Session, table_id: int, snapshot_id: int) -> BarrierRow | None:
-    return session.scalars(
-        select(BarrierRow)
-        .where(BarrierRow.table_id == table_id, BarrierRow.snapshot_id == snapshot_id,
-               BarrierRow.rolled_back.is_(False))
-        .order_by(BarrierRow.barrier.desc())
-        .limit(1)
-    ).first()
 
 
 def history(session: Session, table_id: int, *, before: int | None, limit: int) -> list[BarrierRow]:
@@ -179,9 +170,36 @@ def progress_history(session: Session, job: str, *, limit: int,
     ))
 
 
-def count_barriers(session: Session) -> int:
-    return session.scalar(select(func.count()).select_from(BarrierRow)) or 0
 
+
+
+@dataclass(frozen=True, slots=True)
+class SinkCommit:
+    """A snapshot a job committed to one of its sinks."""
+
+    table: str
+    snapshot_id: int
+    committed_at: int
+
+
+def sink_commits(session: Session, job: str,
+                 barriers: Collection[int]) -> dict[tuple[int, int | None], list[SinkCommit]]:
+    """The snapshots ``job`` committed at ``barriers``, by (barrier, run), each list in table
+    order."""
+    if not barriers:
+        return {}
+    rows = session.execute(
+        select(BarrierRow.barrier, BarrierRow.writer_run, BarrierRow.snapshot_id,
+               BarrierRow.committed_at, TableRow.catalog, TableRow.database, TableRow.name)
+        .join(TableRow, TableRow.id == BarrierRow.table_id)
+        .where(BarrierRow.writer_job == job, BarrierRow.barrier.in_(set(barriers))))
+    commits: dict[tuple[int, int | None], list[SinkCommit]] = {}
+    for r in rows:
+        commits.setdefault((r.barrier, r.writer_run), []).append(
+            SinkCommit(f"{r.catalog}.{r.database}.{r.name}", r.snapshot_id, r.committed_at))
+    for found in commits.values():
+        found.sort(key=lambda c: c.table)
+    return commits
 
 # -- the commit path ------------------------------------------------------------------------
 # Every accepted commit and root report runs these statements, so they are plain Core
@@ -236,17 +254,19 @@ _LOCK = (select(_tables.c.latest_barrier, _tables.c.latest_snapshot_id, _tables.
 _existing = _barriers.alias("existing")
 _CHECKS = select(
     select(_fences.c.plan_id).where(_fences.c.table_id == bindparam("table_id"))
-    .limit(1).scalar_subquery(),
+    .limit(1).scalar_subquery().label("fence_plan"),
     select(_barriers.c.barrier)
     .where(_barriers.c.table_id == bindparam("table_id"),
            _barriers.c.snapshot_id == bindparam("snapshot_id"),
            _barriers.c.rolled_back.is_(False))
-    .order_by(_barriers.c.barrier.desc()).limit(1).scalar_subquery(),
-    _existing.c.snapshot_id, _existing.c.rolled_back, _existing.c.writer_job,
+    .order_by(_barriers.c.barrier.desc()).limit(1).scalar_subquery().label("snapshot_barrier"),
+    _existing.c.snapshot_id.label("existing_snapshot_id"),
+    _existing.c.rolled_back.label("existing_rolled_back"),
+    _existing.c.writer_job.label("existing_writer_job"),
     select(_expirations.c.snapshot_id)
     .where(_expirations.c.table_id == bindparam("table_id"),
            _expirations.c.snapshot_id == bindparam("snapshot_id"))
-    .limit(1).scalar_subquery(),
+    .limit(1).scalar_subquery().label("expiration"),
 ).select_from(
     select(literal(1).label("one")).subquery("one").outerjoin(
         _existing, and_(_existing.c.table_id == bindparam("table_id"),
@@ -280,7 +300,7 @@ def peek_table(session: Session, name: TableName) -> tuple[int, bool] | None:
     """``(id, catching_up)`` without a lock: which locks a commit must take, in which order."""
     row = session.execute(_PEEK, {"catalog": name.catalog, "database": name.database,
                                   "name": name.table}).first()
-    return None if row is None else (row[0], bool(row[1]))
+    return None if row is None else (row.id, bool(row.catching_up))
 
 
 def lock_table(session: Session, table_id: int, name: str) -> LockedTable | None:
@@ -289,7 +309,8 @@ def lock_table(session: Session, table_id: int, name: str) -> LockedTable | None
     row = session.execute(_LOCK, {"table_id": table_id}).first()
     if row is None:
         return None
-    return LockedTable(table_id, name, row[0], row[1], row[2], bool(row[3]))
+    return LockedTable(table_id, name, row.latest_barrier, row.latest_snapshot_id, row.writer_job,
+                       bool(row.catching_up))
 
 
 def commit_checks(session: Session, table_id: int, barrier: int,
@@ -297,9 +318,11 @@ def commit_checks(session: Session, table_id: int, barrier: int,
     """Read under the table lock, so a fence or a row written before it was taken is seen."""
     row = session.execute(_CHECKS, {"table_id": table_id, "barrier": barrier,
                                     "snapshot_id": snapshot_id}).one()
-    existing = (None if row[2] is None
-                else RecordedBarrier(int(row[2]), bool(row[3]), row[4]))
-    return CommitChecks(row[0], existing, row[1], row[5] is not None)
+    existing = (None if row.existing_snapshot_id is None
+                else RecordedBarrier(int(row.existing_snapshot_id), bool(row.existing_rolled_back),
+                                     row.existing_writer_job))
+    return CommitChecks(row.fence_plan, existing, row.snapshot_barrier,
+                        row.expiration is not None)
 
 
 def write_completed(session: Session, table_id: int, *, barrier: int, snapshot_id: int,
@@ -336,6 +359,12 @@ _TAIL_POSTGRES = text(
 _NO_TABLE = -1  # table ids are positive
 
 
+class _TailRow(NamedTuple):
+    id: int
+    barrier: int
+    snapshot_id: int
+
+
 @cache
 def _tail_statement(size: int) -> TextClause:
     """The newest rows of ``size`` tables, one indexed descent each, in one statement."""
@@ -351,10 +380,11 @@ def tails(session: Session, table_ids: list[int],
     found: dict[int, list[tuple[int, int]]] = {t: [] for t in table_ids}
     if not table_ids:
         return found
+    rows: list[_TailRow] = []
     if on_postgres(session):
-        rows = session.execute(_TAIL_POSTGRES, {"ids": list(table_ids), "depth": depth})
+        rows += named_rows(session.execute(_TAIL_POSTGRES, {"ids": list(table_ids),
+                                                            "depth": depth}), _TailRow)
     else:
-        rows_list: list[tuple[int, int, int]] = []
         unique = list(dict.fromkeys(table_ids))
         for start in range(0, len(unique), 64):
             chunk = unique[start:start + 64]
@@ -363,11 +393,9 @@ def tails(session: Session, table_ids: list[int],
             chunk = chunk + [_NO_TABLE] * (size - len(chunk))
             params: dict[str, int] = {f"t{i}": t for i, t in enumerate(chunk)}
             params["depth"] = depth
-            found_rows = session.execute(_tail_statement(size), params).all()
-            rows_list += found_rows  # type: ignore[arg-type]
-        rows = rows_list  # type: ignore[assignment]
-    for table_id, barrier, snapshot_id in rows:
-        found[int(table_id)].append((int(barrier), int(snapshot_id)))
+            rows += named_rows(session.execute(_tail_statement(size), params), _TailRow)
+    for r in rows:
+        found[int(r.id)].append((int(r.barrier), int(r.snapshot_id)))
     for rows_of_table in found.values():
         rows_of_table.sort(reverse=True)
     return found
@@ -390,7 +418,7 @@ _FIRST_AFTER = (select(_barriers.c.barrier, _barriers.c.snapshot_id)
 def snap_seek(session: Session, table_id: int, barrier: int) -> tuple[int, int] | None:
     """``snap(T, B)`` as ``(barrier, snapshot_id)``."""
     row = session.execute(_SNAP_SEEK, {"table_id": table_id, "barrier": barrier}).first()
-    return None if row is None else (int(row[0]), int(row[1]))
+    return None if row is None else (int(row.barrier), int(row.snapshot_id))
 
 
 def first_change(session: Session, table_id: int, after: int, snapshot_id: int | None,
@@ -400,12 +428,12 @@ def first_change(session: Session, table_id: int, after: int, snapshot_id: int |
     while True:
         rows = session.execute(_FIRST_AFTER, {"table_id": table_id, "after": after,
                                               "upto": upto}).all()
-        for barrier, snap_id in rows:
-            if snapshot_id is None or snap_id != snapshot_id:
-                return int(barrier)
+        for r in rows:
+            if snapshot_id is None or r.snapshot_id != snapshot_id:
+                return int(r.barrier)
         if len(rows) < 64:
             return None
-        after = int(rows[-1][0])
+        after = int(rows[-1].barrier)
 
 
 def last_written_by(session: Session, job: str, sink_ids: list[int]) -> int | None:

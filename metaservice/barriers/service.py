@@ -23,7 +23,8 @@ from metaservice.barriers.protocol import (
     jobs_ahead,
 )
 from metaservice.context import ServiceContext
-from metaservice.db.models import JobProgressRow, JobRow, TableRow, TopologyState
+from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow, TopologyState
+from metaservice.delay.formulas import hop_latency
 from metaservice.expirations import handout
 from metaservice.jobs import repository as jobs_repo
 from metaservice.names import TableName
@@ -508,3 +509,45 @@ def abort(session: Session, ctx: ServiceContext, name: str, barrier: int,
         return AbortResult(name, barrier, progress.attempts)
     raise errors.UnknownBarrierError(f"barrier {barrier} is not held by job {name!r}",
                                      job=name, barrier=barrier, pinned=job.pinned_barrier)
+
+
+# -- history ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableHistory:
+    """A table's row and a page of its completed barriers, newest first."""
+
+    table: TableRow
+    barriers: list[BarrierRow]
+
+
+def table_history(session: Session, name: TableName, *, before: int | None,
+                  limit: int) -> TableHistory:
+    row = tables_repo.find_table(session, name)
+    if row is None:
+        raise errors.UnknownTableError(f"unknown table {name}", table=str(name))
+    return TableHistory(row, barriers_repo.history(session, row.id, before=before, limit=limit))
+
+
+@dataclass(frozen=True)
+class BarrierProgress:
+    """One progress record of a job, its durations, and what it committed to its sinks."""
+
+    record: JobProgressRow
+    duration_ms: int | None  # started → finished
+    hop_latency_ms: int | None  # sources ready → finished (SPEC §7)
+    committed: list[barriers_repo.SinkCommit]
+
+
+def job_progress(session: Session, job: str, *, before: int | None,
+                 limit: int) -> list[BarrierProgress]:
+    """A page of the job's progress records, newest barrier first."""
+    if jobs_repo.get_job(session, job) is None:
+        raise errors.UnknownJobError(f"unknown job {job!r}", job=job)
+    records = barriers_repo.progress_history(session, job, limit=limit, before=before)
+    commits = barriers_repo.sink_commits(session, job, {r.barrier for r in records})
+    return [BarrierProgress(
+        r, None if r.finished_at is None else r.finished_at - r.started_at,
+        hop_latency(r.sources_ready_at, r.finished_at), commits.get((r.barrier, r.run), []))
+        for r in records]

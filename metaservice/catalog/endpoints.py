@@ -24,8 +24,15 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.policy import Role
-from metaservice.catalog import service
-from metaservice.catalog.errors import BadRequestError, IcebergError, iceberg_body
+from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
+from metaservice.catalog import read_sessions, service, views
+from metaservice.catalog.errors import (
+    BadRequestError,
+    ForbiddenError,
+    IcebergError,
+    NoSuchReadSessionError,
+    iceberg_body,
+)
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES
 from metaservice.catalog.service import CatalogSite, LoadedTable
 from metaservice.catalog.storage import Warehouse
@@ -116,6 +123,10 @@ def _levels(namespace: str) -> list[str]:
     return namespace.split(NAMESPACE_SEPARATOR)
 
 
+def _principal(request: Request) -> Principal:
+    return getattr(request.state, "principal", None) or ANONYMOUS_ADMIN
+
+
 def _actor(request: Request) -> str | None:
     """The token whose job ownership a commit checks: only a writer's (an admin may act for
     any job; with authentication disabled everyone is an admin)."""
@@ -141,14 +152,18 @@ JsonObject = Annotated[dict[str, Any], Body()]
 
 
 @router.get("/v1/config", operation_id="iceberg_get_config")
-def get_config(request: Request,
+def get_config(request: Request, session: WriteSession, ctx: Context,
                warehouse: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
-    """The catalog's configuration and the endpoints it serves."""
+    """The catalog's configuration and the endpoints it serves. A view's warehouse
+    (``lake@strong``, ``lake@barrier=<B>``) opens a read session, named by the ``prefix`` of
+    the answer's overrides (SPEC §12)."""
     site = _site(request)
-    if warehouse is not None and warehouse != site.name:
-        raise BadRequestError(f"unknown warehouse {warehouse!r}; this catalog serves "
-                              f"{site.name!r}")
-    return {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS}
+    view = views.parse_warehouse(warehouse, site.name)
+    if view is None:
+        return {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS}
+    prefix = read_sessions.open_session(session, ctx, site.name, view, _principal(request))
+    # Every endpoint is listed, so that a client sends its commit and hears why it is refused.
+    return {"defaults": {}, "overrides": {"prefix": prefix}, "endpoints": ENDPOINTS}
 
 
 # -- namespaces --------------------------------------------------------------------------------
@@ -315,6 +330,73 @@ def commit_transaction(request: Request, session: WriteSession, ctx: Context,
     return Response(status_code=204)
 
 
+# -- views (SPEC §12): the same reads under a read session's prefix; writes are refused -------
+
+view_router = APIRouter(prefix=PREFIX + "/v1/{prefix}", tags=["iceberg"],
+                        responses=ICEBERG_ERROR_RESPONSES)
+
+
+@view_router.get("/namespaces", operation_id="iceberg_view_list_namespaces")
+def list_namespaces_in_view(session: ReadSession, prefix: str,
+                            parent: Annotated[str | None, Query(max_length=1000)] = None,
+                            ) -> dict[str, Any]:
+    return list_namespaces(session, parent)
+
+
+@view_router.get("/namespaces/{namespace}", operation_id="iceberg_view_load_namespace")
+def load_namespace_in_view(session: ReadSession, prefix: str, namespace: str) -> dict[str, Any]:
+    return load_namespace(session, namespace)
+
+
+@view_router.head("/namespaces/{namespace}", status_code=204,
+                  operation_id="iceberg_view_namespace_exists")
+def namespace_exists_in_view(session: ReadSession, prefix: str, namespace: str) -> Response:
+    return namespace_exists(session, namespace)
+
+
+@view_router.get("/namespaces/{namespace}/tables", operation_id="iceberg_view_list_tables")
+def list_tables_in_view(session: ReadSession, prefix: str, namespace: str) -> dict[str, Any]:
+    return list_tables(session, namespace)
+
+
+@view_router.get("/namespaces/{namespace}/tables/{table}",
+                 operation_id="iceberg_view_load_table")
+def load_table_in_view(request: Request, session: WriteSession, ctx: Context, prefix: str,
+                       namespace: str, table: str,
+                       snapshots: Annotated[str, Query(pattern="^(all|refs)$")] = "all",
+                       ) -> Response:
+    """The table at the read session's cut: fixed at the first load of its pipeline, leased
+    for the session."""
+    return _table_response(service.load_table_in_view(
+        session, ctx, _site(request), prefix, _principal(request), _levels(namespace), table,
+        snapshots))
+
+
+@view_router.head("/namespaces/{namespace}/tables/{table}", status_code=204,
+                  operation_id="iceberg_view_table_exists")
+def table_exists_in_view(session: ReadSession, prefix: str, namespace: str,
+                         table: str) -> Response:
+    return table_exists(session, namespace, table)
+
+
+@view_router.post("/namespaces/{namespace}/tables/{table}/metrics", status_code=204,
+                  operation_id="iceberg_view_report_metrics")
+def report_metrics_in_view(request: Request, prefix: str, namespace: str, table: str,
+                           body: JsonObject) -> Response:
+    return report_metrics(request, namespace, table, body)
+
+
+@view_router.post("/{path:path}", status_code=204, operation_id="iceberg_view_post")
+@view_router.put("/{path:path}", status_code=204, operation_id="iceberg_view_put")
+@view_router.delete("/{path:path}", status_code=204, operation_id="iceberg_view_delete")
+def write_in_view(prefix: str, path: str) -> Response:
+    """Views are read-only: every change goes through the head (warehouse ``lake``)."""
+    if not prefix.startswith(read_sessions.PREFIX):
+        raise NoSuchReadSessionError(f"no route {path!r} under {prefix!r}")
+    raise ForbiddenError("this is a read-only view of the catalog (SPEC §12): commit through "
+                         "the head, warehouse without @…")
+
+
 def install_catalog(app: FastAPI, settings: Settings) -> None:
     """Mount the catalog: its identity and warehouse, its metrics, its routes."""
     app.state.catalog = CatalogSite(settings.catalog_name, Warehouse(settings.warehouse))
@@ -324,3 +406,4 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
         ["kind"], registry=app.state.metrics.registry)
     _install_error_rendering(app)
     app.include_router(router)
+    app.include_router(view_router)

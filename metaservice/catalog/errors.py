@@ -42,6 +42,18 @@ class NoSuchTableError(IcebergError):
     type = "NoSuchTableException"
 
 
+class ForbiddenError(IcebergError):
+    status_code = 403
+    type = "ForbiddenException"
+
+
+class NoSuchReadSessionError(IcebergError):
+    """A view's read session that expired, or never was (SPEC §12)."""
+
+    status_code = 404
+    type = "NotFoundException"
+
+
 class AlreadyExistsError(IcebergError):
     status_code = 409
     type = "AlreadyExistsException"

@@ -1,4 +1,4 @@
-"""All SQL of the catalog: namespace rows and table pointers.
+"""All SQL of the catalog: namespace rows, table pointers and the read sessions of its views.
 
 A pointer swap is a compare-and-swap on ``version`` (``UPDATE … WHERE version = :expected``;
 zero rows means another commit won). On PostgreSQL the losing UPDATE waits for the winner's row
@@ -19,6 +19,9 @@ from metaservice.db.models import (
     IcebergTableRow,
     JobRow,
     JobTableRow,
+    LeaseRow,
+    ReadSessionCutRow,
+    ReadSessionRow,
     TableRow,
 )
 from metaservice.names import TableName
@@ -150,3 +153,41 @@ def take_over_barriers(session: Session, table_id: int, *, replaced: int,
         TableRow.id == table_id, TableRow.latest_snapshot_id == replaced,
     ).values(latest_snapshot_id=replacement))
     return moved
+
+
+# -- read sessions of views (SPEC §12) -----------------------------------------------------------
+
+
+def insert_read_session(session: Session, session_id: str, view: str, barrier: int | None,
+                        now_ms: int) -> None:
+    session.add(ReadSessionRow(id=session_id, view=view, barrier=barrier, created_at=now_ms))
+    session.flush()
+
+
+def lock_read_session(session: Session,
+                      session_id: str) -> tuple[ReadSessionRow, LeaseRow] | None:
+    """The read session and its lease, locked: a session's loads are serialised, so two tables
+    of one pipeline loaded at once still get one cut."""
+    row = session.execute(
+        select(ReadSessionRow, LeaseRow).join(LeaseRow, LeaseRow.id == ReadSessionRow.id)
+        .where(ReadSessionRow.id == session_id)
+        .with_for_update().execution_options(populate_existing=True)).first()
+    return None if row is None else (row[0], row[1])
+
+
+def read_session_cuts(session: Session, session_id: str) -> dict[str, tuple[int, int, int]]:
+    """``{table name: (table_id, barrier, snapshot_id)}`` of the tables the session fixed."""
+    rows = session.execute(
+        select(TableRow.catalog, TableRow.database, TableRow.name, ReadSessionCutRow.table_id,
+               ReadSessionCutRow.barrier, ReadSessionCutRow.snapshot_id)
+        .join(TableRow, TableRow.id == ReadSessionCutRow.table_id)
+        .where(ReadSessionCutRow.session_id == session_id)).tuples()
+    return {f"{c}.{d}.{t}": (table_id, barrier, snapshot_id)
+            for c, d, t, table_id, barrier, snapshot_id in rows}
+
+
+def add_read_session_cut(session: Session, session_id: str, table_id: int, barrier: int,
+                         snapshot_id: int) -> None:
+    session.add(ReadSessionCutRow(session_id=session_id, table_id=table_id, barrier=barrier,
+                                  snapshot_id=snapshot_id))
+    session.flush()

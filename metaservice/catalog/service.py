@@ -33,7 +33,9 @@ from pyiceberg.table.update import AssertCreate, update_table_metadata
 from sqlalchemy.orm import Session
 
 from metaservice import errors as domain_errors
+from metaservice.auth.service import Principal
 from metaservice.barriers import service as barriers_service
+from metaservice.catalog import read_sessions, views
 from metaservice.catalog import repository as repo
 from metaservice.catalog.changes import REPLACE, CommitChanges, commit_changes
 from metaservice.catalog.errors import (
@@ -55,6 +57,9 @@ from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
 
 logger = logging.getLogger(__name__)
+
+
+PARQUET_CODEC = "zstd"
 
 
 @dataclass(frozen=True)
@@ -183,11 +188,39 @@ def load_table(session: Session, catalog: CatalogSite, levels: Sequence[str], ta
     namespace = _existing_table_namespace(levels, table)
     pointer = _pointer(session, namespace, table)
     metadata = catalog.warehouse.read(pointer.metadata_location)
-    if snapshots == "refs":
-        referenced = {ref.snapshot_id for ref in metadata.refs.values()}
-        metadata = metadata.model_copy(update={
-            "snapshots": [s for s in metadata.snapshots if s.snapshot_id in referenced]})
-    return LoadedTable(metadata, pointer.metadata_location)
+    return LoadedTable(_with_snapshots(metadata, snapshots), pointer.metadata_location)
+
+
+def load_table_in_view(session: Session, ctx: ServiceContext, catalog: CatalogSite,
+                       prefix: str, principal: Principal, levels: Sequence[str], table: str,
+                       snapshots: str = "all") -> LoadedTable:
+    """The table as the read session ``prefix`` serves it: its metadata at the session's cut
+    (SPEC §12)."""
+    namespace = _existing_table_namespace(levels, table)
+    _pointer(session, namespace, table)
+    name = table_name(catalog, namespace, table)
+    cut = read_sessions.cut_for(session, ctx, prefix, name, principal)
+    # The pointer is read again after the cut: the commit that recorded the cut's snapshot
+    # swapped the pointer in the same transaction, so this read sees metadata that has it (read
+    # before, on PostgreSQL, it could predate a commit the cut already saw).
+    pointer = _pointer(session, namespace, table)
+    served = views.metadata_at(catalog.warehouse.read(pointer.metadata_location),
+                               cut.snapshot_id, cut.barrier, cut.kind)
+    if served is None:
+        raise domain_errors.SnapshotExpiredError(
+            f"snapshot {cut.snapshot_id} of {name} at barrier {cut.barrier} is no longer in "
+            "the table's metadata (expired outside MetaService)",
+            snapshots=[{"table": str(name), "snapshot_id": cut.snapshot_id}])
+    return LoadedTable(_with_snapshots(served, snapshots), pointer.metadata_location)
+
+
+def _with_snapshots(metadata: TableMetadata, snapshots: str) -> TableMetadata:
+    """``snapshots=refs`` leaves out the snapshots no ref points at."""
+    if snapshots != "refs":
+        return metadata
+    referenced = {ref.snapshot_id for ref in metadata.refs.values()}
+    return metadata.model_copy(update={
+        "snapshots": [s for s in metadata.snapshots if s.snapshot_id in referenced]})
 
 
 def table_exists(session: Session, levels: Sequence[str], table: str) -> None:
@@ -222,6 +255,9 @@ def create_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     properties = dict(request.properties)
     properties.setdefault(TableProperties.FORMAT_VERSION,
                           str(TableProperties.DEFAULT_FORMAT_VERSION))
+    # As Iceberg's own catalogs do: engines whose default codec is another (Spark's runtime
+    # writes gzip when the property is absent) write zstd, as pyiceberg does.
+    properties.setdefault(TableProperties.PARQUET_COMPRESSION, PARQUET_CODEC)
     try:
         metadata = new_table_metadata(
             schema=request.table_schema,

@@ -10,12 +10,22 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 
-import migrations
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def script_location() -> Path:
+    """The Alembic revisions: ``metaservice/_migrations/`` in an installed wheel, the
+    repository's ``migrations/`` in a checkout (an editable install or ``PYTHONPATH``)."""
+    for candidate in (_PACKAGE / "_migrations", _PACKAGE.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise RuntimeError(f"no Alembic migrations next to {_PACKAGE} (neither _migrations/ inside "
+                       "it nor migrations/ beside it)")
 
 
 def alembic_config(database_url: str) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    config.set_main_option("script_location", str(script_location()))
     # ConfigParser interpolation: a literal % in a password must be doubled.
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     return config

@@ -314,3 +314,31 @@ class IcebergTableRow(Base):
     version: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     updated_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class ReadSessionRow(Base):
+    """A read session of a catalog view (SPEC §12). Its lease (same id) holds every snapshot the
+    session serves and gives its term: the session lives while its lease does, and goes with
+    it."""
+
+    __tablename__ = "catalog_read_sessions"
+
+    id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("leases.id", ondelete="CASCADE"), primary_key=True)
+    view: Mapped[str] = mapped_column(String(16), nullable=False)  # strong | barrier
+    barrier: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class ReadSessionCutRow(Base):
+    """The barrier and snapshot at which a read session serves a table, fixed at its first
+    load (or at the first load of its pipeline's tables)."""
+
+    __tablename__ = "catalog_read_session_cuts"
+
+    session_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("catalog_read_sessions.id", ondelete="CASCADE"), primary_key=True)
+    table_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True)
+    barrier: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    snapshot_id: Mapped[int] = mapped_column(BigInteger, nullable=False)

@@ -10,7 +10,8 @@ from fastapi import APIRouter, Query, Response
 from metaservice.delay import service
 from metaservice.delay.schemas import DelayOut, TableDelayDetailOut
 from metaservice.deps import Context, ReadSession
-from metaservice.names import CatalogPath, DatabasePath, TableName, TablePath
+from metaservice.names import TableName
+from metaservice.path_params import CatalogPath, DatabasePath, TablePath
 
 router = APIRouter(tags=["delay"])
 

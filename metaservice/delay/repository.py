@@ -3,16 +3,16 @@ progress records by ``ix_job_progress_finished_at``, barriers by ``ix_barriers_c
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, select, text, tuple_
+from sqlalchemy import Result, TextClause, bindparam, select, text, tuple_
 from sqlalchemy.orm import Session
 
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import TableRow
+from metaservice.db.rows import named_rows
 from metaservice.delay.formulas import Percentiles
 
 
@@ -24,42 +24,39 @@ class TableLatest:
     latest_committed_at: int | None
 
 
+_TABLES = select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
+                 TableRow.latest_barrier, TableRow.latest_committed_at)
+
+
+class _TableRow(NamedTuple):
+    id: int
+    catalog: str
+    database: str
+    name: str
+    latest_barrier: int | None
+    latest_committed_at: int | None
+
+
+def _table_latest(rows: Result[*tuple[Any, ...]]) -> list[TableLatest]:
+    return [TableLatest(r.id, f"{r.catalog}.{r.database}.{r.name}", r.latest_barrier,
+                        r.latest_committed_at) for r in named_rows(rows, _TableRow)]
+
+
 def all_tables(session: Session) -> list[TableLatest]:
-    rows = session.execute(select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
-                                  TableRow.latest_barrier, TableRow.latest_committed_at)).all()
-    return [TableLatest(i, f"{c}.{d}.{t}", b, at) for i, c, d, t, b, at in rows]
+    return _table_latest(session.execute(_TABLES))
 
 
 def tables_named(session: Session, names: Iterable[str]) -> list[TableLatest]:
     keys = [tuple(n.split(".")) for n in set(names)]
     if not keys:
         return []
-    rows = session.execute(select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
-                                  TableRow.latest_barrier, TableRow.latest_committed_at)
-                           .where(tuple_(TableRow.catalog, TableRow.database, TableRow.name)
-                                  .in_(keys))).all()
-    return [TableLatest(i, f"{c}.{d}.{t}", b, at) for i, c, d, t, b, at in rows]
+    return _table_latest(session.execute(
+        _TABLES.where(tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(keys))))
 
 
-def _driver_rows(session: Session, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """SQLite only: the rows of ``sql`` straight from sqlite3's cursor, in the session's
-    transaction. For the tens of thousands of samples of a window, SQLAlchemy's result rows cost
-    more than the query itself. ``sql`` uses sqlite3's ``:name`` parameters; a list value
-    stands for ``(:name_0, :name_1, ...)``."""
-    flat: dict[str, Any] = {}
-    for name, value in params.items():
-        if isinstance(value, list):
-            keys = [f"{name}_{i}" for i in range(len(value))]
-            sql = re.sub(rf":{name}\b", "(" + ", ".join(f":{k}" for k in keys) + ")", sql)
-            flat.update(zip(keys, value, strict=True))
-        else:
-            flat[name] = value
-    cursor = session.connection().connection.cursor()
-    try:
-        cursor.execute(sql, flat)
-        return cursor.fetchall()
-    finally:
-        cursor.close()
+def _statement(sql: str, expanding: Iterable[str]) -> TextClause:
+    """``sql`` with each name of ``expanding`` bound to a list (``IN :name``)."""
+    return text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
 
 
 @dataclass(frozen=True)
@@ -81,14 +78,24 @@ class RecentHop:
 # columns rather than one array: psycopg parses a text array in Python, row by row.
 _PERCENTILE_AGGREGATE = """
 SELECT {group} AS grp, COUNT(*) AS n,
-       percentile_disc(0.5) WITHIN GROUP (ORDER BY {value}),
-       percentile_disc(0.95) WITHIN GROUP (ORDER BY {value}),
-       percentile_disc(0.99) WITHIN GROUP (ORDER BY {value}),
+       percentile_disc(0.5) WITHIN GROUP (ORDER BY {value}) AS p50,
+       percentile_disc(0.95) WITHIN GROUP (ORDER BY {value}) AS p95,
+       percentile_disc(0.99) WITHIN GROUP (ORDER BY {value}) AS p99,
        MAX({value}) AS top
 FROM {table}
 WHERE {where}
 GROUP BY 1
 """
+
+
+class _PercentilesRow(NamedTuple):
+    grp: Any
+    n: int
+    p50: int
+    p95: int
+    p99: int
+    top: int
+
 
 # Grouping by a name needs equality only: the "C" collation sorts by bytes, much faster than a
 # locale's rules (PostgreSQL only; SQLite compares bytes anyway).
@@ -102,12 +109,13 @@ def _percentiles(session: Session, group: str, value: str, table: str, where: st
     if on_postgres(session):
         sql = _PERCENTILE_AGGREGATE.format(group=group + (_BYTES if text_group else ""),
                                            value=value, table=table, where=where)
-        stmt = text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
-        return {g: Percentiles(n, p50, p95, p99, top)
-                for g, n, p50, p95, p99, top in session.execute(stmt, params)}
+        return {row.grp: Percentiles(row.n, row.p50, row.p95, row.p99, row.top)
+                for row in named_rows(session.execute(_statement(sql, expanding), params),
+                                      _PercentilesRow)}
     samples: dict[Any, list[int]] = {}
-    for key, sample in _driver_rows(session, f"SELECT {group}, {value} FROM {table} "
-                                             f"WHERE {where}", params):
+    for key, sample in session.execute(
+            _statement(f"SELECT {group}, {value} FROM {table} WHERE {where}", expanding),
+            params):
         samples.setdefault(key, []).append(sample)
     return {key: Percentiles.of(values) for key, values in samples.items()}
 
@@ -143,18 +151,19 @@ def recent_hops(session: Session, *, since_ms: int,
     """Per job, the committed progress record finished last at or after ``since_ms``."""
     where = ("finished_at >= :since AND state = 'committed'"
              + (" AND job_name IN :jobs" if jobs is not None else ""))
-    stmt = text(f"""
+    sql = f"""
         SELECT job_name, barrier, sources_ready_at, finished_at FROM (
             SELECT job_name, barrier, sources_ready_at, finished_at,
                    ROW_NUMBER() OVER (PARTITION BY job_name{_BYTES if on_postgres(session) else ""}
                                       ORDER BY finished_at DESC, barrier DESC) AS recent
             FROM job_progress WHERE {where}
-        ) ranked WHERE recent = 1""")
+        ) ranked WHERE recent = 1"""
     params: dict[str, Any] = {"since": since_ms}
     if jobs is not None:
-        stmt = stmt.bindparams(bindparam("jobs", expanding=True))
         params["jobs"] = sorted(set(jobs)) or [""]
-    return {job: RecentHop(job, b, r, f) for job, b, r, f in session.execute(stmt, params)}
+    rows = session.execute(_statement(sql, ["jobs"] if jobs is not None else []), params)
+    return {r.job_name: RecentHop(r.job_name, r.barrier, r.sources_ready_at, r.finished_at)
+            for r in rows}
 
 
 @dataclass(frozen=True)
@@ -171,19 +180,32 @@ class HopFigures:
 # the NULL latencies of records without ``sources_ready_at``, as the separate query's filter
 # does; the record finished last comes from aggregates ordered like recent_hops' window.
 _HOP_FIGURES = """
-SELECT job_name COLLATE "C",
-       COUNT(finished_at - sources_ready_at),
-       percentile_disc(0.5) WITHIN GROUP (ORDER BY finished_at - sources_ready_at),
-       percentile_disc(0.95) WITHIN GROUP (ORDER BY finished_at - sources_ready_at),
-       percentile_disc(0.99) WITHIN GROUP (ORDER BY finished_at - sources_ready_at),
-       MAX(finished_at - sources_ready_at),
-       (array_agg(barrier ORDER BY finished_at DESC, barrier DESC))[1],
-       (array_agg(sources_ready_at ORDER BY finished_at DESC, barrier DESC))[1],
-       MAX(finished_at)
+SELECT job_name COLLATE "C" AS job_name,
+       COUNT(finished_at - sources_ready_at) AS n,
+       percentile_disc(0.5) WITHIN GROUP (ORDER BY finished_at - sources_ready_at) AS p50,
+       percentile_disc(0.95) WITHIN GROUP (ORDER BY finished_at - sources_ready_at) AS p95,
+       percentile_disc(0.99) WITHIN GROUP (ORDER BY finished_at - sources_ready_at) AS p99,
+       MAX(finished_at - sources_ready_at) AS top,
+       (array_agg(barrier ORDER BY finished_at DESC, barrier DESC))[1] AS barrier,
+       (array_agg(sources_ready_at ORDER BY finished_at DESC, barrier DESC))[1]
+           AS sources_ready_at,
+       MAX(finished_at) AS finished_at
 FROM job_progress
 WHERE finished_at >= :since AND state = 'committed'{jobs}
 GROUP BY 1
 """
+
+
+class _HopFiguresRow(NamedTuple):
+    job_name: str
+    n: int
+    p50: int | None
+    p95: int | None
+    p99: int | None
+    top: int | None
+    barrier: int
+    sources_ready_at: int | None
+    finished_at: int
 
 
 def hop_figures(session: Session, *, since_ms: int,
@@ -194,23 +216,25 @@ def hop_figures(session: Session, *, since_ms: int,
     jobs_filter = "" if jobs is None else " AND job_name IN :jobs"
     if jobs is not None:
         params["jobs"] = sorted(set(jobs)) or [""]
+    expanding = ["jobs"] if jobs is not None else []
     recent: dict[str, RecentHop] = {}
     latencies: dict[str, Percentiles] = {}
     if on_postgres(session):
-        stmt = text(_HOP_FIGURES.format(jobs=jobs_filter))
-        if jobs is not None:
-            stmt = stmt.bindparams(bindparam("jobs", expanding=True))
-        for job, n, p50, p95, p99, top, barrier, ready, finished in session.execute(stmt,
-                                                                                    params):
-            recent[job] = RecentHop(job, barrier, ready, finished)
-            if n:
-                latencies[job] = Percentiles(n, p50, p95, p99, top)
+        for r in named_rows(session.execute(
+                _statement(_HOP_FIGURES.format(jobs=jobs_filter), expanding), params),
+                _HopFiguresRow):
+            recent[r.job_name] = RecentHop(r.job_name, r.barrier, r.sources_ready_at,
+                                           r.finished_at)
+            if r.n:
+                latencies[r.job_name] = Percentiles(r.n, r.p50, r.p95, r.p99, r.top)
         return HopFigures(recent, latencies)
     samples: dict[str, list[int]] = {}
     last: dict[str, tuple[int, int, int | None]] = {}  # (finished_at, barrier, ready)
-    for job, barrier, ready, finished in _driver_rows(
-            session, "SELECT job_name, barrier, sources_ready_at, finished_at FROM job_progress "
-                     f"WHERE finished_at >= :since AND state = 'committed'{jobs_filter}", params):
+    # Tens of thousands of rows: unpacked as tuples, in the order the statement selects them.
+    for job, barrier, ready, finished in session.execute(_statement(
+            "SELECT job_name, barrier, sources_ready_at, finished_at FROM job_progress "
+            f"WHERE finished_at >= :since AND state = 'committed'{jobs_filter}", expanding),
+            params):
         seen = last.get(job)
         if seen is None or (finished, barrier) > seen[:2]:
             last[job] = (finished, barrier, ready)

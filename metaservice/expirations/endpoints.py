@@ -17,7 +17,8 @@ from metaservice.expirations.schemas import (
     ProtectedSnapshotOut,
     RefusedOut,
 )
-from metaservice.names import CatalogPath, DatabasePath, TableName, TablePath
+from metaservice.names import TableName
+from metaservice.path_params import CatalogPath, DatabasePath, TablePath
 
 router = APIRouter(tags=["expirations"])
 

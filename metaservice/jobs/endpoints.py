@@ -7,57 +7,50 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query
 
 from metaservice.auth.service import Principal
-from metaservice.barriers.service import Position
 from metaservice.context import ServiceContext
-from metaservice.db.session import Database
-from metaservice.deps import Context, CurrentPrincipal, DatabaseDep, ReadSession, WriteSession
+from metaservice.deps import (
+    Context,
+    CurrentPrincipal,
+    ReadSession,
+    Transactions,
+    TransactionsDep,
+    WriteSession,
+)
 from metaservice.jobs import service
-from metaservice.jobs.schemas import JobList, JobOut, PositionOut, StartIn, StartOut
+from metaservice.jobs.schemas import JobList, JobOut, StartIn, StartOut, position_answer
 from metaservice.jobs.service import Role
-from metaservice.names import CatalogPath, DatabasePath, JobPath, TableName, TablePath
+from metaservice.names import TableName
+from metaservice.path_params import CatalogPath, DatabasePath, JobPath, TablePath
 
 router = APIRouter(tags=["jobs"])
-
-
-def position_out(position: Position) -> dict:
-    out = PositionOut(action=position.action, barrier=position.barrier,
-                      retry_after_ms=position.retry_after_ms, reason=position.reason,
-                      restart_after=position.restart_after)
-    if position.action in ("process", "none"):
-        out.snapshots, out.previous = position.snapshots, position.previous
-    answer = out.model_dump(exclude_none=True)
-    if position.action == "process":
-        answer["previous"] = position.previous  # null: a full step (SPEC §5.2)
-    return answer
 
 
 @router.post("/register/source/{job}/{catalog}/{database}/{table}", response_model=JobOut,
              operation_id="register_source")
 def register_source(job: JobPath, catalog: CatalogPath, database: DatabasePath,
-                    table: TablePath, store: DatabaseDep, ctx: Context,
+                    table: TablePath, transactions: TransactionsDep, ctx: Context,
                     principal: CurrentPrincipal) -> JobOut:
     """Plan: job reads the table. Idempotent."""
-    return _register(store, ctx, job, "source", TableName(catalog, database, table), principal)
+    return _register(transactions, ctx, job, "source", TableName(catalog, database, table),
+                     principal)
 
 
 @router.post("/register/sink/{job}/{catalog}/{database}/{table}", response_model=JobOut,
              operation_id="register_sink")
 def register_sink(job: JobPath, catalog: CatalogPath, database: DatabasePath,
-                  table: TablePath, store: DatabaseDep, ctx: Context,
+                  table: TablePath, transactions: TransactionsDep, ctx: Context,
                   principal: CurrentPrincipal) -> JobOut:
     """Plan: job writes the table. Idempotent."""
-    return _register(store, ctx, job, "sink", TableName(catalog, database, table), principal)
+    return _register(transactions, ctx, job, "sink", TableName(catalog, database, table),
+                     principal)
 
 
-def _register(database: Database, ctx: ServiceContext, job: str, role: Role, table: TableName,
-              principal: Principal) -> JobOut:
+def _register(transactions: Transactions, ctx: ServiceContext, job: str, role: Role,
+              table: TableName, principal: Principal) -> JobOut:
     """An edge a running job already has is answered by a read; anything else is a write."""
-    with database.transaction(write=False) as session:
-        view = service.registered_running(session, job, role, table, principal)
-        if view is not None:
-            return JobOut.of(view)
-    with database.transaction(write=True) as session:
-        return JobOut.of(service.register(session, ctx, job, role, table, principal))
+    return JobOut.of(transactions.read_then_write(
+        lambda session: service.registered_running(session, job, role, table, principal),
+        lambda session: service.register(session, ctx, job, role, table, principal)))
 
 
 @router.post("/jobs/{job}/start", response_model=StartOut, response_model_exclude_unset=True,
@@ -70,7 +63,7 @@ def start_job(job: JobPath, session: WriteSession, ctx: Context, principal: Curr
     The answer always carries ``barrier`` and ``previous`` (SPEC §5.2): both ``null`` when the
     job waits, ``barrier`` ``null`` when it has no sources."""
     started = service.start(session, ctx, job, (body or StartIn()).start_from, principal)
-    position = position_out(started.position)
+    position = position_answer(started.position)
     return {"job": job, "run": started.view.job.run, "state": started.view.job.state,
             **position, "barrier": position.get("barrier"), "previous": position.get("previous")}
 

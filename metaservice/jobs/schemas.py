@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from metaservice.barriers.service import Position
 from metaservice.jobs.service import JobView
 from metaservice.schemas import Barrier
 
@@ -55,6 +56,20 @@ class PositionOut(BaseModel):
     restart_after: int | None = Field(
         default=None, description="with an abort caused by a rollback: the job's next barrier "
                                   "comes after this one (absent: from its start position)")
+
+
+def position_answer(position: Position) -> dict[str, Any]:
+    """A position in :class:`PositionOut`'s shape, its absent fields left out, except a
+    ``process`` position's ``previous``: ``null`` there means a full step (SPEC §5.2)."""
+    out = PositionOut(action=position.action, barrier=position.barrier,
+                      retry_after_ms=position.retry_after_ms, reason=position.reason,
+                      restart_after=position.restart_after)
+    if position.action in ("process", "none"):
+        out.snapshots, out.previous = position.snapshots, position.previous
+    answer = out.model_dump(exclude_none=True)
+    if position.action == "process":
+        answer["previous"] = position.previous
+    return answer
 
 
 class StartOut(BaseModel):

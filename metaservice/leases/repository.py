@@ -18,6 +18,20 @@ def add_lease(session: Session, lease: LeaseRow, snapshots: Iterable[tuple[int, 
     session.flush()
 
 
+def add_snapshots(session: Session, lease_id: str, snapshots: Iterable[tuple[int, int]]) -> None:
+    """Add ``(table_id, snapshot_id)`` pairs the lease does not hold yet."""
+    wanted = set(snapshots)
+    if not wanted:
+        return
+    held = set(session.execute(
+        select(LeaseSnapshotRow.table_id, LeaseSnapshotRow.snapshot_id)
+        .where(LeaseSnapshotRow.lease_id == lease_id,
+               LeaseSnapshotRow.table_id.in_({t for t, _ in wanted}))).tuples())
+    session.add_all(LeaseSnapshotRow(lease_id=lease_id, table_id=t, snapshot_id=s)
+                    for t, s in sorted(wanted - held))
+    session.flush()
+
+
 def get_lease(session: Session, lease_id: str, *, for_update: bool = False) -> LeaseRow | None:
     stmt = select(LeaseRow).where(LeaseRow.id == lease_id)
     if for_update:

@@ -75,7 +75,7 @@ def sees_every_lease(principal: Principal) -> bool:
     return principal.role >= Role.admin
 
 
-def _visible(row: LeaseRow, principal: Principal) -> bool:
+def visible_to(row: LeaseRow, principal: Principal) -> bool:
     return sees_every_lease(principal) or (
         row.principal is not None and row.principal == principal.name)
 
@@ -137,7 +137,7 @@ def _get(session: Session, lease_id: str, principal: Principal, *,
     """The lease, if it exists and ``principal`` may see it; another principal's lease is
     answered exactly as a lease that does not exist."""
     row = repo.get_lease(session, lease_id, for_update=for_update)
-    if row is None or not _visible(row, principal):
+    if row is None or not visible_to(row, principal):
         raise errors.UnknownLeaseError(f"unknown lease {lease_id!r}", lease_id=lease_id)
     return row
 
@@ -161,6 +161,21 @@ def renew_lease(session: Session, ctx: ServiceContext, lease_id: str,
     row.expires_at = now + (row.ttl_ms if ttl_seconds is None else _ttl_ms(ttl_seconds))
     session.flush()
     return _lease(row, snapshots)
+
+
+def hold_more(session: Session, ctx: ServiceContext, row: LeaseRow,
+              snapshots: Sequence[tuple[str, int, int]]) -> None:
+    """Add ``(table name, table_id, snapshot_id)`` to a live lease the caller has locked, and
+    run its term again from now. The caller holds the tables (``handout.hold``) since before it
+    chose the snapshots; one approved for expiration is refused (410)."""
+    handout.refuse_approved(session, snapshots)
+    repo.add_snapshots(session, row.id, [(t, s) for _, t, s in snapshots])
+    keep_alive(ctx, row)
+
+
+def keep_alive(ctx: ServiceContext, row: LeaseRow) -> None:
+    """Run a live lease's original term again from now."""
+    row.expires_at = ctx.clock.now_ms() + row.ttl_ms
 
 
 def release_lease(session: Session, lease_id: str,

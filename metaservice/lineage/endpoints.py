@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import orjson
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Query, Response
 
 from metaservice.deps import Context, ReadSession
 from metaservice.lineage import service
 from metaservice.lineage.schemas import LineageOut, SnapshotLineage, TableLineageOut
-from metaservice.names import CatalogPath, DatabasePath, TableName, TablePath
-from metaservice.schemas import INT64_MAX, TextInt
+from metaservice.names import TableName
+from metaservice.path_params import BarrierPath, CatalogPath, DatabasePath, TablePath
+from metaservice.schemas import TextInt
 from metaservice.topology.graph import Neighbourhood
 
 router = APIRouter(tags=["lineage"])
@@ -56,7 +57,7 @@ def get_table_lineage(
 @router.get("/lineage/{catalog}/{database}/{table}/barriers/{barrier}",
             response_model=SnapshotLineage, operation_id="get_snapshot_lineage")
 def get_snapshot_lineage(catalog: CatalogPath, database: DatabasePath, table: TablePath,
-                         barrier: Annotated[TextInt, Path(ge=0, le=INT64_MAX)],
+                         barrier: BarrierPath,
                          session: ReadSession, ctx: Context) -> SnapshotLineage:
     """Exactly which source snapshots produced the table's snapshot at the barrier."""
     return service.snapshot_lineage(session, ctx, TableName(catalog, database, table), barrier)

@@ -235,7 +235,3 @@ def complete(session: Session, ctx: ServiceContext, plan_id: str) -> RollbackPla
         logger.info("rollback_completed", extra={"plan": plan.id})
     return _out(plan, _table_of(session, plan))
 
-
-def fenced_tables(session: Session, table_ids: list[int]) -> dict[int, str]:
-    """Tables fenced by an applied plan: ``{table_id: plan_id}``."""
-    return rollback_repo.fences_on(session, table_ids)

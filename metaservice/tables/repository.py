@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from sqlalchemy import Select, and_, bindparam, or_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import TableRow, TopologyState
+from metaservice.db.rows import named_rows
 from metaservice.names import TableName
 
 
@@ -117,21 +119,41 @@ _NAMES_PER_STATEMENT = 256
 _CUT_STATES_POSTGRES = text(
     "SELECT t.id, t.catalog, t.database, t.name, t.latest_barrier, t.catching_up, "
     "  t.catch_up_floor, "
-    "  (SELECT version FROM topology_state WHERE id = 1) "
+    "  (SELECT version FROM topology_state WHERE id = 1) AS topology_version "
     "FROM unnest(CAST(:catalogs AS text[]), CAST(:databases AS text[]), CAST(:names AS text[])) "
     "  AS w(catalog, database, name) "
     "JOIN tables t ON t.catalog = w.catalog AND t.database = w.database AND t.name = w.name")
 
 
 _TOPOLOGY_VERSION = (select(TopologyState.version).where(TopologyState.id == 1)
-                     .scalar_subquery())
+                     .scalar_subquery().label("topology_version"))
+
+# The columns of a CutState with the qualified name's parts, and the topology version (the same
+# in every statement).
+_CUT_STATE_COLUMNS = (TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
+                      TableRow.latest_barrier, TableRow.catching_up, TableRow.catch_up_floor,
+                      _TOPOLOGY_VERSION)
+
+
+class _CutStateRow(NamedTuple):
+    id: int
+    catalog: str
+    database: str
+    name: str
+    latest_barrier: int | None
+    catching_up: bool
+    catch_up_floor: int | None
+    topology_version: int
+
+
+def _cut_state(row: _CutStateRow) -> tuple[str, CutState]:
+    return (f"{row.catalog}.{row.database}.{row.name}",
+            CutState(row.id, row.latest_barrier, bool(row.catching_up), row.catch_up_floor))
 
 
 @cache
 def _cut_states_statement(size: int) -> Select:  # type: ignore[type-arg]
-    return select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
-                  TableRow.latest_barrier, TableRow.catching_up, TableRow.catch_up_floor,
-                  _TOPOLOGY_VERSION).where(
+    return select(*_CUT_STATE_COLUMNS).where(
         # One OR of equalities, not a tuple IN: SQLite scans the whole table for a row-value
         # IN list, and seeks the unique index once per name for this.
         or_(*(and_(TableRow.catalog == bindparam(f"c{i}"),
@@ -164,11 +186,10 @@ def cut_states(session: Session, names: Iterable[str]) -> tuple[dict[str, CutSta
                                                                      key.table)
             batches.append((_cut_states_statement(size), params))
     for statement, params in batches:
-        for (table_id, catalog, database, name, latest, catching_up, floor,
-             topology) in session.execute(statement, params):
-            found[f"{catalog}.{database}.{name}"] = CutState(table_id, latest, bool(catching_up),
-                                                             floor)
-            version = topology
+        for row in named_rows(session.execute(statement, params), _CutStateRow):
+            name, state = _cut_state(row)
+            found[name] = state
+            version = row.topology_version
     return found, version
 
 
@@ -178,13 +199,11 @@ def lock_cut_states(session: Session, names: Iterable[str]) -> dict[str, CutStat
     if not keys:
         return {}
     rows = session.execute(
-        select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
-               TableRow.latest_barrier, TableRow.catching_up, TableRow.catch_up_floor)
+        select(*_CUT_STATE_COLUMNS)
         .where(tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
             [(k.catalog, k.database, k.table) for k in keys]))
         .order_by(TableRow.id).with_for_update())
-    return {f"{c}.{d}.{n}": CutState(i, latest, bool(flag), floor)
-            for i, c, d, n, latest, flag, floor in rows}
+    return dict(_cut_state(row) for row in named_rows(rows, _CutStateRow))
 
 
 def set_catching_up(session: Session, table_id: int, catching_up: bool,

@@ -7,9 +7,10 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from metaservice.deps import Context, CurrentPrincipal, DatabaseDep, ReadSession
+from metaservice.deps import Context, CurrentPrincipal, ReadSession, TransactionsDep
 from metaservice.leases import service as leases
-from metaservice.names import CatalogPath, DatabasePath, TableName, TablePath
+from metaservice.names import TableName
+from metaservice.path_params import CatalogPath, DatabasePath, TablePath
 from metaservice.versions import service
 from metaservice.versions.cuts import Consistency
 from metaservice.versions.schemas import VersionOut, VersionsIn, VersionsOut
@@ -28,14 +29,14 @@ def get_version(consistency: Consistency, catalog: CatalogPath, database: Databa
 
 
 @router.post("/versions", response_model=VersionsOut, operation_id="get_versions")
-def get_versions(body: VersionsIn, database: DatabaseDep, ctx: Context,
+def get_versions(body: VersionsIn, transactions: TransactionsDep, ctx: Context,
                  principal: CurrentPrincipal) -> JSONResponse:
     """Versions of many tables that reflect the same barrier per component. With
     ``lease_seconds`` they are leased in the same (write) transaction; plain reads stay on a
     read transaction. Either way the transaction ends before the response is sent."""
     names = [TableName.parse(t) for t in body.tables]
     lease = None
-    with database.transaction(write=body.lease_seconds is not None) as session:
+    with transactions.transaction(write=body.lease_seconds is not None) as session:
         if body.lease_seconds is None:
             versions = service.resolve(session, ctx, names, body.consistency, body.barrier)
         else:

@@ -29,13 +29,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_plugin.streaming.datasource import FORMAT, MetaServiceDataSource
+from spark_plugin.streaming.datasource import FORMAT, MetaServiceDataSource, with_catalog_conf
 
 
 def register_data_source(spark: Any, *, url: str | None = None,
                          token: str | None = None) -> Any:
     """Register the ``metaservice`` format with ``spark`` and install the listener that
     unregisters a streaming query's jobs when it terminates (once per session).
+
+    First checks, once per Spark application, that Spark's Python workers can import the plugin
+    (the format runs there), and captures the session's catalog settings
+    (``spark.sql.catalog.*``) for the format's table lookups.
 
     Args:
         spark: the SparkSession.
@@ -45,10 +49,16 @@ def register_data_source(spark: Any, *, url: str | None = None,
 
     Returns:
         The listener (``StreamingJobsListener``).
+
+    Raises:
+        WorkerImportError: Spark's Python workers cannot import ``spark_plugin``.
     """
+    from spark_plugin._iceberg.catalogs import spark_conf
+    from spark_plugin._workers import require_plugin_on_workers
     from spark_plugin.streaming.lifecycle import install_listener
 
-    spark.dataSource.register(MetaServiceDataSource)
+    require_plugin_on_workers(spark)
+    spark.dataSource.register(with_catalog_conf(spark_conf(spark)))
     return install_listener(spark, url, token)
 
 

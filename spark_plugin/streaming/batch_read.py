@@ -61,7 +61,7 @@ def resolve_version(options: BatchReadOptions) -> ResolvedVersion:
     lease_id = answer.lease_id
     if options.lease_seconds is not None and lease_id is None:
         lease_id = _lease_separately(client, holder, options.lease_seconds, answer.versions)
-    table = load_table(options.table)
+    table = load_table(options.table, options.catalog)
     if table.metadata.snapshot_by_id(version.snapshot_id) is None:
         table.refresh()
     schema = snapshot_schema(table.metadata, version.snapshot_id)
@@ -84,7 +84,7 @@ class ConsistentBatchReader(DataSourceReader):
         self.spark_schema_json = spark_schema_json
 
     def partitions(self) -> list[InputPartition]:
-        table = load_table(self.options.table)
+        table = load_table(self.options.table, self.options.catalog)
         if table.metadata.snapshot_by_id(self.version.snapshot_id) is None:
             table.refresh()
         return list(plan_partitions(self.options.table, table, None, self.version.snapshot_id,

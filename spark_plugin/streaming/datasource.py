@@ -8,6 +8,7 @@ Options are validated on the driver, where they are given (``options.py``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -42,7 +43,14 @@ def _spark_schema(schema_json: str) -> StructType:
 
 
 class MetaServiceDataSource(DataSource):
-    """``spark.readStream/readStream/read.format("metaservice")``; see the package docstring."""
+    """``spark.readStream/readStream/read.format("metaservice")``; see the package docstring.
+
+    ``catalog_conf`` holds the ``spark.sql.catalog.*`` settings of the session the format was
+    registered with (:func:`with_catalog_conf`): the data source runs in Spark's Python workers,
+    which have no session to read them from.
+    """
+
+    catalog_conf: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def name(cls) -> str:
@@ -53,6 +61,9 @@ class MetaServiceDataSource(DataSource):
         self._schema_json: str | None = None
         self._version: Any = None
 
+    def _conf(self) -> dict[str, str]:
+        return dict(self.catalog_conf)
+
     def _is_stream_source(self) -> bool:
         return "job" in lower_keys(self.options)
 
@@ -62,23 +73,23 @@ class MetaServiceDataSource(DataSource):
         from spark_plugin.streaming.lifecycle import remember_job
 
         if self._is_stream_source():
-            o = SourceOptions.parse(self.options)
+            o = SourceOptions.parse(self.options, self._conf())
             from spark_plugin.streaming.connections import client_for
 
             client_for(o.connection).register_source(o.job, o.table)
             remember_job(o.job, o.connection.url)
-            self._schema_json = load_table(o.table).schema().model_dump_json()
+            self._schema_json = load_table(o.table, o.catalog).schema().model_dump_json()
             logger.info("stream_source_registered", extra={"job": o.job, "table": o.table})
         else:
             from spark_plugin.streaming.batch_read import resolve_version
 
-            self._version = resolve_version(BatchReadOptions.parse(self.options))
+            self._version = resolve_version(BatchReadOptions.parse(self.options, self._conf()))
             self._schema_json = self._version.schema_json
         return _spark_schema(self._schema_json)
 
-    def _schema_or_load(self, table: str) -> str:
+    def _schema_or_load(self, o: SourceOptions) -> str:
         if self._schema_json is None:
-            self._schema_json = load_table(table).schema().model_dump_json()
+            self._schema_json = load_table(o.table, o.catalog).schema().model_dump_json()
         return self._schema_json
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -86,8 +97,8 @@ class MetaServiceDataSource(DataSource):
 
         if not self._is_stream_source():
             raise OptionError("option 'job' is required for a streaming read of metaservice")
-        o = SourceOptions.parse(self.options)
-        return BarrierStreamReader(o, self._schema_or_load(o.table), schema.json())
+        o = SourceOptions.parse(self.options, self._conf())
+        return BarrierStreamReader(o, self._schema_or_load(o), schema.json())
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from spark_plugin.streaming.batch_read import ConsistentBatchReader, resolve_version
@@ -95,7 +106,7 @@ class MetaServiceDataSource(DataSource):
         if self._is_stream_source():
             raise OptionError("option 'job' marks a streaming source: use spark.readStream, or "
                               "drop it for a batch read (options consistency, barrier)")
-        o = BatchReadOptions.parse(self.options)
+        o = BatchReadOptions.parse(self.options, self._conf())
         if self._version is None:
             self._version = resolve_version(o)
         return ConsistentBatchReader(o, self._version, schema.json())
@@ -108,12 +119,24 @@ class MetaServiceDataSource(DataSource):
         from spark_plugin.streaming.sink import BarrierStreamWriter
         from spark_plugin.streaming.table_access import TableHandle
 
-        o = SinkOptions.parse(self.options)
+        o = SinkOptions.parse(self.options, self._conf())
         client_for(o.connection).register_sink(o.job, o.table)
         remember_job(o.job, o.connection.url)
-        table = load_table(o.table)
+        table = load_table(o.table, o.catalog)
         return BarrierStreamWriter(o, overwrite, TableHandle.of(o.table, table))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         raise OptionError("batch writes through format('metaservice') are not supported: use "
                           "spark_plugin.BarrierJob (a job) or spark_plugin.append_root (ingestion)")
+
+
+def with_catalog_conf(catalog_conf: Mapping[str, str]) -> type[MetaServiceDataSource]:
+    """The data source class to register for a session whose catalog settings are
+    ``catalog_conf``: a subclass carrying them, which Spark ships to its Python workers by
+    value (it is not importable by name)."""
+    if not catalog_conf:
+        return MetaServiceDataSource
+    return type("MetaServiceDataSource", (MetaServiceDataSource,), {
+        "__module__": __name__, "__qualname__": "MetaServiceDataSource.with_catalog_conf",
+        "__doc__": MetaServiceDataSource.__doc__,
+        "catalog_conf": tuple(sorted((str(k), str(v)) for k, v in catalog_conf.items()))})

@@ -6,8 +6,11 @@ case-insensitively. Values are strings, as Spark passes them.
 Common to every use:
     ``metaservice.url``    the server (default ``$METASERVICE_URL``)
     ``metaservice.token``  a bearer token (default ``$METASERVICE_TOKEN``); never logged
-    ``table``              ``catalog.database.table``; the catalog is found by name through
-                           pyiceberg's configuration
+    ``table``              ``catalog.database.table``; the catalog is found by name: in
+                           Spark's configuration when the format was registered
+                           (``spark.sql.catalog.<catalog>.*``), then in pyiceberg's
+                           configuration, else it is the server's built-in catalog
+                           (``<metaservice.url>/iceberg``, with ``metaservice.token``)
 
 Streaming source (``spark.readStream``):
     ``job``                the job id (required): one job may have several sources in one query
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_plugin._errors import OptionError
+from spark_plugin._iceberg.catalogs import CatalogSpec, find_catalog
 from spark_plugin._names import TableName, validate_job_id
 
 URL_OPTION = "metaservice.url"
@@ -77,6 +81,15 @@ def _table(options: Mapping[str, str]) -> str:
         return str(TableName.parse(value))
     except ValueError as exc:
         raise OptionError(str(exc)) from None
+
+
+def _catalog(table: str, connection: Connection,
+             catalog_conf: Mapping[str, str] | None) -> CatalogSpec:
+    """The table's catalog (see ``spark_plugin._iceberg.catalogs``): ``catalog_conf`` is the
+    Spark configuration captured when the format was registered (Spark's Python workers have
+    no session to ask)."""
+    return find_catalog(TableName.parse(table).catalog, conf=dict(catalog_conf or {}),
+                        url=connection.url, token=connection.token)
 
 
 def _job(options: Mapping[str, str], role: str) -> str:
@@ -124,13 +137,17 @@ class SourceOptions:
     starting_barrier: str | int = "latest"
     max_files_per_trigger: int | None = None
     max_partition_bytes: int = DEFAULT_PARTITION_BYTES
+    catalog: CatalogSpec | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> SourceOptions:
+    def parse(cls, options: Mapping[str, Any],
+              catalog_conf: Mapping[str, str] | None = None) -> SourceOptions:
         o = lower_keys(options)
-        return cls(Connection.from_options(o), _job(o, "source"), _table(o),
+        connection, table = Connection.from_options(o), _table(o)
+        return cls(connection, _job(o, "source"), table,
                    starting_barrier(o), _positive_int(o, "maxFilesPerTrigger"),
-                   _positive_int(o, "maxPartitionBytes") or DEFAULT_PARTITION_BYTES)
+                   _positive_int(o, "maxPartitionBytes") or DEFAULT_PARTITION_BYTES,
+                   _catalog(table, connection, catalog_conf))
 
 
 @dataclass(frozen=True)
@@ -139,9 +156,11 @@ class SinkOptions:
     job: str
     table: str
     checkpoint_location: str
+    catalog: CatalogSpec | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
+    def parse(cls, options: Mapping[str, Any],
+              catalog_conf: Mapping[str, str] | None = None) -> SinkOptions:
         o = lower_keys(options)
         checkpoint = o.get("checkpointlocation")
         if not checkpoint:
@@ -149,7 +168,9 @@ class SinkOptions:
                 "the metaservice sink needs .option('checkpointLocation', ...) on the "
                 "writeStream: it reads Spark's offset log there to commit each micro-batch at "
                 "its barrier exactly once (spark.sql.streaming.checkpointLocation is not enough)")
-        return cls(Connection.from_options(o), _job(o, "sink"), _table(o), checkpoint)
+        connection, table = Connection.from_options(o), _table(o)
+        return cls(connection, _job(o, "sink"), table, checkpoint,
+                   _catalog(table, connection, catalog_conf))
 
 
 @dataclass(frozen=True)
@@ -160,9 +181,11 @@ class BatchReadOptions:
     barrier: int | None = None
     lease_seconds: float | None = DEFAULT_LEASE_SECONDS
     max_partition_bytes: int = DEFAULT_PARTITION_BYTES
+    catalog: CatalogSpec | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> BatchReadOptions:
+    def parse(cls, options: Mapping[str, Any],
+              catalog_conf: Mapping[str, str] | None = None) -> BatchReadOptions:
         o = lower_keys(options)
         consistency = (o.get("consistency") or "strong").strip().lower()
         if consistency not in ("strong", "weak"):
@@ -181,5 +204,7 @@ class BatchReadOptions:
             except ValueError:
                 raise OptionError("option 'leaseSeconds' must be a number") from None
             lease = None if lease <= 0 else lease
-        return cls(Connection.from_options(o), _table(o), consistency, barrier, lease,
-                   _positive_int(o, "maxPartitionBytes") or DEFAULT_PARTITION_BYTES)
+        connection, table = Connection.from_options(o), _table(o)
+        return cls(connection, table, consistency, barrier, lease,
+                   _positive_int(o, "maxPartitionBytes") or DEFAULT_PARTITION_BYTES,
+                   _catalog(table, connection, catalog_conf))

@@ -13,6 +13,9 @@ messages; the driver-side ``commit(messages, batchId)`` then
 3. reports ``(B, snapshot)`` to the service (``POST /commit/...``; exact repeats are
    idempotent). A service that no longer pins ``B`` for the job (the query was stopped and
    restarted in the middle of a batch) is asked to start the job at ``B`` first.
+   Through the service's built-in catalog there is no report: the commit of step 2 recorded
+   ``B`` in the catalog's transaction (SPEC §11); a commit the service refuses because ``B`` is
+   no longer pinned is made again after the job is started at ``B``.
 
 So a barrier is committed once whatever the crash point: before the Iceberg commit (Spark replays
 the batch and it is committed then), between the Iceberg commit and the report (the replay finds
@@ -61,11 +64,13 @@ from spark_plugin._errors import (
 from spark_plugin._iceberg import (
     BARRIER_PROPERTY,
     JOB_PROPERTY,
+    SinkCommit,
     ancestors,
     commit_sink,
     delete_files_quietly,
     last_commit_of,
     load_table,
+    records_barriers,
 )
 from spark_plugin.streaming.checkpoint import (
     JobBatch,
@@ -136,7 +141,9 @@ class MicroBatchCommit:
         self.files = data_files
         self.batch_id = batch_id
         self.client = client_for(options.connection)
-        self.table = load_table(options.table)
+        self.table = load_table(options.table, options.catalog)
+        # MetaService's built-in catalog records each commit's barrier itself: no report.
+        self.recorded_by_commit = records_barriers(self.table, options.connection.url)
         self.timings: dict[str, float] = {}
 
     def _discard_files(self, files: list[Any] | None = None) -> None:
@@ -188,16 +195,16 @@ class MicroBatchCommit:
             if query:
                 summary[QUERY_PROPERTY] = query
             t0 = time.perf_counter()
-            result = commit_sink(self.table, job=o.job, barrier=barrier, data_files=files,
-                                 overwrite=self.overwrite, summary=summary)
+            result = self._commit(barrier, files, summary, mine.snapshots)
             self.timings["iceberg_ms"] = (time.perf_counter() - t0) * 1000
             if result.already_committed:
                 self._discard_files()  # this attempt's files; staged ones are committed
             snapshot_id = result.snapshot_id
         crash_point("after_iceberg_commit", self.batch_id)
-        t0 = time.perf_counter()
-        self._report(barrier, snapshot_id, sources=mine.snapshots)
-        self.timings["report_ms"] = (time.perf_counter() - t0) * 1000
+        if heartbeat or not self.recorded_by_commit:
+            t0 = time.perf_counter()
+            self._report(barrier, snapshot_id, sources=mine.snapshots)
+            self.timings["report_ms"] = (time.perf_counter() - t0) * 1000
         crash_point("after_report", self.batch_id)
         if staged:
             clear_staged(checkpoint, o.job, self.batch_id)
@@ -249,6 +256,23 @@ class MicroBatchCommit:
         current = metadata.current_snapshot()
         return None if current is None else current.snapshot_id
 
+    def _commit(self, barrier: int, files: list[Any], summary: dict[str, str],
+                sources: dict[str, int]) -> SinkCommit:
+        """The Iceberg commit of ``barrier``. Through the built-in catalog the commit is also
+        the report, and is refused as the report would be when the service no longer pins
+        ``barrier`` for the job: then the job is started at ``barrier`` and the commit made
+        again."""
+        o = self.options
+        try:
+            return commit_sink(self.table, job=o.job, barrier=barrier, data_files=files,
+                               overwrite=self.overwrite, summary=summary)
+        except (UnknownBarrierError, JobNotRunningError, UnknownJobError) as exc:
+            logger.info("sink_repin", extra={"job": o.job, "barrier": barrier,
+                                             "reason": exc.code})
+        self._pin(barrier, sources)
+        return commit_sink(self.table, job=o.job, barrier=barrier, data_files=files,
+                           overwrite=self.overwrite, summary=summary)
+
     # -- the service ------------------------------------------------------------------------
 
     def _report(self, barrier: int, snapshot_id: int, sources: dict[str, int]) -> None:
@@ -295,7 +319,8 @@ class MicroBatchCommit:
         if found is not None:
             self._discard_files()
             barrier, snapshot_id = found
-            self.client.commit(o.job, o.table, snapshot_id, barrier)
+            if not self.recorded_by_commit:
+                self.client.commit(o.job, o.table, snapshot_id, barrier)
             return
         if not self.files and not self.overwrite:
             return
@@ -314,7 +339,8 @@ class MicroBatchCommit:
         result = commit_sink(self.table, job=o.job, barrier=barrier, data_files=self.files,
                              overwrite=self.overwrite, summary=summary)
         crash_point("after_iceberg_commit", self.batch_id)
-        self.client.commit(o.job, o.table, result.snapshot_id, barrier)
+        if not self.recorded_by_commit:
+            self.client.commit(o.job, o.table, result.snapshot_id, barrier)
         crash_point("after_report", self.batch_id)
 
 

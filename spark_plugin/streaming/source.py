@@ -313,7 +313,7 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if from_snapshot == to_snapshot:
             return []
         if self._table is None:
-            self._table = load_table(table_name)
+            self._table = load_table(table_name, self.options.catalog)
         table = self._table
         if table.metadata.snapshot_by_id(to_snapshot) is None:
             table.refresh()

@@ -11,9 +11,9 @@ import pytest
 from benchmarks import _topology as topology
 from benchmarks import versions
 from benchmarks.__main__ import Outcome, update_doc
+from benchmarks._environment import ServerThread
 from benchmarks._loadgen import run_load, sequential
 from benchmarks._report import Result
-from tests.conftest import ServerThread
 
 MACHINE = {"date": "2026-11-23 00:00 UTC", "cores": "2"}
 

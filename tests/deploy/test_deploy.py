@@ -1,7 +1,7 @@
 """What the container image and the manifests do, run here without a container engine: the
-image's commands (serve with authentication on all interfaces, its HEALTHCHECK), the wheel it
-installs (migrations and dashboard assets inside), and the Kubernetes manifests validated
-against the Kubernetes schemas."""
+image's commands (serve with authentication on all interfaces, its HEALTHCHECK) and the
+Kubernetes manifests validated against the Kubernetes schemas. The wheel the image builds and
+installs is tests/test_packaging.py's."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import re
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from benchmarks._environment import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,19 +57,6 @@ def test_image_entrypoint_serves_with_authentication(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def test_wheel_carries_migrations_and_assets(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, timeout=300)
-    wheel = next(tmp_path.glob("metaservice-*.whl"))
-    names = zipfile.ZipFile(wheel).namelist()
-    assert "migrations/env.py" in names and "migrations/script.py.mako" in names
-    assert any(n.startswith("migrations/versions/0001") for n in names)
-    assert "metaservice/py.typed" in names and "spark_plugin/py.typed" in names
-    static = [n for n in names if n.startswith("metaservice/ui/static/")]
-    if (ROOT / "metaservice" / "ui" / "static").exists():
-        assert static, "dashboard assets are packaged"
 
 
 def test_kubernetes_manifests_are_valid() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import free_port
+from benchmarks._environment import free_port
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from benchmarks._environment import free_port
 
 CRASHES = 3
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks._environment import ServerThread
 from metaservice.app import create_app
 from metaservice.settings import Settings
-from tests.conftest import ServerThread
 
 RECORDED = Path(__file__).parent / "openapi"
 

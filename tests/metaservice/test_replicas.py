@@ -20,8 +20,8 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from benchmarks._environment import free_port
 from metaservice.db.session import Database
-from tests.conftest import free_port
 
 CLIENTS = 64
 ROOTS = 4

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.metaservice.test_barriers import commit, root
+from tests.metaservice.barriers.test_barriers import commit, root
+from tests.metaservice.jobs.test_jobs import plan
 from tests.metaservice.test_errors import assert_error
-from tests.metaservice.test_jobs import plan
 
 NOT_INTEGERS = [True, "10", 10.0]
 NOT_SECONDS = [True, "60"]

@@ -121,3 +121,30 @@ def crashing_client(live_server_url: str) -> Iterator[Callable[..., object]]:
     yield make
     for c in made:
         c.close()
+
+
+BUILTIN_CATALOG = "house"
+"""The name of the served catalog in ``builtin_url``'s server: no pyiceberg or Spark setting
+names it, so the plugin finds it as MetaService's built-in catalog."""
+
+
+@pytest.fixture
+def builtin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server of its own (SQLite, the real clock) serving its Iceberg catalog ``house`` with a
+    temporary warehouse."""
+    from metaservice.app import create_app
+    from metaservice.db.engine import build_engine
+    from metaservice.db.migrate import upgrade_to_head
+    from metaservice.db.session import Database
+    from metaservice.settings import Settings
+    from tests.conftest import ServerThread
+
+    path = tmp_path_factory.mktemp("builtin")
+    url = f"sqlite:///{path / 'metaservice.db'}"
+    database = Database(build_engine(url))
+    upgrade_to_head(database.engine)
+    app = create_app(Settings(database_url=url, warehouse=str(path / "warehouse"),
+                              catalog_name=BUILTIN_CATALOG), database=database)
+    with ServerThread(app) as server:
+        yield server.url
+    database.dispose()

@@ -2,7 +2,8 @@
 stops it (SIGTERM).
 
 One run of the demo (Spark starts once) serves the tests of the module: it runs until it has
-printed a few strong reads, then its process group gets SIGTERM, as ``timeout`` sends it.
+printed a few strong reads, at two cuts at least, then its process group gets SIGTERM, as
+``timeout`` sends it.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from spark_plugin.demo import ORDERS, clock
+from metaservice.demo import ORDERS, clock
 
 pytestmark = pytest.mark.spark
 
 STRONG_READS = 3
-STRONG_READ = re.compile(r"^\[\s*(\d+\.\d)s\] read\s+strong cut at barrier ")
+STRONG_READ = re.compile(r"^\[\s*(\d+\.\d)s\] read\s+strong view \(DuckDB, lake@strong\) "
+                         r"at barrier \d")
+CUT = re.compile(r" at barrier (\S+): ")
+HEAD_READ = re.compile(r"^\s+head \(DuckDB, lake\), read right after: invariant (held|broken)")
 
 
 @dataclass
@@ -86,14 +90,19 @@ def _start(tmpdir: Path, stderr: Path, *args: str) -> tuple[subprocess.Popen[str
     return proc, _Output(proc)
 
 
+def _cuts(lines: list[str]) -> list[str]:
+    """The barrier of each strong read printed."""
+    return [m.group(1) for x in lines if STRONG_READ.match(x) for m in [CUT.search(x)] if m]
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     tmpdir = tmp_path_factory.mktemp("demo-tmp")
     stderr = tmp_path_factory.mktemp("demo-logs") / "stderr.txt"
     proc, output = _start(tmpdir, stderr, "--report-every", "3")
     try:
-        output.wait_for(lambda lines: sum(bool(STRONG_READ.match(x)) for x in lines)
-                        >= STRONG_READS, timeout=420)
+        output.wait_for(lambda lines: len(_cuts(lines)) >= STRONG_READS
+                        and len(set(_cuts(lines))) >= 2, timeout=480)
         server = next((re.search(r"(http://127\.0\.0\.1:\d+)", x) for x in output.lines
                        if "] server " in x), None)
         barriers: list[int] = []
@@ -123,7 +132,9 @@ def test_sigterm_stops_queries_spark_and_server_and_removes_the_temporary_direct
     assert sorted(p.name for p in demo.tmpdir.iterdir()) == []
 
 
-def test_strong_reads_hold_the_invariant_across_sibling_jobs_and_naive_reads_break_it(demo):
+def test_strong_view_reads_hold_the_invariant_across_sibling_jobs_and_head_reads_break_it(demo):
+    """DuckDB reads the catalog's strong view, attached anew for every report, and the head
+    next to it."""
     out = demo.out
     assert "] invariant at one cut," in out and "customer_spend" in out
     for job, table in (("enrich-orders", "orders_enriched"), ("customer-spend", "customer_spend"),
@@ -131,18 +142,27 @@ def test_strong_reads_hold_the_invariant_across_sibling_jobs_and_naive_reads_bre
         assert f"{job} committed barrier" in out and table in out
     reads = [x for x in out.splitlines() if STRONG_READ.match(x)]
     assert len(reads) >= STRONG_READS, out
-    assert all("invariant holds" in x for x in reads), "\n".join(reads)
+    assert all(": invariant held — " in x for x in reads), "\n".join(reads)
+    # every report attaches the view anew (a new read session): the cuts read move on
+    cuts = _cuts(reads)
+    assert len(cuts) == len(reads) and len(set(cuts)) >= 2 and cuts == sorted(cuts), cuts
+    # one head read per strong read, printed right under it
+    lines = out.splitlines()
+    heads = [HEAD_READ.match(lines[i + 1]) for i, x in enumerate(lines) if STRONG_READ.match(x)]
+    assert all(heads) and len(heads) == len(reads), out
     # both siblings have output at the cuts read: the invariant compared something
     spend = [int(m.group(1)) for x in reads
              for m in [re.search(r"customer_spend (\d+) orders of \d+ customers", x)] if m]
     assert spend and max(spend) > 0, "\n".join(reads)
-    summary = re.search(r"(\d+) strong reads, invariant held in (\d+) of them; the naive reads "
-                        r"next to them broke it in (\d+)", out)
+    summary = re.search(r"(\d+) strong reads \(DuckDB, lake@strong\), invariant held in (\d+) "
+                        r"of them; the head reads next to them \(DuckDB, lake\) broke it in "
+                        r"(\d+)", out)
     assert summary is not None, out
     assert int(summary.group(1)) == int(summary.group(2)) >= STRONG_READS
-    # the uncoordinated read is measurably wrong
+    # the head, read without a view, is measurably wrong
     assert int(summary.group(3)) >= 1, out
-    assert "naive latest snapshots: invariant broken" in out
+    assert sum(m.group(1) == "broken" for m in heads) >= 1, out
+    assert "Spark SQL reads the same views with pyspark 3.5" in out
 
 
 def test_the_printed_paces_are_the_measured_ones(demo):

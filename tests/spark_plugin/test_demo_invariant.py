@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from spark_plugin.demo import ENRICHED, ORDERS, REVENUE, SPEND, figures_from_arrow
+from metaservice.demo import ENRICHED, ORDERS, REVENUE, SPEND, figures_from_arrow
 
 ORDERS_ROWS = [(1, 10, 20.0), (2, 10, 5.5), (3, 11, 7.25), (4, 12, 1.0)]  # order, customer, amount
 SEGMENT = {10: "retail", 11: "business", 12: "retail"}

@@ -13,6 +13,7 @@ from pyiceberg.types import IntegerType, LongType, NestedField, StringType, Time
 
 import spark_plugin as sp
 from spark_plugin import _iceberg as ice
+from spark_plugin._iceberg import commits
 
 pytestmark = pytest.mark.iceberg
 
@@ -74,13 +75,13 @@ def test_pyiceberg_retry_runs_the_guard_before_rebasing(catalog, table) -> None:
 
     def guard(metadata) -> None:
         seen.append(ice.last_commit_of(metadata, "j"))
-        raise ice._AlreadyCommitted
+        raise commits._AlreadyCommitted
 
-    tx = ice._make_guarded_transaction(stale, guard)
+    tx = commits._make_guarded_transaction(stale, guard)
     with tx.update_snapshot(snapshot_properties={"metaservice.job": "j",
                                                  "metaservice.barrier": "10"}).fast_append():
         pass
-    with pytest.raises(ice._AlreadyCommitted):
+    with pytest.raises(commits._AlreadyCommitted):
         tx.commit_transaction()
     assert seen and seen[0].barrier == 10
     assert len(catalog.load_table(table.name()).snapshots()) == 1
@@ -256,3 +257,22 @@ def test_catalog_is_resolved_by_name_and_checked(catalog, database, table) -> No
         table.metadata.table_uuid
     with pytest.raises(ValueError, match="names catalog"):
         ice.load_table(f"other.{database}.t", catalog)
+
+
+def test_the_hooked_private_pyiceberg_method_is_still_there() -> None:
+    """The idempotency guard overrides ``Transaction._rebuild_snapshot_updates`` (pyiceberg
+    pins: ``>=0.12,<0.13``). A pyiceberg release that renames it, changes its signature or stops
+    calling it from the commit retry loop would silently drop the guard: fail here instead."""
+    import inspect
+
+    from pyiceberg.table import Transaction
+
+    method = getattr(Transaction, commits.HOOKED_TRANSACTION_METHOD, None)
+    assert callable(method), f"pyiceberg's Transaction lost {commits.HOOKED_TRANSACTION_METHOD}"
+    assert list(inspect.signature(method).parameters) == ["self"]
+    retry_loop = inspect.getsource(Transaction.commit_transaction)
+    assert f"self.{commits.HOOKED_TRANSACTION_METHOD}()" in retry_loop
+    # ... and it is called while the CommitFailedException of the attempt is being handled, which
+    # is how the guard tells a refusal of MetaService's catalog from a conflict.
+    handler = retry_loop[retry_loop.index("except CommitFailedException"):]
+    assert f"self.{commits.HOOKED_TRANSACTION_METHOD}()" in handler

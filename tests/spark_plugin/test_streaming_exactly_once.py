@@ -135,7 +135,10 @@ def test_every_barrier_committed_exactly_once_across_driver_kills(
                 # the crash left the barrier in Iceberg but not on the service
                 assert iceberg_latest() == barriers[-1] != sink_latest()
             if point == "after_report":
-                assert iceberg_latest() == sink_latest() == barriers[-1]
+                # the service and Iceberg agree on the crashed batch's barrier (the loop may have
+                # ingested the next one between the report and the kill)
+                latest = sink_latest()
+                assert iceberg_latest() == latest and latest in barriers[-2:]
                 assert not (tmp_path / "checkpoint" / "commits" / str(batch)).exists()
         # a last run without crash catches up, takes two more barriers and stops cleanly
         driver.start(None)

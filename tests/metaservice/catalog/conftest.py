@@ -46,7 +46,7 @@ def client(server: ServerThread) -> Iterator[httpx.Client]:
 
 
 def rest_catalog(url: str, **properties: str) -> RestCatalog:
-    return RestCatalog("lake", uri=f"{url}/iceberg", warehouse="lake", **properties)
+    return RestCatalog("lake", **{"uri": f"{url}/iceberg", "warehouse": "lake", **properties})
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from tests.conftest import ServerThread
+from tests.metaservice.catalog.pipeline import FanOut
 from tests.metaservice.catalog.test_pyiceberg import SCHEMA, barriers, head, rows
-from tests.metaservice.test_jobs import plan
+from tests.metaservice.jobs.test_jobs import plan
 
 duckdb = pytest.importorskip("duckdb")
 EXTENSIONS = ("avro", "httpfs", "iceberg")
@@ -23,6 +24,11 @@ def _extension_file(name: str) -> Path:
     return next(Path(package.__path__[0]).rglob(f"{name}.duckdb_extension"))
 
 
+def attach(connection, server: ServerThread, warehouse: str, alias: str) -> None:  # type: ignore[no-untyped-def]
+    connection.execute(f"ATTACH '{warehouse}' AS {alias} (TYPE iceberg, "
+                       f"ENDPOINT '{server.url}/iceberg', AUTHORIZATION_TYPE 'none')")
+
+
 @pytest.fixture
 def duck(server: ServerThread, tmp_path: Path):  # type: ignore[no-untyped-def]
     """A DuckDB connection with the catalog attached as ``lake``."""
@@ -31,8 +37,7 @@ def duck(server: ServerThread, tmp_path: Path):  # type: ignore[no-untyped-def]
     for name in EXTENSIONS:
         connection.execute(f"INSTALL '{_extension_file(name)}'")
         connection.execute(f"LOAD {name}")
-    connection.execute(f"ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{server.url}/iceberg', "
-                       "AUTHORIZATION_TYPE 'none')")
+    attach(connection, server, "lake", "lake")
     yield connection
     connection.close()
 
@@ -53,8 +58,7 @@ def test_duckdb_and_pyiceberg_read_each_others_commits(
 
     table.append(rows(4))
     duck.execute("DETACH lake")  # a new attachment sees the newest metadata
-    duck.execute(f"ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{server.url}/iceberg', "
-                 "AUTHORIZATION_TYPE 'none')")
+    attach(duck, server, "lake", "lake")
     assert [r[0] for r in duck.execute("SELECT id FROM lake.db.t ORDER BY id").fetchall()] == [
         1, 2, 3, 4]
 
@@ -71,3 +75,39 @@ def test_duckdb_cannot_write_a_derived_table(catalog: RestCatalog, client: httpx
         duck.execute("INSERT INTO lake.db.out VALUES (9, 'x')")
     assert head(catalog, "db.out") is None
     assert barriers(client, "lake.db.out") == []
+
+
+JOIN = """
+    SELECT (SELECT count(*) FROM {c}.db.orders) AS orders,
+           (SELECT count(*) FROM {c}.db.orders o JOIN {c}.db.a USING (id)) AS in_a,
+           (SELECT count(*) FROM {c}.db.orders o JOIN {c}.db.b USING (id)) AS in_b,
+           (SELECT count(*) FROM {c}.db.a) AS a,
+           (SELECT count(*) FROM {c}.db.b) AS b
+"""
+
+
+def test_duckdb_reads_one_cut_through_the_strong_view(
+        catalog: RestCatalog, client: httpx.Client, server: ServerThread, clock, duck) -> None:  # type: ignore[no-untyped-def]
+    """A join of the three tables of a pipeline with fan-out, while its slow sibling lags:
+    through ``lake@strong`` every table is at one barrier, through the head they are not."""
+    pipeline = FanOut(catalog, client, clock)
+    pipeline.ingest(3)
+    pipeline.step("a"), pipeline.step("b")
+    pipeline.ingest(2)
+    pipeline.step("a")  # b lags one barrier behind
+    attach(duck, server, "lake@strong", "strong")
+    assert duck.execute(JOIN.format(c="strong")).fetchone() == (3, 3, 3, 3, 3)
+    duck.execute("DETACH lake")
+    attach(duck, server, "lake", "lake")
+    head_counts = duck.execute(JOIN.format(c="lake")).fetchone()
+    assert head_counts == (5, 5, 3, 5, 3)  # the head mixes two barriers
+    # The attachment keeps its cut while the pipeline moves on; a new one sees the new cut.
+    pipeline.step("b")
+    pipeline.ingest(1)
+    pipeline.step("a")
+    assert duck.execute(JOIN.format(c="strong")).fetchone() == (3, 3, 3, 3, 3)
+    duck.execute("DETACH strong")
+    attach(duck, server, "lake@strong", "strong")
+    assert duck.execute(JOIN.format(c="strong")).fetchone() == (5, 5, 5, 5, 5)
+    with pytest.raises(duckdb.Error, match="read-only view"):
+        duck.execute("INSERT INTO strong.db.orders VALUES (99)")

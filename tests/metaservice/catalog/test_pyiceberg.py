@@ -25,7 +25,7 @@ from sqlalchemy import select
 from metaservice.clock import ManualClock
 from metaservice.db.models import SnapshotExpirationRow, TableRow
 from metaservice.db.session import Database
-from tests.metaservice.test_jobs import plan
+from tests.metaservice.jobs.test_jobs import plan
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 
@@ -305,3 +305,14 @@ def test_main_moves_back_only_under_an_applied_rollback_plan(catalog: RestCatalo
     assert head(catalog, "db.r") == first
     assert client.post(f"/rollback-plans/{plan_id}/complete").status_code == 200
     assert catalog.load_table("db.r").scan().to_arrow()["id"].to_pylist() == [1]
+
+
+def test_new_tables_default_to_zstd_parquet(catalog: RestCatalog) -> None:
+    """As Iceberg's own catalogs do: an engine whose default codec is another (Spark's runtime
+    writes gzip when the property is absent) writes zstd; a codec asked for is kept."""
+    catalog.create_namespace("db")
+    assert catalog.create_table("db.t", schema=SCHEMA).properties[
+        "write.parquet.compression-codec"] == "zstd"
+    assert catalog.create_table("db.s", schema=SCHEMA, properties={
+        "write.parquet.compression-codec": "snappy"}).properties[
+        "write.parquet.compression-codec"] == "snappy"

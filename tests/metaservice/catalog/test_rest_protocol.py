@@ -23,7 +23,7 @@ from metaservice.settings import Settings
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.conftest import rest_catalog
 from tests.metaservice.catalog.test_pyiceberg import SCHEMA, barriers, rows
-from tests.metaservice.test_jobs import plan
+from tests.metaservice.jobs.test_jobs import plan
 
 TABLES = "/iceberg/v1/namespaces/db/tables"
 

@@ -128,4 +128,4 @@ def test_answers_match_their_documented_models(client: httpx.Client, clock: Manu
     DelayOut.model_validate(_ok(client.get("/delay")), strict=True)
     for table in ("r", "t1", "t2"):
         TableDelayDetailOut.model_validate(_ok(client.get(f"/delay/lake/db/{table}")),
-                                           strict=False)
+                                           strict=True)

@@ -11,8 +11,8 @@ import time
 
 import httpx
 
+from benchmarks._environment import free_port
 from metaservice.logging_config import JsonFormatter, TextFormatter
-from tests.conftest import free_port
 
 
 def _record(**extra: object) -> logging.LogRecord:

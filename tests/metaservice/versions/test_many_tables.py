@@ -8,7 +8,7 @@ import uuid
 
 import httpx
 
-from tests.metaservice.test_barriers import root
+from tests.metaservice.barriers.test_barriers import root
 from tests.metaservice.test_errors import assert_error
 
 COUNT = 300  # more than one SQLite batch (256)

@@ -9,10 +9,10 @@ import time
 
 import httpx
 
-from tests.metaservice.test_barriers import commit, root
+from tests.metaservice.barriers.test_barriers import commit, root
+from tests.metaservice.jobs.test_jobs import plan
+from tests.metaservice.leases.test_leases import expire, history, lease, protected
 from tests.metaservice.test_errors import assert_error
-from tests.metaservice.test_jobs import plan
-from tests.metaservice.test_leases import expire, history, lease, protected
 from tests.metaservice.worked_examples import spec_chain as worked_example
 
 T = "lake.db.t"

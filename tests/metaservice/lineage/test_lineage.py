@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from tests.metaservice.test_jobs import plan
+from metaservice.lineage.schemas import LineageOut
+from tests.metaservice.jobs.test_jobs import plan
 
 
 def test_lineage_shows_running_jobs_only(client: httpx.Client) -> None:
@@ -37,3 +38,15 @@ def test_table_lineage_by_direction_and_depth(client: httpx.Client) -> None:
     assert [t["table"] for t in both["tables"]] == ["lake.db.t1", "lake.db.t2", "lake.db.t3"]
     assert client.get("/lineage/lake/db/t2?direction=sideways").status_code == 422
     assert client.get("/lineage/lake/db/t2?depth=0").status_code == 422
+
+
+def test_the_lineage_answer_matches_its_documented_model(client: httpx.Client) -> None:
+    """``/lineage`` is serialised without FastAPI's response-model validation."""
+    plan(client, "a", ["lake.db.t1"], ["lake.db.t2"])
+    plan(client, "b", ["lake.db.t2"], ["lake.db.t3", "lake.db.t4"])
+    client.post("/jobs/a/start")
+    client.post("/jobs/b/start")
+    client.post("/tables/lake/db/t1/barriers", json={"snapshot_id": 1, "barrier": 10})
+    answer = client.get("/lineage")
+    assert answer.status_code == 200, answer.text
+    LineageOut.model_validate(answer.json(), strict=True)

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 from metaservice.clock import ManualClock
 from metaservice.schemas import INT64_MAX
 from metaservice.settings import Settings
-from tests.metaservice.test_barriers import commit, root
+from tests.metaservice.barriers.test_barriers import commit, root
+from tests.metaservice.jobs.test_jobs import plan
 from tests.metaservice.test_errors import assert_error
-from tests.metaservice.test_jobs import plan
 
 DAY_MS = 86_400_000
 

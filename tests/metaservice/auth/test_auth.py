@@ -11,6 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from benchmarks._environment import ServerThread
 from metaservice.app import create_app
 from metaservice.auth.policy import PUBLIC, Role, required_role
 from metaservice.auth.service import create_token
@@ -18,7 +19,6 @@ from metaservice.clock import ManualClock
 from metaservice.db.models import JobRow, JobTableRow, TableRow
 from metaservice.db.session import Database
 from metaservice.settings import Settings
-from tests.conftest import ServerThread
 from tests.metaservice.test_replicas import server_processes
 
 SAMPLE_PARAMS = {"barrier": "10", "lease_id": "0123456789abcdef", "expiration_id": "1",

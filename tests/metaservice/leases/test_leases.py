@@ -12,8 +12,8 @@ from metaservice.auth.policy import Role
 from metaservice.auth.service import create_token
 from metaservice.clock import ManualClock
 from metaservice.db.session import Database
-from tests.metaservice.test_auth import auth, secured  # noqa: F401 - a fixture
-from tests.metaservice.test_barriers import root
+from tests.metaservice.auth.test_auth import auth, secured  # noqa: F401 - a fixture
+from tests.metaservice.barriers.test_barriers import root
 from tests.metaservice.test_errors import assert_error
 from tests.metaservice.test_replicas import two_servers  # noqa: F401 - a fixture
 
@@ -145,6 +145,18 @@ def test_versions_with_lease_seconds_lease_what_they_answer(client: httpx.Client
     assert_error(client.post("/versions", json={"tables": [T], "barrier": 10,
                                                 "lease_seconds": 30}), 410, "snapshot_expired")
     assert [x["lease_id"] for x in client.get("/leases").json()["leases"]] == [body["lease_id"]]
+
+
+def test_versions_answers_match_their_documented_model(client: httpx.Client) -> None:
+    """``/versions`` is serialised without FastAPI's response-model validation."""
+    from metaservice.versions.schemas import VersionsOut
+
+    history(client)
+    for body in ({"tables": [T]}, {"tables": [T], "consistency": "weak"},
+                 {"tables": [T], "barrier": 20, "lease_seconds": 30, "holder": "h"}):
+        answer = client.post("/versions", json=body)
+        assert answer.status_code == 200, answer.text
+        VersionsOut.model_validate(answer.json(), strict=True)
 
 
 def test_renewal_of_a_lapsed_lease_is_refused(client: httpx.Client, clock: ManualClock) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 
 from metaservice.clock import ManualClock
+from tests.metaservice.jobs.test_jobs import plan
 from tests.metaservice.test_errors import assert_error
-from tests.metaservice.test_jobs import plan
 
 
 def root(client: httpx.Client, table: str, snapshot: int,

@@ -2,8 +2,9 @@
 
 What it does, printing each step as it happens:
 
-1. serves MetaService on an embedded SQLite file (``<dir>/metaservice.db``);
-2. creates a local Iceberg warehouse (a pyiceberg SQL catalog ``lake`` on SQLite);
+1. serves MetaService on an embedded SQLite file (``<dir>/metaservice.db``), with its built-in
+   Iceberg REST catalog (``<url>/iceberg``, warehouse ``lake`` in ``<dir>/warehouse``);
+2. creates the tables in that catalog, which the jobs' source and sink find by name;
 3. ingests a synthetic stream into two root tables, ``orders`` and ``customers`` (both roots
    complete the same barrier, one tick every ``--interval`` seconds);
 4. runs three Structured Streaming jobs through the ``metaservice`` source and sink:
@@ -12,11 +13,14 @@ What it does, printing each step as it happens:
    complete mode) and, reading the same ``orders`` stream at a slower trigger (so it processes
    several barriers per step), ``customer-spend`` (orders and amount per customer →
    ``customer_spend``, complete mode): a fan-out of ``orders`` to two sibling jobs;
-5. every few seconds takes a *strong* OLAP read of the five tables (``consistent_read``) and
-   checks, at that cut, one invariant that spans the siblings (joining their outputs) — every
-   order is enriched, the revenue table sums exactly the enriched orders, and ``customer_spend``
-   agrees with ``orders_enriched`` customer by customer — next to a naive read of the latest
-   Iceberg snapshots, which usually breaks it; prints the consistent versions, the paces it
+5. every few seconds, DuckDB attaches the catalog's strong view ``lake@strong`` (a new read
+   session: one cut, SPEC §12) and reads the tables, and the demo checks at that cut one
+   invariant that spans the siblings (joining their outputs) — every order is enriched, the
+   revenue table sums exactly the enriched orders, and ``customer_spend`` agrees with
+   ``orders_enriched`` customer by customer — next to DuckDB's read of the head ``lake`` (the
+   latest Iceberg snapshots), which breaks it now and then; no code of MetaService's takes part
+   in the reads (Spark SQL would read the view as well with pyspark 3.5 and Iceberg's Spark
+   runtime, which pyspark 4 lacks, hence DuckDB); prints the cut, the paces it
    measured (ingestion, strong reads, each job's commits), the lag of every table and the
    bottleneck (``GET /delay``);
 6. keeps serving until Ctrl-C or SIGTERM (or ``--duration`` seconds), then stops the queries,
@@ -145,8 +149,9 @@ def _free_port(preferred: int) -> int:
 
 
 @contextlib.contextmanager
-def serve(database_file: Path, port: int) -> Iterator[str]:
-    """MetaService on ``database_file`` (migrated first), served by uvicorn in a thread."""
+def serve(database_file: Path, port: int, warehouse: Path) -> Iterator[str]:
+    """MetaService on ``database_file`` (migrated first), its built-in Iceberg catalog
+    ``lake`` writing into ``warehouse``, served by uvicorn in a thread."""
     import uvicorn
 
     from metaservice.app import create_app
@@ -158,10 +163,14 @@ def serve(database_file: Path, port: int) -> Iterator[str]:
     url = f"sqlite:///{database_file}"
     database = Database(build_engine(url))
     upgrade_to_head(database.engine)
-    app = create_app(Settings(database_url=url, port=port, log_level="warning"),
-                     database=database)
+    settings = Settings(database_url=url, port=port, log_level="warning",
+                        warehouse=str(warehouse), catalog_name=CATALOG)
+    app = create_app(settings, database=database)
+    # Idle connections are kept as `metaservice serve` keeps them (settings.keep_alive_seconds):
+    # the jobs' pyiceberg REST clients reuse pooled connections without retry.
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="off", access_log=False)
+                            lifespan="off", access_log=False,
+                            timeout_keep_alive=settings.keep_alive_seconds)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="metaservice-server", daemon=True)
     thread.start()
@@ -179,16 +188,6 @@ def serve(database_file: Path, port: int) -> Iterator[str]:
 
 
 # -- the lake and the synthetic stream ------------------------------------------------------
-
-
-def configure_lake(warehouse: Path) -> dict[str, str]:
-    """The catalog ``lake`` by name (pyiceberg's environment configuration), for this process
-    and for Spark's Python workers, which inherit the environment."""
-    props = {"type": "sql", "uri": f"sqlite:///{warehouse / 'catalog.db'}",
-             "warehouse": f"file://{warehouse}"}
-    for key, value in props.items():
-        os.environ[f"PYICEBERG_CATALOG__{CATALOG.upper()}__{key.upper()}"] = value
-    return props
 
 
 def create_tables(catalog: Any) -> None:
@@ -243,9 +242,9 @@ class SyntheticStream:
         tbl = load_table(table, self.catalog)
         data = pa.Table.from_pydict(rows, schema=schema_to_pyarrow(tbl.schema(),
                                                                    include_field_ids=False))
-        done = commit_sink(tbl, job=INGEST_LABEL, barrier=barrier,
-                           data_files=data_files_from_arrow(tbl, data))
-        self.client.report_root_barrier(table, done.snapshot_id, barrier)
+        # through the built-in catalog, the commit records the root's barrier itself (SPEC §11)
+        commit_sink(tbl, job=INGEST_LABEL, barrier=barrier, root=True,
+                    data_files=data_files_from_arrow(tbl, data))
 
     def tick(self) -> tuple[int, int, int]:
         barrier = max(int(time.time() * 1000), (self.last_barrier or 0) + 1)
@@ -458,12 +457,89 @@ def figures_from_arrow(data: dict[str, Any]) -> Figures:
         spend_customers=spend.num_rows, customers_disagreeing=disagreeing)
 
 
-def naive_figures(catalog: Any) -> Figures:
-    """What a reader of each table's latest Iceberg snapshot sees, uncoordinated."""
-    from spark_plugin._iceberg import load_table
+# -- the reads: DuckDB through the catalog's views --------------------------------------------
 
-    return figures_from_arrow({t: load_table(t, catalog).scan().to_arrow()
-                               for t in (ORDERS, ENRICHED, REVENUE, SPEND)})
+
+DUCKDB_EXTENSIONS = ("httpfs", "avro", "iceberg")
+STRONG_VIEW = f"{CATALOG}@strong"
+SPARK_SQL_NOTE = ("Spark SQL reads the same views with pyspark 3.5 and Apache Iceberg's Spark "
+                  "runtime (a catalog with warehouse lake@strong); pyspark 4 has no Iceberg "
+                  "runtime, so DuckDB reads them here.")
+
+
+def _duckdb_extension(name: str) -> Path:
+    """The extension file of the ``duckdb-extension-<name>`` distribution (no download)."""
+    import importlib
+
+    package = importlib.import_module(f"duckdb_extension_{name}")
+    return next(Path(package.__path__[0]).rglob(f"{name}.duckdb_extension"))
+
+
+@dataclass
+class Read:
+    """What one attachment of the catalog read: the invariant's figures and, through a view,
+    the barrier of the cut it served each table at."""
+
+    figures: Figures
+    barriers: dict[str, int]
+
+
+class DuckDB:
+    """DuckDB reading the lake through MetaService's Iceberg REST catalog, as any engine does:
+    ``ATTACH 'lake@strong'`` (a read session of the strong view, SPEC §12) or ``ATTACH 'lake'``
+    (the head). Every read attaches anew, so that it sees the newest cut (a view's session keeps
+    its cut) or the newest snapshots, and detaches at the end."""
+
+    def __init__(self, url: str, extension_dir: Path) -> None:
+        import duckdb
+
+        self.url = url
+        self.error = duckdb.Error
+        self.connection = duckdb.connect()
+        self.connection.execute(f"SET extension_directory='{extension_dir}'")
+        for name in DUCKDB_EXTENSIONS:
+            self.connection.execute(f"INSTALL '{_duckdb_extension(name)}'")
+            self.connection.execute(f"LOAD {name}")
+        self._attachments = 0
+
+    def read(self, warehouse: str) -> Read:
+        """The five tables through the catalog's warehouse ``warehouse`` (``lake@strong`` or
+        ``lake``). Raises ``duckdb.Error`` when the view serves no cut of them yet."""
+        try:
+            return self._read(warehouse)
+        except Exception as exc:
+            # DuckDB turns a stop signal's exception, raised while a query runs, into its own
+            # "Query interrupted" error caused by it: stop as the signal asked
+            for cause in (exc.__cause__, exc.__context__):
+                if isinstance(cause, KeyboardInterrupt):
+                    raise cause from None
+            raise
+
+    def _read(self, warehouse: str) -> Read:
+        self._attachments += 1
+        alias = f"read_{self._attachments}"
+        self.connection.execute(f"ATTACH '{warehouse}' AS {alias} (TYPE iceberg, ENDPOINT "
+                                f"'{self.url}/iceberg', AUTHORIZATION_TYPE 'none')")
+        try:
+            def path(table: str) -> str:
+                return f"{alias}.{DATABASE}.{table.rsplit('.', 1)[1]}"
+
+            data = {t: self.connection.execute(f"SELECT * FROM {path(t)}").fetch_arrow_table()
+                    for t in (ORDERS, ENRICHED, REVENUE, SPEND)}
+            barriers: dict[str, int] = {}
+            if "@" in warehouse:
+                # a view's table says at which cut it is served (property metaservice.barrier);
+                # not iceberg_snapshots(), which lists the snapshots of the metadata file named
+                # by metadata-location, the head's
+                barriers = {t: int(row[0]) for t in TABLES for row in self.connection.execute(
+                    f"SELECT value FROM iceberg_table_properties({path(t)}) "
+                    "WHERE key = 'metaservice.barrier'").fetchall()}
+        finally:
+            self.connection.execute(f"DETACH {alias}")
+        return Read(figures_from_arrow(data), barriers)
+
+    def close(self) -> None:
+        self.connection.close()
 
 
 def clock(ms: int | None) -> str:
@@ -603,7 +679,7 @@ def run(args: argparse.Namespace) -> int:
         print("MetaService demo: three streaming jobs over Iceberg, two of them reading the "
               "same stream at different paces, read consistently while they run.", flush=True)
         port = _free_port(args.port)
-        with serve(base / "metaservice.db", port) as url:
+        with serve(base / "metaservice.db", port, warehouse) as url:
             os.environ["METASERVICE_URL"] = url
             note = "" if port == args.port else f" (port {args.port} is taken)"
             console.say("server", f"{url}{note}  — API docs {url}/docs{_dashboard(url)}, "
@@ -633,15 +709,15 @@ def _dashboard(url: str) -> str:
 
 def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, url: str,
               base: Path, warehouse: Path) -> int:
-    props = configure_lake(warehouse)
-    from pyiceberg.catalog.sql import SqlCatalog
-
     import spark_plugin as sp
     from spark_plugin.streaming import register_data_source
 
-    catalog = SqlCatalog(CATALOG, **{k: v for k, v in props.items() if k != "type"})
+    # MetaService's built-in catalog: the jobs' source and sink find it by the tables' catalog
+    # name, as nothing else configures a catalog 'lake'
+    catalog = sp.CatalogSpec.metaservice(CATALOG, url).load()
     create_tables(catalog)
-    console.say("lake", f"Iceberg warehouse {warehouse} (pyiceberg SQL catalog '{CATALOG}')")
+    console.say("lake", f"Iceberg REST catalog {url}/iceberg (MetaService's own), warehouse "
+                        f"'{CATALOG}' in {warehouse}; strong view '{STRONG_VIEW}'")
     console.say("tables", f"{ORDERS} + {CUSTOMERS} (roots) → {ENRICH_JOB} → {ENRICHED} → "
                           f"{REVENUE_JOB} → {REVENUE}")
     console.say("tables", f"{ORDERS} → {SPEND_JOB} (slower) → {SPEND}: a second job on the "
@@ -658,7 +734,8 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
     jobs: Jobs | None = None
     stop = threading.Event()
     feeder: threading.Thread | None = None
-    reads = held = naive_broken = 0
+    duck: DuckDB | None = None
+    reads = held = head_broken = 0
     try:
         spark = start_spark(base / "spark-local")
         signals.install()  # pyspark replaced the SIGINT handler with its own
@@ -695,6 +772,11 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
                                  f"{jobs.triggers[job]})")
             _wait_for_first_trigger(jobs, job)
         _wait_for_sinks(console, client, jobs, stream.last_barrier)
+        duck = DuckDB(url, base / "duckdb-extensions")
+        console.say("reads", f"DuckDB attaches '{STRONG_VIEW}' (a new read session, one cut) "
+                             f"and '{CATALOG}' (the head) for every report; no code of "
+                             "MetaService's in the reads")
+        console.say("reads", SPARK_SQL_NOTE)
         paces = Paces(stream, client, args, jobs)
         feeder.start()
         console.say("ingest", f"resumed: a tick asked for every {args.interval:g} s (the "
@@ -709,37 +791,46 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
             jobs.check()
             if time.monotonic() >= next_report:
                 read_started = time.monotonic()
-                outcome = _report(console, spark, client, catalog, paces, read_started)
+                outcome = _report(console, client, duck, paces, read_started)
                 if outcome is not None:
                     reads += 1
                     held += outcome.holds
-                    naive_broken += not outcome.naive_holds
+                    head_broken += not outcome.head_holds
                     console.say("read", outcome.headline, at=outcome.started,
                                 block=outcome.lines)
                 next_report = read_started + (args.report_every if outcome is not None else 2)
             time.sleep(0.1)
         signals.stopping = True
-        console.say("done", f"{_summary(reads, held, naive_broken)}; {stream.ticks} barriers "
+        _stop_ingesting(stop, feeder)
+        console.say("done", f"{_summary(reads, held, head_broken)}; {stream.ticks} barriers "
                             "ingested")
         return 0 if held == reads else 1
     except KeyboardInterrupt:
         signals.stopping = True
         name = signal.Signals(signals.received or signal.SIGINT).name
-        console.say("done", f"stopped by {name}: {_summary(reads, held, naive_broken)}; "
+        _stop_ingesting(stop, feeder)
+        console.say("done", f"stopped by {name}: {_summary(reads, held, head_broken)}; "
                             f"{stream.ticks} barriers ingested")
         return 128 + (signals.received or signal.SIGINT)
     finally:
         signals.stopping = True
-        stop.set()
-        if feeder is not None and feeder.is_alive():
-            feeder.join(timeout=30)
+        _stop_ingesting(stop, feeder)
         console.say("stop", "stopping the streaming queries and Spark")
         _stop_quietly(spark, list(jobs.queries.values()) if jobs is not None else [])
+        if duck is not None:
+            duck.close()
 
 
-def _summary(reads: int, held: int, naive_broken: int) -> str:
-    return (f"{reads} strong reads, invariant held in {held} of them; the naive reads next to "
-            f"them broke it in {naive_broken}")
+def _stop_ingesting(stop: threading.Event, feeder: threading.Thread | None) -> None:
+    """Stop the synthetic stream and wait for its tick in progress, if any."""
+    stop.set()
+    if feeder is not None and feeder.is_alive():
+        feeder.join(timeout=30)
+
+
+def _summary(reads: int, held: int, head_broken: int) -> str:
+    return (f"{reads} strong reads (DuckDB, {STRONG_VIEW}), invariant held in {held} of them; "
+            f"the head reads next to them (DuckDB, {CATALOG}) broke it in {head_broken}")
 
 
 def _wait_for_first_trigger(jobs: Jobs, job: str) -> None:
@@ -811,46 +902,42 @@ def _end_jvm() -> None:
 
 @dataclass
 class Report:
-    """One strong read next to a naive one: the verdicts, and the lines that tell them."""
+    """One read of the strong view next to one of the head: the verdicts, and the lines that
+    tell them."""
 
     holds: bool
-    naive_holds: bool
+    head_holds: bool
     started: float
     headline: str
     lines: list[str]
 
 
-def _report(console: Console, spark: Any, client: Any, catalog: Any, paces: Paces,
+def _report(console: Console, client: Any, duck: DuckDB, paces: Paces,
             started: float) -> Report | None:
-    """One strong read next to a naive one; ``None`` when no strong cut covers every table yet
-    (a table still catching up)."""
-    import spark_plugin as sp
-
-    naive = naive_figures(catalog)
+    """DuckDB reads the strong view (a new read session), then the head; ``None`` when the view
+    serves no cut over every table yet (a table still catching up)."""
     try:
-        with sp.consistent_read(spark, list(TABLES), "strong", client=client, catalog=catalog,
-                                lease_seconds=60) as frames:
-            cut = max(frames.versions[t].barrier for t in TABLES)
-            figures = figures_from_arrow({t: frames[t].toArrow()
-                                          for t in (ORDERS, ENRICHED, REVENUE, SPEND)})
-            versions = dict(frames.versions)
-    except (sp.CatchingUpError, sp.NoVersionError) as exc:
+        strong = duck.read(STRONG_VIEW)
+    except duck.error as exc:
         behind = [t for t in TABLES
                   if client.table_barriers(t, limit=1).get("catching_up")]
-        console.say("read", f"no strong cut over all five tables yet ({exc.code}"
-                            + (f": {', '.join(behind)} catching up" if behind else "") + ")")
+        console.say("read", f"no strong cut over all five tables yet ({str(exc).splitlines()[0]}"
+                            + (f"; {', '.join(behind)} catching up" if behind else "") + ")")
         return None
     took = time.monotonic() - started
-    verdict = "holds" if figures.holds else "BROKEN: " + "; ".join(figures.breaches())
-    lines = ["consistent versions: " + ", ".join(
-        f"{t.rsplit('.', 1)[1]}@{versions[t].snapshot_id}" for t in TABLES)]
-    lines.append("naive latest snapshots: invariant "
-                 + ("holds" if naive.holds else "broken: " + "; ".join(naive.breaches())))
+    head = duck.read(CATALOG)
+    cuts = sorted(set(strong.barriers.values()))
+    at = (f"at barrier {clock(cuts[0] if cuts else None)}" if len(cuts) <= 1
+          else "at barriers " + ", ".join(clock(b) for b in cuts))
+    figures = strong.figures
+    verdict = "held" if figures.holds else "BROKEN: " + "; ".join(figures.breaches())
+    lines = [f"head (DuckDB, {CATALOG}), read right after: invariant "
+             + ("held" if head.figures.holds else "broken: " + "; ".join(head.figures.breaches()))]
     lines += paces.lines(started, took)
     lines += delay_lines(client)
-    return Report(figures.holds, naive.holds, started,
-                  f"strong cut at barrier {clock(cut)}: invariant {verdict} — "
-                  f"{figures.describe()}", lines)
+    return Report(figures.holds, head.figures.holds, started,
+                  f"strong view (DuckDB, {STRONG_VIEW}) {at}: invariant "
+                  f"{verdict} — {figures.describe()}", lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,106 @@
+"""Read sessions of the catalog's views (SPEC §12): the rules.
+
+- ``GET /v1/config?warehouse=lake@strong`` (or ``lake@barrier=<B>``) opens a session: a lease
+  with no snapshot yet, owned by the caller, whose term is ``read_session_seconds``. Its id,
+  as the prefix ``view-<id>``, names the session in every later request of the client.
+- The first table loaded from a pipeline (a component of the topology) fixes the pipeline's
+  barrier for the session: its strong cut at that moment, or B. Every later table of that
+  pipeline is served at the same barrier, so a query, and every later query of the session,
+  joins the pipeline's tables at one barrier. A table that is not exact there (the pipeline
+  changed since) is refused with SPEC §4's errors; a new session sees the new pipeline.
+- Each table is fixed at its first load and served at that snapshot ever after; the snapshot
+  joins the session's lease, and every load runs the lease's term again. An expired session
+  is gone (404): its snapshots may have been expired meanwhile.
+- A session's loads are serialised on its row, so two tables of one pipeline loaded at once
+  (engines load in parallel) cannot get two cuts.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from metaservice.auth.service import Principal
+from metaservice.catalog import repository as repo
+from metaservice.catalog.errors import NoSuchReadSessionError, NoSuchTableError
+from metaservice.catalog.views import View, ViewKind
+from metaservice.context import ServiceContext
+from metaservice.expirations import handout
+from metaservice.leases import service as leases_service
+from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
+from metaservice.versions import service as versions
+from metaservice.versions.cuts import Consistency
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "view-"
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where a read session serves a table: the barrier and the snapshot at it."""
+
+    kind: ViewKind
+    barrier: int
+    snapshot_id: int
+
+
+def open_session(session: Session, ctx: ServiceContext, catalog_name: str, view: View,
+                 principal: Principal) -> str:
+    """Open a read session of ``view``; answers its prefix."""
+    lease = leases_service.create_lease(session, ctx, f"{catalog_name}@{view}",
+                                        ctx.settings.read_session_seconds, [], principal)
+    repo.insert_read_session(session, lease.lease_id, view.kind.value, view.barrier,
+                             ctx.clock.now_ms())
+    logger.info("catalog_read_session_opened",
+                extra={"session_id": lease.lease_id, "view": str(view)})
+    return PREFIX + lease.lease_id
+
+
+def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
+            principal: Principal) -> Cut:
+    """The cut at which the session named by ``prefix`` serves ``name``, fixed now if this is
+    its first load; runs the session's term again.
+
+    Raises:
+        NoSuchReadSessionError: the session expired, never was, or is another token's.
+        NoSuchTableError: MetaService records no barrier of the table.
+        MetaServiceError: SPEC §4's errors for a table with no version at the cut.
+    """
+    session_id = prefix.removeprefix(PREFIX) if prefix.startswith(PREFIX) else None
+    locked = repo.lock_read_session(session, session_id) if session_id else None
+    if (locked is None or locked[1].expires_at <= ctx.clock.now_ms()
+            or not leases_service.visible_to(locked[1], principal)):
+        raise NoSuchReadSessionError(
+            f"read session {prefix!r} expired or does not exist: connect again (a new session "
+            "reads newer data)")
+    read_session, lease = locked
+    kind = ViewKind(read_session.view)
+    cuts = repo.read_session_cuts(session, read_session.id)
+    fixed = cuts.get(str(name))
+    if fixed is not None:
+        leases_service.keep_alive(ctx, lease)
+        return Cut(kind, fixed[1], fixed[2])
+    row = tables_repo.find_table(session, name)
+    if row is None:
+        raise NoSuchTableError(f"{name} has no barrier recorded by MetaService: a view serves "
+                               "only tables with a consistent version")
+    handout.hold(session, [row.id])
+    barrier = read_session.barrier
+    if barrier is None:
+        pipeline = ctx.topology_cache.get(session).component(str(name))
+        barrier = next((b for table, (_, b, _) in cuts.items() if table in pipeline), None)
+    if barrier is None:
+        version = versions.resolve(session, ctx, [name], Consistency.strong)[str(name)]
+    else:
+        version = versions.resolve(session, ctx, [name], None, barrier)[str(name)]
+    leases_service.hold_more(session, ctx, lease, [(str(name), row.id, version.snapshot_id)])
+    repo.add_read_session_cut(session, read_session.id, row.id, version.barrier,
+                              version.snapshot_id)
+    logger.info("catalog_read_session_cut", extra={
+        "session_id": read_session.id, "table": str(name), "barrier": version.barrier,
+        "snapshot_id": version.snapshot_id})
+    return Cut(kind, version.barrier, version.snapshot_id)

@@ -1,0 +1,109 @@
+"""Catalog views (SPEC §12), the pure part: which view a warehouse names, and a table's metadata
+as the view serves it.
+
+``warehouse=lake`` is the catalog's head; ``lake@strong`` a view in which every table is served
+at its pipeline's strong cut, fixed for the read session at the first table loaded from the
+pipeline; ``lake@barrier=<B>`` a view in which every table is served at barrier B.
+
+A table served in a view is its metadata at the cut: ``current-snapshot-id`` and ``refs.main``
+name the snapshot, and only that snapshot and its ancestors are left in ``snapshots`` and
+``snapshot-log`` (DuckDB reads the newest entry of ``snapshots``, not ``refs.main``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
+
+from metaservice.catalog.errors import BadRequestError
+
+BARRIER_PROPERTY = "metaservice.barrier"
+CONSISTENCY_PROPERTY = "metaservice.consistency"
+
+
+class ViewKind(StrEnum):
+    strong = "strong"
+    barrier = "barrier"
+
+
+@dataclass(frozen=True)
+class View:
+    """A consistent view of the catalog: strong, or every table at one barrier."""
+
+    kind: ViewKind
+    barrier: int | None = None
+
+    def __str__(self) -> str:
+        return self.kind.value if self.barrier is None else f"barrier={self.barrier}"
+
+
+_VIEW = re.compile(r"^(?:(?P<strong>strong)|barrier=(?P<barrier>0|[1-9][0-9]{0,18}))$")
+
+
+def parse_warehouse(warehouse: str | None, catalog_name: str) -> View | None:
+    """The view a client's ``warehouse`` names, or None for the head.
+
+    Raises:
+        BadRequestError: another catalog, or a view this catalog does not serve.
+    """
+    if warehouse is None or warehouse == catalog_name:
+        return None
+    name, at, view = warehouse.partition("@")
+    if name != catalog_name or not at:
+        raise BadRequestError(f"unknown warehouse {warehouse!r}; this catalog serves "
+                              f"{catalog_name!r} and its views {catalog_name}@strong and "
+                              f"{catalog_name}@barrier=<B>")
+    match = _VIEW.match(view)
+    if match is None:
+        raise BadRequestError(f"unknown view {view!r} of {catalog_name}: use "
+                              f"{catalog_name}@strong or {catalog_name}@barrier=<B> "
+                              "(B a non-negative integer)")
+    if match["strong"]:
+        return View(ViewKind.strong)
+    barrier = int(match["barrier"])
+    if barrier >= 2**63:
+        raise BadRequestError(f"barrier {barrier} is out of range")
+    return View(ViewKind.barrier, barrier)
+
+
+def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
+                kind: ViewKind) -> TableMetadata | None:
+    """``metadata`` as a view serves it at ``barrier``, whose snapshot is ``snapshot_id``; None
+    when that snapshot is no longer in the metadata."""
+    head = metadata.snapshot_by_id(snapshot_id)
+    if head is None:
+        return None
+    by_id = {s.snapshot_id: s for s in metadata.snapshots}
+    kept: set[int] = set()
+    current = head
+    while current is not None and current.snapshot_id not in kept:
+        kept.add(current.snapshot_id)
+        parent = current.parent_snapshot_id
+        current = by_id.get(parent) if parent is not None else None
+    refs = {name: ref for name, ref in metadata.refs.items()
+            if name != MAIN_BRANCH and ref.snapshot_id in kept}
+    refs[MAIN_BRANCH] = SnapshotRef(snapshot_id=snapshot_id,
+                                    snapshot_ref_type=SnapshotRefType.BRANCH)
+    schema_ids = {schema.schema_id for schema in metadata.schemas}
+    schema_id = (head.schema_id if head.schema_id is not None and head.schema_id in schema_ids
+                 else metadata.current_schema_id)
+    properties = {**metadata.properties, BARRIER_PROPERTY: str(barrier),
+                  CONSISTENCY_PROPERTY: kind.value}
+    return metadata.model_copy(update={
+        "current_snapshot_id": snapshot_id,
+        "current_schema_id": schema_id,
+        "snapshots": [s for s in metadata.snapshots if s.snapshot_id in kept],
+        "snapshot_log": [e for e in metadata.snapshot_log
+                         if e.snapshot_id in kept and e.timestamp_ms <= head.timestamp_ms],
+        "metadata_log": [e for e in metadata.metadata_log
+                         if e.timestamp_ms <= head.timestamp_ms],
+        "refs": refs,
+        "statistics": [s for s in metadata.statistics if s.snapshot_id in kept],
+        "partition_statistics": [s for s in metadata.partition_statistics
+                                 if s.snapshot_id in kept],
+        "properties": properties,
+    })

@@ -1,0 +1,277 @@
+"""Commits: data files of a table, and one tagged commit per barrier, exactly once.
+
+``commit_sink`` makes one Iceberg snapshot per call, whose summary carries ``metaservice.job``
+(or, for root ingestion, ``metaservice.root-label``) and ``metaservice.barrier``, in the same
+metadata update as the table property ``metaservice.sink.<job>.last-barrier`` (``markers.py``).
+Before committing, and again before any retry, the table is checked for a commit of the same job
+and barrier on its current lineage; when one is found nothing is committed and that snapshot is
+returned. So a replay after a crash, or a zombie writer racing the new one, never commits a
+barrier twice.
+
+Through MetaService's built-in catalog the commit also records the barrier, in the catalog's
+own transaction (SPEC §11). A commit the service refuses there (a barrier not handed to the job,
+a table written by another job, ...) raises the plugin's error for the service's code instead of
+being retried as a conflict.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from spark_plugin._errors import APIError, SinkCommitConflictError, error_from_response
+from spark_plugin._iceberg.catalogs import qualified_name
+from spark_plugin._iceberg.markers import (
+    BARRIER_PROPERTY,
+    JOB_PROPERTY,
+    ROOT_LABEL_PROPERTY,
+    LastCommit,
+    last_commit_of,
+    marker_property,
+)
+from spark_plugin._names import validate_job_id
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
+
+logger = logging.getLogger(__name__)
+
+def data_location(table: Table) -> str:
+    """Where new data files of ``table`` go (``write.data.path`` or ``<location>/data``)."""
+    props = table.metadata.properties
+    return props.get("write.data.path") or f"{table.location().rstrip('/')}/data"
+
+
+def data_files_from_parquet(table: Table, paths: Sequence[str]) -> list[DataFile]:
+    """Describe Parquet files already written into the table's location as Iceberg data files
+    (statistics, partition) after checking them against the table's current schema."""
+    from pyiceberg.io.pyarrow import parquet_files_to_data_files
+
+    return list(parquet_files_to_data_files(table.io, table.metadata, iter(paths)))
+
+
+def data_files_from_arrow(table: Table, data: pa.Table) -> list[DataFile]:
+    """Write an Arrow table as Parquet data files of ``table`` (partitioned as the table is),
+    with pyiceberg's writer; nothing is committed."""
+    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
+
+    _check_pyarrow_schema_compatible(table.metadata.schema(), provided_schema=data.schema,
+                                     format_version=table.metadata.format_version)
+    if data.num_rows == 0:
+        return []
+    return list(_dataframe_to_data_files(table_metadata=table.metadata, df=data, io=table.io,
+                                         write_uuid=uuid.uuid4()))
+
+
+def delete_files_quietly(table: Table, paths: Iterable[str]) -> None:
+    """Best-effort removal of data files that were written but will never be committed."""
+    for path in paths:
+        try:
+            table.io.delete(path)
+        except Exception:  # noqa: BLE001 - orphan cleanup must not hide the real outcome
+            logger.warning("orphan_file_not_deleted", extra={"path": path})
+
+
+@dataclass(frozen=True)
+class SinkCommit:
+    """The outcome of :func:`commit_sink`.
+
+    ``already_committed`` is true when the table already held this job's commit of this barrier
+    (a replay): nothing new was committed and ``snapshot_id`` is that earlier commit.
+    """
+
+    table: str
+    job: str
+    barrier: int
+    snapshot_id: int
+    already_committed: bool
+
+
+class _AlreadyCommitted(Exception):
+    """Raised from inside a pyiceberg retry when the refreshed table shows the barrier."""
+
+
+class _RestartCommit(Exception):
+    """Raised from inside a pyiceberg retry of an overwrite: the files to replace must be listed
+    again from the new head, so the commit restarts from our own loop."""
+
+
+HOOKED_TRANSACTION_METHOD = "_rebuild_snapshot_updates"
+"""The private method of pyiceberg's ``Transaction`` that :func:`_make_guarded_transaction`
+overrides (pyiceberg is pinned to the minor version this was written for; a test checks it)."""
+
+_REFUSAL = re.compile(r"metaservice ([a-z_]+): (.*)", re.DOTALL)
+# Refusals that say "try again" rather than "no": treated as conflicts.
+_RETRYABLE_REFUSALS = {"concurrent_update", "rollback_in_progress"}
+
+
+def refusal(exc: BaseException | None) -> APIError | None:
+    """The plugin's error for a commit MetaService's catalog refused (a 409 whose message is
+    ``metaservice <code>: <message>``, SPEC §11), or ``None`` for anything else, including the
+    refusals that mean "try again" (``concurrent_update``, ``rollback_in_progress``)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    if not isinstance(exc, CommitFailedException):
+        return None
+    match = _REFUSAL.search(str(exc))
+    if match is None or match.group(1) in _RETRYABLE_REFUSALS:
+        return None
+    code, message = match.group(1), match.group(2).strip()
+    error = error_from_response(409, {"error": {"code": code, "message": message}})
+    error.__cause__ = exc
+    return error
+
+
+def _make_guarded_transaction(table: Table, guard: Callable[[TableMetadata], None]) -> Any:
+    """A pyiceberg transaction that re-runs ``guard`` on the refreshed table before pyiceberg
+    rebuilds the snapshot for a retry (pyiceberg ≥ 0.12 retries commits on conflicts by
+    rebasing them onto the new head, which would bypass our idempotency check otherwise), and
+    that stops retrying a commit MetaService's catalog refused (retrying cannot change a "no")."""
+    from pyiceberg.table import Transaction
+
+    class _GuardedTransaction(Transaction):
+        def _rebuild_snapshot_updates(self) -> None:
+            # pyiceberg calls this while handling the CommitFailedException of the attempt.
+            refused = refusal(sys.exc_info()[1])
+            if refused is not None:
+                raise refused
+            guard(self._table.metadata)
+            super()._rebuild_snapshot_updates()  # type: ignore[misc]
+
+    assert hasattr(Transaction, HOOKED_TRANSACTION_METHOD)
+    return _GuardedTransaction(table)
+
+
+def commit_sink(
+    table: Table,
+    *,
+    job: str,
+    barrier: int,
+    data_files: Sequence[DataFile] = (),
+    overwrite: bool = False,
+    summary: Mapping[str, str] | None = None,
+    max_attempts: int = 5,
+    root: bool = False,
+) -> SinkCommit:
+    """Commit ``data_files`` to ``table`` as one snapshot completing ``barrier`` for ``job``.
+
+    Args:
+        table: the sink (refreshed by this call).
+        job: the job id, or a label for root ingestion.
+        barrier: the barrier the snapshot completes.
+        data_files: data files written for this barrier (may be empty: the snapshot is still
+            created, so every barrier has a tagged snapshot to report).
+        overwrite: replace every live data file of the table (an ``overwrite`` snapshot) instead
+            of appending.
+        summary: extra snapshot summary properties.
+        max_attempts: attempts against concurrent commits of other writers.
+        root: ``job`` is the label of a root ingestion, not a job: the snapshot carries it as
+            ``metaservice.root-label`` (MetaService's catalog then records a root barrier).
+
+    Returns:
+        The snapshot completing ``barrier``; ``already_committed`` when it existed before.
+
+    Raises:
+        SinkCommitConflictError: the table already holds a commit of ``job`` for a later barrier
+            on its current lineage, or the commit kept failing against concurrent writers.
+        APIError: MetaService's catalog refused the commit (a subclass for the service's code,
+            e.g. ``UnknownBarrierError``, ``TableHasWriterError``); nothing was committed.
+    """
+    from pyiceberg.exceptions import CommitFailedException
+
+    validate_job_id(job)
+    name = qualified_name(table)
+    marker = marker_property(job)
+    tags = {**(summary or {}), (ROOT_LABEL_PROPERTY if root else JOB_PROPERTY): job,
+            BARRIER_PROPERTY: str(int(barrier))}
+
+    def existing(metadata: TableMetadata) -> LastCommit | None:
+        last = last_commit_of(metadata, job)
+        if last is None or last.barrier < barrier:
+            return None
+        if last.barrier > barrier:
+            raise SinkCommitConflictError(
+                f"{name} already holds barrier {last.barrier} of job {job!r}, after barrier "
+                f"{barrier}; refusing to commit out of order")
+        if last.snapshot_id is None:
+            raise SinkCommitConflictError(
+                f"{name} records barrier {barrier} of job {job!r} as committed, but its snapshot "
+                "is no longer retained")
+        return last
+
+    def guard(metadata: TableMetadata) -> None:
+        if existing(metadata) is not None:
+            raise _AlreadyCommitted
+        if overwrite:
+            raise _RestartCommit
+
+    for attempt in range(1, max_attempts + 1):
+        table.refresh()
+        found = existing(table.metadata)
+        if found is not None:
+            logger.info("sink_commit_replayed", extra={"table": name, "job": job,
+                                                        "barrier": barrier,
+                                                        "snapshot_id": found.snapshot_id})
+            return SinkCommit(name, job, barrier, int(found.snapshot_id), True)  # type: ignore[arg-type]
+        tx = _make_guarded_transaction(table, guard)
+        _ensure_name_mapping(tx)
+        update = tx.update_snapshot(snapshot_properties=tags)
+        if overwrite and table.metadata.current_snapshot() is not None:
+            producer = update.overwrite()
+            with producer:
+                for task in table.scan().plan_files():  # the head this commit replaces
+                    producer.delete_data_file(task.file)
+                for data_file in data_files:
+                    producer.append_data_file(data_file)
+        else:
+            producer = update.fast_append()
+            with producer:
+                for data_file in data_files:
+                    producer.append_data_file(data_file)
+        snapshot_id = producer.snapshot_id
+        tx.set_properties({marker: str(int(barrier))})
+        try:
+            tx.commit_transaction()
+        except CommitFailedException as exc:
+            refused = refusal(exc)
+            if refused is not None:
+                raise refused from exc
+            _log_conflict(name, job, barrier, attempt, exc)
+            continue
+        except (_AlreadyCommitted, _RestartCommit) as exc:
+            _log_conflict(name, job, barrier, attempt, exc)
+            continue
+        logger.info("sink_committed", extra={"table": name, "job": job, "barrier": barrier,
+                                              "snapshot_id": snapshot_id,
+                                              "files": len(data_files)})
+        return SinkCommit(name, job, barrier, snapshot_id, False)
+    raise SinkCommitConflictError(
+        f"commit of barrier {barrier} to {name} failed {max_attempts} times against concurrent "
+        "writers")
+
+
+def _log_conflict(name: str, job: str, barrier: int, attempt: int, exc: BaseException) -> None:
+    logger.info("sink_commit_conflict", extra={"table": name, "job": job, "barrier": barrier,
+                                                "attempt": attempt,
+                                                "error": type(exc).__name__})
+
+
+def _ensure_name_mapping(tx: Any) -> None:
+    """Files without field ids are read through the table's name mapping: make sure it exists
+    (pyiceberg's own ``add_files`` does the same)."""
+    from pyiceberg.table import TableProperties
+
+    metadata = tx.table_metadata
+    if metadata.name_mapping() is None:
+        tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING:
+                           metadata.schema().name_mapping.model_dump_json()})
+
+

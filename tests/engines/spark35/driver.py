@@ -1,0 +1,94 @@
+"""One SparkSession with the stock Iceberg runtime, driven over a pipe by the catalog's Spark
+tests. Runs in the Spark 3.5 virtualenv (``install.sh``), not in the project's.
+
+    python driver.py JAR...
+
+Each line on stdin is a JSON command; each answers one JSON line on stdout:
+
+- ``{"op": "catalog", "name": N, "options": {...}}`` registers the Iceberg catalog N
+  (``spark.sql.catalog.N`` and its options), as a Spark configuration file would;
+- ``{"op": "sql", "sql": S}`` answers ``{"rows": [[...], ...]}``;
+- ``{"op": "open_view", "name": N, "catalog": C, "view": V}`` runs
+  ``spark_plugin.open_view(spark, N, catalog=C, view=V)`` (the plugin's base install);
+- ``{"op": "append", "table": T, "schema": DDL, "rows": [[...]], "options": {...}}`` runs
+  ``createDataFrame(rows, schema).writeTo(T).options(**options).append()``;
+- ``{"op": "append_query", "table": T, "query": S, "options": {...}}`` runs
+  ``spark.sql(S).writeTo(T).options(**options).append()``: rows made by Spark itself (e.g.
+  ``SELECT ... FROM range(N)``), none of them through the pipe.
+
+A failure answers ``{"error": {"type": ..., "message": ...}}`` and the session goes on. The
+first line out is ``{"ready": true, "start_seconds": S}`` once the session has started.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+replies = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)  # the JVM and Spark print to stdout: keep it for the answers only
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+
+def answer(message: dict) -> None:
+    replies.write(json.dumps(message, default=str) + "\n")
+    replies.flush()
+
+
+def run(spark: SparkSession, command: dict) -> dict:
+    op = command["op"]
+    if op == "catalog":
+        prefix = f"spark.sql.catalog.{command['name']}"
+        spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
+        for key, value in command["options"].items():
+            spark.conf.set(f"{prefix}.{key}", value)
+        return {}
+    if op == "sql":
+        return {"rows": [list(row) for row in spark.sql(command["sql"]).collect()]}
+    if op == "open_view":
+        import spark_plugin
+
+        return {"name": spark_plugin.open_view(spark, command["name"],
+                                               catalog=command["catalog"],
+                                               view=command["view"])}
+    if op == "append":
+        frame = spark.createDataFrame([tuple(r) for r in command["rows"]], command["schema"])
+        frame.writeTo(command["table"]).options(**command.get("options", {})).append()
+        return {}
+    if op == "append_query":
+        frame = spark.sql(command["query"])
+        frame.writeTo(command["table"]).options(**command.get("options", {})).append()
+        return {}
+    raise ValueError(f"unknown op {op!r}")
+
+
+def main() -> None:
+    started = time.monotonic()
+    spark = (SparkSession.builder.master("local[2]").appName("metaservice-catalog-tests")
+             .config("spark.jars", ",".join(sys.argv[1:]))
+             .config("spark.sql.extensions",
+                     "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    start_seconds = round(time.monotonic() - started, 2)
+    print(f"driver: SparkSession started in {start_seconds:.2f}s", file=sys.stderr, flush=True)
+    answer({"ready": True, "start_seconds": start_seconds})
+    for line in sys.stdin:
+        command, began = json.loads(line), time.monotonic()
+        try:
+            answer(run(spark, command))
+        except Exception as exc:  # noqa: BLE001 - every failure is an answer
+            message = str(exc) or traceback.format_exc()
+            answer({"error": {"type": type(exc).__name__, "message": message[:8000]}})
+        print(f"driver: {time.monotonic() - began:.2f}s {json.dumps(command)[:160]}",
+              file=sys.stderr, flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

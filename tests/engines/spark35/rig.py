@@ -1,0 +1,106 @@
+"""The Spark 3.5 rig of the catalog tests, seen from pytest: a SparkSession with the stock
+Apache Iceberg runtime in its own process (``driver.py`` in ``.venv-spark35``, both set up by
+``install.sh``), sent one command at a time.
+
+Missing, the rig skips its tests on a developer machine and fails them under CI (``CI`` or
+``METASERVICE_REQUIRE_SPARK_JVM`` set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent
+PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
+JARS = (ROOT / ".cache" / "spark35" / "iceberg-spark-runtime-3.5_2.12-1.10.2.jar",
+        ROOT / ".cache" / "spark35" / "iceberg-spark-runtime-shaded-extras.jar")
+
+
+def unavailable(message: str) -> None:
+    message += " (set it up with: bash tests/engines/spark35/install.sh)"
+    if os.environ.get("CI") or os.environ.get("METASERVICE_REQUIRE_SPARK_JVM"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+class SparkError(Exception):
+    """A command the Spark side refused; ``type`` is the Python exception's class name."""
+
+    def __init__(self, type_: str, message: str) -> None:
+        super().__init__(f"{type_}: {message}")
+        self.type = type_
+        self.message = message
+
+
+class SparkDriver:
+    """One SparkSession in a child process; each method is one command and its answer."""
+
+    def __init__(self, log: Path) -> None:
+        for path in (PYTHON, *JARS):
+            if not path.exists():
+                unavailable(f"{path} is missing")
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(PYTHON)}
+        env.pop("PYTHONPATH", None)
+        env.pop("SPARK_HOME", None)
+        self._log = log.open("w")
+        self._process = subprocess.Popen(
+            [str(PYTHON), str(HERE / "driver.py"), *map(str, JARS)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
+        self.pid = self._process.pid  # the driver; the JVM runs as its child
+        ready = self._receive()
+        self.start_seconds: float = ready["start_seconds"]
+
+    def _receive(self) -> dict[str, Any]:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the Spark driver exited ({self._process.wait()}); "
+                               f"see {self._log.name}")
+        return json.loads(line)
+
+    def _send(self, **command: Any) -> dict[str, Any]:
+        assert self._process.stdin is not None
+        self._process.stdin.write(json.dumps(command) + "\n")
+        self._process.stdin.flush()
+        answer = self._receive()
+        if "error" in answer:
+            raise SparkError(answer["error"]["type"], answer["error"]["message"])
+        return answer
+
+    def catalog(self, name: str, **options: str) -> None:
+        """Registers ``spark.sql.catalog.<name>`` as an Iceberg ``SparkCatalog``."""
+        self._send(op="catalog", name=name, options=options)
+
+    def sql(self, statement: str) -> list[list[Any]]:
+        return self._send(op="sql", sql=statement)["rows"]
+
+    def open_view(self, name: str, *, catalog: str, view: str = "strong") -> str:
+        """``spark_plugin.open_view`` in the Spark 3.5 session."""
+        return str(self._send(op="open_view", name=name, catalog=catalog, view=view)["name"])
+
+    def append(self, table: str, schema: str, rows: Sequence[Sequence[Any]],
+               **options: str) -> None:
+        """``createDataFrame(rows, schema).writeTo(table).options(**options).append()``."""
+        self._send(op="append", table=table, schema=schema, rows=rows, options=options)
+
+    def append_query(self, table: str, query: str, **options: str) -> None:
+        """``spark.sql(query).writeTo(table).options(**options).append()``."""
+        self._send(op="append_query", table=table, query=query, options=options)
+
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        try:
+            self._process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()

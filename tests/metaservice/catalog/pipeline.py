@@ -1,0 +1,70 @@
+"""A pipeline with fan-out built through the catalog alone: a root table ``db.orders`` and two
+sibling jobs ``a`` and ``b`` that each copy, at every barrier they process, the orders they were
+handed into their own table (``db.a``, ``db.b``).
+
+Its invariant: read at one barrier, the three tables hold the same order ids. Reading the head
+while the siblings run at different paces breaks it.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pyarrow as pa
+from pyiceberg.catalog.rest import RestCatalog
+
+from metaservice.clock import ManualClock
+from tests.metaservice.jobs.test_jobs import plan
+
+SCHEMA = pa.schema([pa.field("id", pa.int64())])
+TABLES = ("orders", "a", "b")
+JOBS = ("a", "b")
+
+
+class FanOut:
+    def __init__(self, catalog: RestCatalog, client: httpx.Client, clock: ManualClock) -> None:
+        self.catalog, self.client, self.clock = catalog, client, clock
+        catalog.create_namespace("db")
+        self.tables = {name: catalog.create_table(f"db.{name}", schema=SCHEMA)
+                       for name in TABLES}
+        for job in JOBS:
+            plan(client, job, ["lake.db.orders"], [f"lake.db.{job}"])
+        self.started: set[str] = set()
+        self.next_id = 0
+
+    def ingest(self, count: int = 1) -> int:
+        """Append ``count`` new orders completing a new barrier; answers the barrier."""
+        self.clock.advance(10)
+        barrier = self.clock.now_ms()
+        ids = list(range(self.next_id, self.next_id + count))
+        self.next_id += count
+        self.tables["orders"].append(pa.table({"id": ids}, schema=SCHEMA),
+                                     snapshot_properties={"metaservice.barrier": str(barrier)})
+        return barrier
+
+    def step(self, job: str) -> int | None:
+        """One barrier of ``job``, committed through the catalog with its barrier; None when
+        the job has to wait."""
+        if job in self.started:
+            answer = self.client.post(f"/jobs/{job}/barriers/next", json={})
+        else:
+            answer = self.client.post(f"/jobs/{job}/start", json={})
+        assert answer.status_code == 200, answer.text
+        step = answer.json()
+        if step["action"] != "process":
+            return None
+        self.started.add(job)
+        orders = self.catalog.load_table("db.orders").scan(
+            snapshot_id=step["snapshots"]["lake.db.orders"]).to_arrow()
+        self.tables[job].overwrite(
+            orders, snapshot_properties={"metaservice.job": job,
+                                         "metaservice.barrier": str(step["barrier"])})
+        return int(step["barrier"])
+
+
+def ids(catalog: RestCatalog, table: str) -> list[int]:
+    return sorted(catalog.load_table(table).scan().to_arrow()["id"].to_pylist())
+
+
+def consistent(catalog: RestCatalog) -> bool:
+    """The pipeline's invariant, read through ``catalog`` (a view or the head)."""
+    return ids(catalog, "db.orders") == ids(catalog, "db.a") == ids(catalog, "db.b")

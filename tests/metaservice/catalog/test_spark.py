@@ -1,0 +1,223 @@
+"""Spark 3.5 with the stock Apache Iceberg runtime (1.10) against the catalog, over loopback,
+on both backends (SPEC §11, §12): Spark creates the tables, a job's Spark writes carry its
+barrier, Spark reads back and time-travels, and its snapshot expiration is refused for
+protected snapshots; through the strong view (``warehouse=lake@strong``) Spark SQL joins the
+tables of a running pipeline at one barrier, where the head mixes barriers.
+
+One SparkSession (``tests/engines/spark35``, set up by its ``install.sh``) serves the module;
+each test registers its own Spark catalogs on its own server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from metaservice.clock import ManualClock
+from tests.conftest import ServerThread
+from tests.engines.spark35.rig import SparkDriver, SparkError, unavailable
+from tests.metaservice.catalog.pipeline import FanOut
+from tests.metaservice.catalog.test_pyiceberg import barriers
+from tests.metaservice.jobs.test_jobs import plan
+
+pytestmark = pytest.mark.spark_jvm
+
+COLUMNS = "id long, amount long"
+_catalogs = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
+    driver = SparkDriver(tmp_path_factory.mktemp("spark35") / "driver.log")
+    yield driver
+    driver.close()
+
+
+@pytest.fixture
+def lake(spark: SparkDriver, server: ServerThread) -> str:
+    """A Spark catalog on the head of this test's server, as SPEC §12 configures it."""
+    name = f"lake{next(_catalogs)}"
+    spark.catalog(name, type="rest", uri=f"{server.url}/iceberg", warehouse="lake",
+                  **{"cache-enabled": "false"})
+    return name
+
+
+def tags(job: str | None, barrier: int) -> dict[str, str]:
+    """The write options that put MetaService's tags into the snapshot's summary."""
+    options = {"snapshot-property.metaservice.barrier": str(barrier)}
+    if job is not None:
+        options["snapshot-property.metaservice.job"] = job
+    return options
+
+
+def snapshot_ids(spark: SparkDriver, table: str) -> list[int]:
+    return [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {table}.snapshots "
+                                     "ORDER BY committed_at")]
+
+
+def test_the_rig_is_required_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("METASERVICE_REQUIRE_SPARK_JVM", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        unavailable("pyspark 3.5 is missing")
+    for variable in ("CI", "METASERVICE_REQUIRE_SPARK_JVM"):
+        monkeypatch.setenv(variable, "1")
+        with pytest.raises(pytest.fail.Exception, match="install.sh"):
+            unavailable("pyspark 3.5 is missing")
+        monkeypatch.delenv(variable)
+
+
+def test_a_spark_job_writes_its_barriers_and_reads_them_back(
+        spark: SparkDriver, lake: str, client: httpx.Client) -> None:
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.orders (id bigint, amount bigint) USING iceberg")
+    spark.sql(f"CREATE TABLE {lake}.db.totals (id bigint, amount bigint) USING iceberg")
+    assert spark.sql(f"SHOW TABLES IN {lake}.db") == [["db", "orders", False],
+                                                       ["db", "totals", False]]
+    # Root ingestion: Spark's append completes the barrier it carries, in the commit itself.
+    spark.append(f"{lake}.db.orders", COLUMNS, [(1, 10), (2, 20)], **tags(None, 100))
+    [orders_100] = snapshot_ids(spark, f"{lake}.db.orders")
+    assert barriers(client, "lake.db.orders") == [(100, orders_100, None)]
+
+    plan(client, "enrich", ["lake.db.orders"], ["lake.db.totals"])
+    answer = client.post("/jobs/enrich/start", json={"from": "latest"}).json()
+    assert (answer["barrier"], answer["snapshots"]) == (100, {"lake.db.orders": orders_100})
+
+    def process(answer: dict) -> None:
+        """The job's step: the orders between its previous and its current snapshot, doubled."""
+        orders = f"SELECT * FROM {lake}.db.orders VERSION AS OF"
+        current = f"{orders} {answer['snapshots']['lake.db.orders']}"
+        if answer["previous"]:
+            current += f" EXCEPT {orders} {answer['previous']['lake.db.orders']}"
+        rows = spark.sql(f"SELECT id, amount * 2 FROM ({current})")
+        spark.append(f"{lake}.db.totals", COLUMNS, rows, **tags("enrich", answer["barrier"]))
+
+    process(answer)
+    [totals_100] = snapshot_ids(spark, f"{lake}.db.totals")
+    assert barriers(client, "lake.db.totals") == [(100, totals_100, "enrich")]
+    # Only its running job writes a derived table: Spark's INSERT INTO is refused.
+    with pytest.raises(SparkError, match="metaservice table_has_writer"):
+        spark.sql(f"INSERT INTO {lake}.db.totals VALUES (9, 9)")
+    assert snapshot_ids(spark, f"{lake}.db.totals") == [totals_100]
+
+    spark.append(f"{lake}.db.orders", COLUMNS, [(3, 30)], **tags(None, 200))
+    answer = client.post("/jobs/enrich/barriers/next", json={"after": 100}).json()
+    assert (answer["action"], answer["barrier"]) == ("process", 200)
+    process(answer)
+    totals_100, totals_200 = snapshot_ids(spark, f"{lake}.db.totals")
+    assert barriers(client, "lake.db.totals") == [(200, totals_200, "enrich"),
+                                                  (100, totals_100, "enrich")]
+    strong = client.post("/versions", json={"consistency": "strong",
+                                            "tables": ["lake.db.orders", "lake.db.totals"]})
+    assert {t: (v["barrier"], v["snapshot_id"]) for t, v in strong.json()["versions"].items()} == {
+        "lake.db.orders": (200, snapshot_ids(spark, f"{lake}.db.orders")[1]),
+        "lake.db.totals": (200, totals_200)}
+
+    # Spark reads the head and, by snapshot id, the table at barrier 100.
+    assert spark.sql(f"SELECT * FROM {lake}.db.totals ORDER BY id") == [[1, 20], [2, 40], [3, 60]]
+    assert spark.sql(f"SELECT * FROM {lake}.db.totals VERSION AS OF {totals_100} "
+                     "ORDER BY id") == [[1, 20], [2, 40]]
+
+    # Spark's snapshot expiration: refused while a reader leases the snapshot, then recorded.
+    lease = client.post("/versions", json={"tables": ["lake.db.totals"], "barrier": 100,
+                                           "lease_seconds": 300, "holder": "report"}).json()
+    expire = (f"CALL {lake}.system.expire_snapshots(table => 'db.totals', "
+              f"snapshot_ids => array({totals_100}))")
+    with pytest.raises(SparkError, match=f"snapshot_protected.*lease:{lease['lease_id']}"):
+        spark.sql(expire)
+    assert snapshot_ids(spark, f"{lake}.db.totals") == [totals_100, totals_200]
+    assert client.delete(f"/leases/{lease['lease_id']}").status_code == 204
+    spark.sql(expire)
+    assert snapshot_ids(spark, f"{lake}.db.totals") == [totals_200]
+    gone = client.post("/versions", json={"tables": ["lake.db.totals"], "barrier": 100})
+    assert (gone.status_code, gone.json()["error"]["code"]) == (410, "snapshot_expired")
+
+
+def broken_ids(spark: SparkDriver, catalog: str) -> tuple[int, int]:
+    """One Spark SQL query joining the fan-out's three tables (``pipeline.FanOut``) through
+    ``catalog``: the orders read, and the ids missing from one of the three tables (the
+    pipeline's invariant is that there are none)."""
+    [[orders, broken]] = spark.sql(
+        f"SELECT count(o.id), count_if(o.id IS NULL OR a.id IS NULL OR b.id IS NULL) "
+        f"FROM {catalog}.db.orders o FULL JOIN {catalog}.db.a a ON o.id = a.id "
+        f"FULL JOIN {catalog}.db.b b ON coalesce(o.id, a.id) = b.id")
+    return orders, broken
+
+
+def test_spark_joins_a_running_pipeline_at_one_barrier_through_the_strong_view(
+        spark: SparkDriver, lake: str, catalog: RestCatalog, client: httpx.Client,
+        clock: ManualClock, server: ServerThread) -> None:
+    pipeline = FanOut(catalog, client, clock)
+    pipeline.ingest(2)
+    pipeline.step("a"), pipeline.step("b")
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        """Ingestion and the two siblings, b at a quarter of a's pace: most of the time the
+        head holds orders a has not processed, or a's output b has not caught up with."""
+        try:
+            for turn in itertools.count(1):
+                if stop.wait(0.2):
+                    return
+                pipeline.ingest(1)
+                pipeline.step("a")
+                if turn % 4 == 0:
+                    pipeline.step("b")
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    writer = threading.Thread(target=run)
+    writer.start()
+    strong: list[tuple[int, int]] = []
+    head: list[tuple[int, int]] = []
+    try:
+        for round_ in range(6):
+            # A session's cut is fixed at its first load: each round registers a new catalog.
+            view = f"{lake}_strong{round_}"
+            spark.catalog(view, type="rest", uri=f"{server.url}/iceberg", warehouse="lake@strong")
+            strong.append(broken_ids(spark, view))
+            head.append(broken_ids(spark, lake))
+    finally:
+        stop.set()
+        writer.join()
+    assert not failures, failures
+    print(f"strong view (orders read, broken ids): {strong}; head: {head}")
+    assert all(broken == 0 for _, broken in strong), strong
+    assert len({orders for orders, _ in strong}) > 1, strong  # the view follows the pipeline
+    assert sum(broken > 0 for _, broken in head) > 0, head  # the head mixes barriers
+    with pytest.raises(SparkError, match="read-only view"):
+        spark.sql(f"INSERT INTO {lake}_strong0.db.orders VALUES (99)")
+
+
+def test_open_view_opens_a_new_read_session_under_the_same_name(
+        spark: SparkDriver, lake: str, catalog: RestCatalog, client: httpx.Client,
+        clock: ManualClock) -> None:
+    """``spark_plugin.open_view``: one call, and the same SQL reads the next cut."""
+    pipeline = FanOut(catalog, client, clock)
+    pipeline.ingest(2)
+    first = pipeline.step("a")
+    assert pipeline.step("b") == first
+    view = spark.open_view(f"{lake}_view", catalog=lake)
+
+    def barrier_of(table: str) -> int:
+        [[_, value]] = spark.sql(f"SHOW TBLPROPERTIES {view}.db.{table} ('metaservice.barrier')")
+        return int(value)
+
+    assert broken_ids(spark, view) == (2, 0) and barrier_of("a") == first
+    pipeline.ingest(3)
+    second = pipeline.step("a")
+    assert pipeline.step("b") == second
+    assert broken_ids(spark, view) == (2, 0)  # the session keeps its cut
+    assert spark.open_view(view, catalog=lake) == view
+    assert broken_ids(spark, view) == (5, 0) and barrier_of("b") == second
+    spark.open_view(view, catalog=lake, view=f"barrier={first}")
+    assert broken_ids(spark, view) == (2, 0) and barrier_of("orders") == first
+    with pytest.raises(SparkError, match="no catalog 'nowhere'") as refused:
+        spark.open_view(view, catalog="nowhere")
+    assert refused.value.type == "CatalogConfigError"

@@ -1,0 +1,193 @@
+"""Views of the catalog (SPEC §12) through pyiceberg's own REST client, on both backends:
+``lake@strong`` read sessions, ``lake@barrier=<B>``, read-only, leases, expiry."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import BadRequestError, ForbiddenError, NoSuchTableError
+
+from metaservice.clock import ManualClock
+from tests.conftest import ServerThread
+from tests.metaservice.catalog.conftest import rest_catalog
+from tests.metaservice.catalog.pipeline import SCHEMA, FanOut, consistent, ids
+
+
+def view(server: ServerThread, name: str = "lake@strong") -> RestCatalog:
+    return rest_catalog(server.url, warehouse=name)
+
+
+@pytest.fixture
+def pipeline(catalog: RestCatalog, client: httpx.Client, clock: ManualClock) -> FanOut:
+    return FanOut(catalog, client, clock)
+
+
+def snapshot_at(client: httpx.Client, table: str, barrier: int) -> int:
+    """The snapshot MetaService records for ``table`` at ``barrier`` (an explicit version)."""
+    answer = client.post("/versions", json={"tables": [table], "barrier": barrier})
+    assert answer.status_code == 200, answer.text
+    return int(answer.json()["versions"][table]["snapshot_id"])
+
+
+def test_a_strong_view_serves_every_table_of_a_pipeline_at_one_barrier(
+        pipeline: FanOut, catalog: RestCatalog, client: httpx.Client,
+        server: ServerThread) -> None:
+    first = pipeline.ingest(3)
+    assert pipeline.step("a") == first and pipeline.step("b") == first
+    second = pipeline.ingest(2)
+    assert pipeline.step("a") == second  # b, the slow sibling, is still at the first barrier
+    assert not consistent(catalog)  # the head mixes two barriers
+
+    strong = view(server)
+    assert consistent(strong)
+    a = strong.load_table("db.a")
+    assert a.metadata.properties["metaservice.barrier"] == str(first)
+    assert a.metadata.properties["metaservice.consistency"] == "strong"
+    at_first = snapshot_at(client, "lake.db.a", first)
+    assert a.metadata.current_snapshot_id == at_first
+    assert a.metadata.refs["main"].snapshot_id == at_first
+    # Newer snapshots are left out: some engines read the newest entry of `snapshots`.
+    assert a.metadata.snapshots[-1].snapshot_id == at_first
+    assert all(entry.snapshot_id != catalog.load_table("db.a").metadata.current_snapshot_id
+               for entry in a.metadata.snapshot_log)
+
+    # The session's cut stays while the pipeline moves on; a new session sees the new cut.
+    assert pipeline.step("b") == second
+    third = pipeline.ingest(1)
+    assert pipeline.step("a") == third
+    assert ids(strong, "db.b") == list(range(3)) and consistent(strong)
+    fresh = view(server)
+    assert ids(fresh, "db.b") == list(range(5)) and consistent(fresh)
+    assert fresh.load_table("db.a").metadata.properties["metaservice.barrier"] == str(second)
+
+
+def test_a_barrier_view_serves_every_table_at_that_barrier(
+        pipeline: FanOut, catalog: RestCatalog, server: ServerThread) -> None:
+    first = pipeline.ingest(3)
+    pipeline.step("a"), pipeline.step("b")
+    second = pipeline.ingest(2)
+    pipeline.step("a"), pipeline.step("b")
+    pipeline.ingest(1)
+    pipeline.step("a")
+    at_first = view(server, f"lake@barrier={first}")
+    assert ids(at_first, "db.b") == list(range(3)) and consistent(at_first)
+    table = at_first.load_table("db.orders")
+    assert table.metadata.properties["metaservice.consistency"] == "barrier"
+    assert view(server, f"lake@barrier={second}").load_table("db.a").scan().to_arrow().num_rows == 5
+    # b has not completed the third barrier: SPEC §4's barrier_not_complete, as a 409.
+    beyond = view(server, f"lake@barrier={pipeline.clock.now_ms()}")
+    with pytest.raises(Exception, match="barrier_not_complete"):
+        beyond.load_table("db.b")
+
+
+def test_views_are_read_only(pipeline: FanOut, client: httpx.Client,
+                             server: ServerThread) -> None:
+    pipeline.ingest(1)
+    strong = view(server)
+    table = strong.load_table("db.orders")
+    with pytest.raises(ForbiddenError, match="read-only view"):
+        table.append(pa.table({"id": [99]}, schema=SCHEMA))
+    with pytest.raises(ForbiddenError):
+        strong.create_namespace("other")
+    with pytest.raises(ForbiddenError):
+        strong.drop_table("db.orders")
+    prefix = client.get("/iceberg/v1/config", params={"warehouse": "lake@strong"}).json()[
+        "overrides"]["prefix"]
+    refused = client.post(f"/iceberg/v1/{prefix}/transactions/commit", json={})
+    assert refused.status_code == 403
+    assert refused.json()["error"]["type"] == "ForbiddenException"
+    assert ids(pipeline.catalog, "db.orders") == [0]
+
+
+def test_a_session_leases_what_it_serves_and_expires_after_its_last_use(
+        pipeline: FanOut, client: httpx.Client, server: ServerThread,
+        clock: ManualClock) -> None:
+    pipeline.ingest(1)
+    pipeline.step("a")
+    strong = view(server)
+    served = strong.load_table("db.a").metadata.current_snapshot_id
+    leases = client.get("/leases").json()["leases"]
+    (lease,) = [entry for entry in leases if entry["holder"] == "lake@strong"]
+    assert {(s["table"], s["snapshot_id"]) for s in lease["snapshots"]} == {
+        ("lake.db.a", served)}
+    # Protected: an expiration of the served snapshot is refused while the session lives.
+    request = client.post("/tables/lake/db/a/expirations", json={"snapshot_ids": [served]})
+    assert request.status_code == 201, request.text
+    (refused,) = request.json()["refused"]
+    assert refused["snapshot_id"] == served
+    assert f"lease:{lease['lease_id']}" in refused["reasons"]
+
+    settings_seconds = 3600
+    clock.advance(settings_seconds * 1000 - 1000)
+    strong.load_table("db.a")  # a use runs the term again
+    clock.advance(2000)
+    assert strong.load_table("db.a").metadata.current_snapshot_id == served
+    clock.advance(settings_seconds * 1000 + 1)
+    with pytest.raises(NoSuchTableError, match="read session .* expired"):
+        strong.load_table("db.a")
+
+
+def test_bad_warehouses_and_tables_without_a_version(
+        catalog: RestCatalog, client: httpx.Client, server: ServerThread) -> None:
+    for warehouse in ("other", "lake@weak", "lake@barrier=-1", "lake@barrier=x", "other@strong",
+                      "lake@barrier=99999999999999999999"):
+        answer = client.get("/iceberg/v1/config", params={"warehouse": warehouse})
+        assert answer.status_code == 400, (warehouse, answer.text)
+        assert answer.json()["error"]["type"] == "BadRequestException"
+    with pytest.raises(BadRequestError):
+        view(server, "lake@nothing")
+    catalog.create_namespace("db")
+    catalog.create_table("db.empty", schema=SCHEMA)
+    with pytest.raises(NoSuchTableError, match="no barrier recorded"):
+        view(server).load_table("db.empty")
+    unknown = client.get("/iceberg/v1/view-00000000-0000-0000-0000-000000000000/namespaces/db"
+                         "/tables/empty")
+    assert unknown.status_code == 404 and "expired or does not exist" in unknown.text
+
+
+def test_loads_of_one_session_racing_get_one_cut(
+        pipeline: FanOut, server: ServerThread) -> None:
+    """Engines load tables in parallel, while the pipeline moves on: every table of the
+    pipeline loaded in one session is still served at one barrier."""
+    pipeline.ingest(2)
+    pipeline.step("a"), pipeline.step("b")
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def advance() -> None:
+        try:
+            while not stop.is_set():
+                pipeline.ingest(1)
+                pipeline.step("a")
+                pipeline.step("b")
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    writer = threading.Thread(target=advance)
+    writer.start()
+    try:
+        for _ in range(4):
+            prefix = httpx.get(f"{server.url}/iceberg/v1/config",
+                               params={"warehouse": "lake@strong"}).json()["overrides"]["prefix"]
+            barriers: list[str] = []
+
+            def load(table: str, prefix: str = prefix, barriers: list[str] = barriers) -> None:
+                answer = httpx.get(f"{server.url}/iceberg/v1/{prefix}/namespaces/db/tables/{table}",
+                                   timeout=30)
+                assert answer.status_code == 200, answer.text
+                barriers.append(answer.json()["metadata"]["properties"]["metaservice.barrier"])
+
+            loaders = [threading.Thread(target=load, args=(t,)) for t in ("a", "b", "orders") * 2]
+            for loader in loaders:
+                loader.start()
+            for loader in loaders:
+                loader.join()
+            assert len(barriers) == 6 and len(set(barriers)) == 1, barriers
+    finally:
+        stop.set()
+        writer.join()
+    assert not failures, failures

@@ -1,0 +1,283 @@
+"""The plugin on MetaService's built-in Iceberg catalog (SPEC §11), with no catalog configured:
+tables named ``house.<db>.<table>`` are found nowhere else, so the plugin opens
+``<server>/iceberg``. Each commit records its barrier in the catalog's own transaction, and the
+plugin sends no report after it; a crash between a commit and the rest commits nothing twice.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import spark_plugin as sp
+from spark_plugin import _iceberg as ice
+from tests.spark_plugin.conftest import BUILTIN_CATALOG
+
+pytestmark = pytest.mark.spark
+
+def is_report(request) -> bool:
+    """``POST /commit/{job}/{table}`` and ``POST /tables/{table}/barriers``: the reports of a
+    job's and of a root's commit."""
+    path = request.url.path
+    return request.method == "POST" and (
+        path.startswith("/commit/") or (path.startswith("/tables/") and path.endswith("/barriers")))
+
+
+def batch(spark, ids: list[int]):
+    return spark.createDataFrame([(i, float(i)) for i in ids], "id long, amount double")
+
+
+@pytest.fixture
+def client(builtin_url: str):
+    with sp.MetaServiceClient(builtin_url) as c:
+        yield c
+
+
+@pytest.fixture
+def no_reports(builtin_url: str):
+    """A client whose reports after a commit never leave the process: anything that still
+    needs one fails with TransportError."""
+    from tests.spark_plugin.conftest import CrashingTransport
+
+    transport = CrashingTransport(is_report)
+    with sp.MetaServiceClient(builtin_url, max_retries=0, transport=transport) as c:
+        c.transport = transport  # type: ignore[attr-defined]
+        yield c
+
+
+@pytest.fixture
+def database() -> str:
+    return f"db_{uuid.uuid4().hex[:10]}"
+
+
+def name(database: str, table: str) -> str:
+    return f"{BUILTIN_CATALOG}.{database}.{table}"
+
+
+def recorded(client, table: str) -> list[tuple[int, int, str | None]]:
+    return [(b["barrier"], b["snapshot_id"], b.get("writer_job"))
+            for b in client.table_barriers(table)["barriers"]]
+
+
+def tagged(client, table: str) -> list[tuple[int, str, int]]:
+    return ice.tagged_snapshots(ice.load_table(table, client=client).metadata)
+
+
+def test_tables_are_created_and_found_in_the_builtin_catalog(spark, client, builtin_url,
+                                                             database):
+    root = name(database, "orders")
+    sp.create_table_from_spark_schema(root, batch(spark, [0]).schema, client=client)
+    served = client.request("GET", f"/iceberg/v1/namespaces/{database}/tables/orders",
+                            idempotent=True)
+    assert served["metadata"]["schemas"][0]["fields"][0]["name"] == "id"
+    table = ice.load_table(root, client=client)
+    assert ice.records_barriers(table, builtin_url)
+    assert table.catalog.properties["uri"] == f"{builtin_url}/iceberg"
+
+
+def test_append_root_records_its_barrier_in_the_commit(spark, client, no_reports, database):
+    root = name(database, "orders")
+    sp.create_table_from_spark_schema(root, batch(spark, [0]).schema, client=client)
+    commit = sp.append_root(spark, batch(spark, [1, 2]), root, client=no_reports,
+                            barrier=5_000)
+    assert no_reports.transport.crashed == []  # no report was even attempted
+    assert recorded(client, root) == [(5_000, commit.snapshot_id, None)]
+    assert tagged(client, root) == [(commit.snapshot_id, "append_root", 5_000)]
+    # a replay of the same barrier commits nothing
+    again = sp.append_root(spark, batch(spark, [1, 2]), root, client=no_reports, barrier=5_000)
+    assert again == commit
+    assert len(ice.load_table(root, client=client).snapshots()) == 1
+
+
+def test_a_batch_job_commits_each_sink_with_its_barrier_and_reports_nothing(
+        spark, client, no_reports, database):
+    root, left, right = (name(database, t) for t in ("events", "left", "right"))
+    for t in (root, left, right):
+        sp.create_table_from_spark_schema(t, batch(spark, [0]).schema, client=client)
+    sp.append_root(spark, batch(spark, [1, 2, 3]), root, client=client, barrier=1_000)
+    job_id = f"{database}.split"
+    with sp.BarrierJob(spark, job_id, [root], [left, right], client=no_reports) as job:
+        step = job.next()
+        assert step.barrier == 1_000
+        step.write(left, step.read(root).where("id < 2"))
+        step.write(right, step.read(root).where("id >= 2"))
+        commits = step.commit()
+        assert job.next() is None  # the service saw the barrier committed: nothing newer
+    assert no_reports.transport.crashed == []
+    for sink, ids in ((left, [1]), (right, [2, 3])):
+        snapshot = commits[sink].snapshot_id
+        assert recorded(client, sink) == [(1_000, snapshot, job_id)]
+        table = ice.load_table(sink, client=client)
+        summary = table.metadata.snapshot_by_id(snapshot).summary
+        assert (summary["metaservice.job"], summary["metaservice.barrier"]) == (job_id, "1000")
+        assert sorted(table.scan().to_arrow()["id"].to_pylist()) == ids
+    assert client.get_job(job_id)["last_committed_barrier"] == 1_000
+
+
+def test_a_crash_between_the_commits_of_a_step_commits_nothing_twice(spark, client, database):
+    """The doomed run commits the first sink (the barrier is recorded with it) and dies before
+    the second. The re-run gets the same pinned barrier, finds the first commit, commits only
+    the second, and the job's barrier completes once."""
+    root, left, right = (name(database, t) for t in ("events", "left", "right"))
+    for t in (root, left, right):
+        sp.create_table_from_spark_schema(t, batch(spark, [0]).schema, client=client)
+    sp.append_root(spark, batch(spark, [1, 2]), root, client=client, barrier=1_000)
+    job_id = f"{database}.crashy"
+    doomed = sp.BarrierJob(spark, job_id, [root], [left, right], client=client).start()
+    step = doomed.next()
+    step.write(left, step.read(root))
+    # what step.commit() does for its first sink, after which the process dies:
+    first = ice.commit_sink(doomed._table(left), job=job_id, barrier=step.barrier,
+                            data_files=step._pending[left].files, overwrite=True)
+    assert recorded(client, left) == [(1_000, first.snapshot_id, job_id)]
+    assert recorded(client, right) == []
+    assert client.get_job(job_id)["pinned_barrier"] == 1_000
+
+    with sp.BarrierJob(spark, job_id, [root], [left, right], client=client) as job:
+        again = job.next()
+        assert again.barrier == 1_000
+        again.write(left, again.read(root))
+        again.write(right, again.read(root))
+        commits = again.commit()
+    assert commits[left].snapshot_id == first.snapshot_id
+    for sink in (left, right):
+        assert [t[1:] for t in tagged(client, sink)] == [(job_id, 1_000)]
+        assert len(recorded(client, sink)) == 1
+        assert sorted(ice.load_table(sink, client=client).scan().to_arrow()["id"]
+                      .to_pylist()) == [1, 2]
+    assert client.get_job(job_id)["last_committed_barrier"] == 1_000
+
+
+def test_a_commit_the_catalog_refuses_raises_the_services_error_at_once(spark, client,
+                                                                       database):
+    root, sink = name(database, "events"), name(database, "out")
+    for t in (root, sink):
+        sp.create_table_from_spark_schema(t, batch(spark, [0]).schema, client=client)
+    sp.append_root(spark, batch(spark, [1]), root, client=client, barrier=1_000)
+    job_id = f"{database}.refused"
+    with sp.BarrierJob(spark, job_id, [root], [sink], client=client) as job:
+        assert job.next().barrier == 1_000
+        table = ice.load_table(sink, client=client)
+        started = time.monotonic()
+        with pytest.raises(sp.UnknownBarrierError, match="not handed"):
+            ice.commit_sink(table, job=job_id, barrier=900)
+        # refused once, not retried as a conflict (pyiceberg's and the plugin's retries)
+        assert time.monotonic() - started < 2
+        with pytest.raises(sp.TableHasWriterError):
+            ice.commit_sink(table, job="intruder", barrier=1_000, root=True)
+    assert ice.load_table(sink, client=client).snapshots() == []
+
+
+# -- Structured Streaming, killed between the commit and the rest ---------------------------
+
+
+def ingest(client, table: str, rows: dict[str, list[int]], barrier: int) -> None:
+    """One root snapshot at ``barrier`` through the built-in catalog (recorded by the commit)."""
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    tbl = ice.load_table(table, client=client)
+    data = pa.Table.from_pydict(rows, schema=schema_to_pyarrow(tbl.schema(),
+                                                               include_field_ids=False))
+    ice.commit_sink(tbl, job="test-ingest", barrier=barrier, root=True,
+                    data_files=ice.data_files_from_arrow(tbl, data))
+
+
+def test_streaming_is_exactly_once_across_driver_kills_on_the_builtin_catalog(
+        client, builtin_url, database, tmp_path: Path):
+    """The driver is killed right after the sink's Iceberg commit (the barrier is then already
+    recorded: there is no report to lose) and before a commit; the restarted query commits
+    every barrier once."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    from tests.spark_plugin.streaming_support import wait_until
+    from tests.spark_plugin.test_streaming_exactly_once import (
+        RUN_TIMEOUT,
+        Driver,
+        root_rows,
+        transform,
+    )
+
+    source, sink = name(database, "events"), name(database, "events_out")
+    catalog = ice.find_catalog(BUILTIN_CATALOG, conf={}, url=builtin_url).load()
+    catalog.create_namespace(database)
+    schema = Schema(*[NestedField(i + 1, n, LongType(), required=False)
+                      for i, n in enumerate(("id", "amount", "batch"))])
+    for t in (source, sink):
+        catalog.create_table((database, t.rsplit(".", 1)[1]), schema=schema)
+    job = f"{database}.exactly-once"
+    driver = Driver(builtin_url, job, source, sink, tmp_path)
+    barriers: list[int] = []
+
+    def ingest_next() -> None:
+        i = len(barriers) + 1
+        ingest(client, source, root_rows(i), 1_000 * i)
+        barriers.append(1_000 * i)
+
+    def sink_latest() -> int | None:
+        try:
+            return client.table_barriers(sink, limit=1).get("latest_barrier")
+        except sp.UnknownTableError:
+            return None
+
+    ingest_next()
+    try:
+        for point, batch_id in (("after_iceberg_commit", 2), ("before_iceberg_commit", 4)):
+            driver.start(f"{point}@{batch_id}")
+            deadline = time.monotonic() + RUN_TIMEOUT
+            while driver.proc.poll() is None:
+                assert time.monotonic() < deadline, f"no crash at {point}:\n{driver.output()}"
+                if sink_latest() == barriers[-1]:
+                    ingest_next()
+                time.sleep(0.2)
+            assert driver.proc.returncode == -signal.SIGKILL, driver.output()
+            assert f"metaservice crash point {point}" in driver.crashes().splitlines()[-1]
+            tags = ice.tagged_snapshots(ice.load_table(sink, client=client).metadata)
+            # the commit is the record: Iceberg and the service never disagree
+            assert (tags[-1][2] if tags else None) == sink_latest()
+        driver.start(None)
+        wait_until(lambda: sink_latest() == barriers[-1], timeout=RUN_TIMEOUT)
+        ingest_next()
+        wait_until(lambda: sink_latest() == barriers[-1], timeout=RUN_TIMEOUT)
+        (tmp_path / "stop").touch()
+        assert driver.proc.wait(timeout=120) == 0, driver.output()
+    finally:
+        driver.kill_leftovers()
+
+    entries = client.table_barriers(sink, limit=1000)["barriers"]
+    assert sorted(b["barrier"] for b in entries) == barriers
+    table = ice.load_table(sink, client=client)
+    assert [b for _, j, b in ice.tagged_snapshots(table.metadata) if j == job] == barriers
+    all_rows = ice.load_table(source, client=client).scan().to_arrow().to_pylist()
+    for entry in entries:
+        i = entry["barrier"] // 1_000
+        at_barrier = table.scan(snapshot_id=entry["snapshot_id"]).to_arrow().to_pylist()
+        assert sorted(tuple(r.values()) for r in at_barrier) == transform(
+            [r for r in all_rows if r["batch"] <= i]), i
+
+
+def test_expire_snapshots_through_the_builtin_catalog(client, builtin_url, database):
+    """Maintenance finds the built-in catalog too; the catalog records the removal in the same
+    transaction as the plugin's two-phase expiration."""
+    import pyarrow as pa
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    catalog = ice.find_catalog(BUILTIN_CATALOG, conf={}, url=builtin_url).load()
+    catalog.create_namespace(database)
+    table = catalog.create_table((database, "r"),
+                                 schema=Schema(NestedField(1, "id", LongType(), required=False)))
+    for i in range(3):
+        table.append(pa.table({"id": pa.array([i], pa.int64())}),
+                     snapshot_properties={"metaservice.barrier": str(1_000 * (i + 1))})
+    ids = [s.snapshot_id for s in catalog.load_table((database, "r")).snapshots()]
+    summary = sp.expire_snapshots(name(database, "r"), client=client, retain_last=1)
+    assert sorted(summary.expired) == sorted(summary.approved) == sorted(ids[:2])
+    remaining = [s.snapshot_id for s in catalog.load_table((database, "r")).snapshots()]
+    assert remaining == [s for s in ids if s not in summary.expired]
+    assert ids[-1] in remaining
