@@ -6,7 +6,6 @@ plugin sends no report after it; a crash between a commit and the rest commits n
 
 from __future__ import annotations
 
-import signal
 import time
 import uuid
 from pathlib import Path
@@ -192,73 +191,26 @@ def test_streaming_is_exactly_once_across_driver_kills_on_the_builtin_catalog(
     """The driver is killed right after the sink's Iceberg commit (the barrier is then already
     recorded: there is no report to lose) and before a commit; the restarted query commits
     every barrier once."""
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField
+    from tests.spark_plugin.crash_runs import CrashPipeline, create_tables
 
-    from tests.spark_plugin.streaming_support import wait_until
-    from tests.spark_plugin.test_streaming_exactly_once import (
-        RUN_TIMEOUT,
-        Driver,
-        root_rows,
-        transform,
-    )
-
-    source, sink = name(database, "events"), name(database, "events_out")
     catalog = ice.find_catalog(BUILTIN_CATALOG, conf={}, url=builtin_url).load()
     catalog.create_namespace(database)
-    schema = Schema(*[NestedField(i + 1, n, LongType(), required=False)
-                      for i, n in enumerate(("id", "amount", "batch"))])
-    for t in (source, sink):
-        catalog.create_table((database, t.rsplit(".", 1)[1]), schema=schema)
-    job = f"{database}.exactly-once"
-    driver = Driver(builtin_url, job, source, sink, tmp_path)
-    barriers: list[int] = []
-
-    def ingest_next() -> None:
-        i = len(barriers) + 1
-        ingest(client, source, root_rows(i), 1_000 * i)
-        barriers.append(1_000 * i)
-
-    def sink_latest() -> int | None:
-        try:
-            return client.table_barriers(sink, limit=1).get("latest_barrier")
-        except sp.UnknownTableError:
-            return None
-
-    ingest_next()
+    create_tables(catalog, database, ("events", "events_out"))
+    pipeline = CrashPipeline(
+        url=builtin_url, client=client, job=f"{database}.exactly-once",
+        source=name(database, "events"), sink=name(database, "events_out"), workdir=tmp_path,
+        load=lambda table: ice.load_table(table, client=client),
+        ingest=lambda table, rows, barrier: ingest(client, table, rows, barrier))
+    pipeline.ingest_next()
     try:
         for point, batch_id in (("after_iceberg_commit", 2), ("before_iceberg_commit", 4)):
-            driver.start(f"{point}@{batch_id}")
-            deadline = time.monotonic() + RUN_TIMEOUT
-            while driver.proc.poll() is None:
-                assert time.monotonic() < deadline, f"no crash at {point}:\n{driver.output()}"
-                if sink_latest() == barriers[-1]:
-                    ingest_next()
-                time.sleep(0.2)
-            assert driver.proc.returncode == -signal.SIGKILL, driver.output()
-            assert f"metaservice crash point {point}" in driver.crashes().splitlines()[-1]
-            tags = ice.tagged_snapshots(ice.load_table(sink, client=client).metadata)
+            pipeline.crash(point, batch_id)
             # the commit is the record: Iceberg and the service never disagree
-            assert (tags[-1][2] if tags else None) == sink_latest()
-        driver.start(None)
-        wait_until(lambda: sink_latest() == barriers[-1], timeout=RUN_TIMEOUT)
-        ingest_next()
-        wait_until(lambda: sink_latest() == barriers[-1], timeout=RUN_TIMEOUT)
-        (tmp_path / "stop").touch()
-        assert driver.proc.wait(timeout=120) == 0, driver.output()
+            assert pipeline.iceberg_latest() == pipeline.sink_latest()
+        pipeline.finish(more_barriers=1)
     finally:
-        driver.kill_leftovers()
-
-    entries = client.table_barriers(sink, limit=1000)["barriers"]
-    assert sorted(b["barrier"] for b in entries) == barriers
-    table = ice.load_table(sink, client=client)
-    assert [b for _, j, b in ice.tagged_snapshots(table.metadata) if j == job] == barriers
-    all_rows = ice.load_table(source, client=client).scan().to_arrow().to_pylist()
-    for entry in entries:
-        i = entry["barrier"] // 1_000
-        at_barrier = table.scan(snapshot_id=entry["snapshot_id"]).to_arrow().to_pylist()
-        assert sorted(tuple(r.values()) for r in at_barrier) == transform(
-            [r for r in all_rows if r["batch"] <= i]), i
+        pipeline.kill_leftovers()
+    pipeline.check_exactly_once()
 
 
 def test_expire_snapshots_through_the_builtin_catalog(client, builtin_url, database):
