@@ -211,7 +211,11 @@ def load_table_in_view(session: Session, ctx: ServiceContext, catalog: CatalogSi
             f"snapshot {cut.snapshot_id} of {name} at barrier {cut.barrier} is no longer in "
             "the table's metadata (expired outside MetaService)",
             snapshots=[{"table": str(name), "snapshot_id": cut.snapshot_id}])
-    return LoadedTable(_with_snapshots(served, snapshots), pointer.metadata_location)
+    # Engines may read the file at metadata-location rather than the answer: it holds the cut.
+    location = views.cut_metadata_location(pointer.metadata_location, cut.snapshot_id,
+                                           cut.barrier, cut.kind)
+    catalog.warehouse.write_shared(served, location)
+    return LoadedTable(_with_snapshots(served, snapshots), location)
 
 
 def _with_snapshots(metadata: TableMetadata, snapshots: str) -> TableMetadata:

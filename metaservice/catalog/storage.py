@@ -3,14 +3,21 @@
 A metadata file is written once and never changed, so files read are cached by location. A
 file is written before the transaction that points at it commits: a crash in between leaves an
 unreferenced file, never a pointer without its file.
+
+A view's cut of a table (SPEC §12) is a file too, named after what decides its content and
+shared by every read session serving that cut: written by whichever request needs it first,
+possibly by several at once (``write_shared``), never named by a table's pointer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import tempfile
 import threading
 from collections import OrderedDict
+from urllib.parse import urlparse
 
 from pyiceberg.catalog import delete_data_files, delete_files
 from pyiceberg.io import FileIO, load_file_io
@@ -26,6 +33,14 @@ _CACHE_SIZE = 256
 
 def _has_scheme(location: str) -> bool:
     return "://" in location
+
+
+def _local_path(location: str) -> str | None:
+    """The path of a location on the local file system, None for an object store's."""
+    if not _has_scheme(location):
+        return location
+    parsed = urlparse(location)
+    return parsed.path if parsed.scheme == "file" and parsed.netloc in ("", "localhost") else None
 
 
 class Warehouse:
@@ -54,6 +69,37 @@ class Warehouse:
             os.makedirs(os.path.dirname(location), exist_ok=True)
         ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))
         self._remember(location, metadata)
+
+    def write_shared(self, metadata: TableMetadata, location: str) -> None:
+        """Write a metadata file whose name stands for its content, unless it is there already.
+
+        Requests serving the same content may race to write it: each succeeds and no reader
+        ever sees part of the file. A local file is written under a temporary name and linked
+        into place (a link never replaces a file; pyarrow's ``create`` would truncate one
+        written meanwhile); an object store's object appears whole when its upload completes,
+        and a racing upload of it stores the same bytes again. Not cached: the catalog serves
+        such a file's metadata from the file it derives from, never reads it back.
+        """
+        io = self.io(location)
+        if not io.new_input(location).exists():
+            path = _local_path(location)
+            if path is None:
+                # FileExistsError: written meanwhile by another request, the same content.
+                with contextlib.suppress(FileExistsError):
+                    ToOutputFile.table_metadata(metadata, io.new_output(location))
+            else:
+                directory = os.path.dirname(path)
+                os.makedirs(directory, exist_ok=True)
+                handle, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
+                os.close(handle)
+                try:
+                    ToOutputFile.table_metadata(metadata, io.new_output(temporary),
+                                                overwrite=True)
+                    # FileExistsError: linked meanwhile by another request, the same content.
+                    with contextlib.suppress(FileExistsError):
+                        os.link(temporary, path)
+                finally:
+                    os.unlink(temporary)
 
     def read(self, location: str) -> TableMetadata:
         with self._lock:

@@ -7,11 +7,15 @@ pipeline; ``lake@barrier=<B>`` a view in which every table is served at barrier 
 
 A table served in a view is its metadata at the cut: ``current-snapshot-id`` and ``refs.main``
 name the snapshot, and only that snapshot and its ancestors are left in ``snapshots`` and
-``snapshot-log`` (DuckDB reads the newest entry of ``snapshots``, not ``refs.main``).
+``snapshot-log`` (DuckDB reads the newest entry of ``snapshots``, not ``refs.main``). The
+answer's ``metadata-location`` names a file holding exactly that metadata
+(``cut_metadata_location``): engines that read the file instead of the answer's JSON (DuckDB's
+``iceberg_snapshots``) see the cut too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -23,6 +27,10 @@ from metaservice.catalog.errors import BadRequestError
 
 BARRIER_PROPERTY = "metaservice.barrier"
 CONSISTENCY_PROPERTY = "metaservice.consistency"
+
+# Part of every cut file's name: raise it when ``metadata_at`` changes what it serves, so that
+# files written by an older version are not served as a newer version's cut.
+_CUT_FILE_FORMAT = 1
 
 
 class ViewKind(StrEnum):
@@ -107,3 +115,18 @@ def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
                                  if s.snapshot_id in kept],
         "properties": properties,
     })
+
+
+def cut_metadata_location(head_location: str, snapshot_id: int, barrier: int,
+                          kind: ViewKind) -> str:
+    """Where the metadata a view serves (``metadata_at`` of the file at ``head_location``) is
+    written: in the head file's directory, under a name derived from everything that decides
+    its content, so every session serving the same cut of the same head shares one file.
+
+    Named ``view-<hash>.metadata.json``: no version prefix, so it never passes for a version of
+    the table's own history (the pointer never names it).
+    """
+    key = f"{_CUT_FILE_FORMAT}\n{head_location}\n{snapshot_id}\n{barrier}\n{kind.value}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    directory = head_location.rsplit("/", 1)[0]
+    return f"{directory}/view-{digest}.metadata.json"

@@ -111,3 +111,30 @@ def test_duckdb_reads_one_cut_through_the_strong_view(
     assert duck.execute(JOIN.format(c="strong")).fetchone() == (5, 5, 5, 5, 5)
     with pytest.raises(duckdb.Error, match="read-only view"):
         duck.execute("INSERT INTO strong.db.orders VALUES (99)")
+
+
+def test_duckdb_lists_only_the_snapshots_of_the_cut_through_the_strong_view(
+        catalog: RestCatalog, client: httpx.Client, server: ServerThread, clock, duck) -> None:  # type: ignore[no-untyped-def]
+    """DuckDB's ``iceberg_snapshots`` on an attached table lists the snapshots of the file at
+    ``metadata-location``, not of the answer's JSON: through the strong view it lists none
+    newer than the cut, through the head it lists them."""
+    pipeline = FanOut(catalog, client, clock)
+    first = pipeline.ingest(3)
+    pipeline.step("a"), pipeline.step("b")
+    pipeline.ingest(2)
+    pipeline.step("a")  # a's head is one barrier past the strong cut
+    answer = client.post("/versions", json={"tables": ["lake.db.a"], "barrier": first})
+    cut = int(answer.json()["versions"]["lake.db.a"]["snapshot_id"])
+    head_snapshots = {s.snapshot_id for s in catalog.load_table("db.a").snapshots()}
+    cut_time = next(s.timestamp_ms for s in catalog.load_table("db.a").snapshots()
+                    if s.snapshot_id == cut)
+    newer = {s.snapshot_id for s in catalog.load_table("db.a").snapshots()
+             if s.timestamp_ms > cut_time}
+    assert newer
+
+    attach(duck, server, "lake@strong", "strong")
+    listed = {row[0] for row in duck.execute(
+        "SELECT snapshot_id FROM iceberg_snapshots(strong.db.a)").fetchall()}
+    assert cut in listed and not listed & newer
+    assert {row[0] for row in duck.execute(
+        "SELECT snapshot_id FROM iceberg_snapshots(lake.db.a)").fetchall()} == head_snapshots

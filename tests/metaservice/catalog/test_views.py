@@ -8,9 +8,14 @@ import threading
 import httpx
 import pyarrow as pa
 import pytest
+from pyiceberg.catalog import MetastoreCatalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError, ForbiddenError, NoSuchTableError
+from pyiceberg.io import load_file_io
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table.metadata import TableMetadata
 
+from metaservice.catalog.views import ViewKind, cut_metadata_location
 from metaservice.clock import ManualClock
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.conftest import rest_catalog
@@ -63,6 +68,66 @@ def test_a_strong_view_serves_every_table_of_a_pipeline_at_one_barrier(
     fresh = view(server)
     assert ids(fresh, "db.b") == list(range(5)) and consistent(fresh)
     assert fresh.load_table("db.a").metadata.properties["metaservice.barrier"] == str(second)
+
+
+def read_metadata_file(location: str) -> TableMetadata:
+    """The metadata file at ``location``, read as an engine reads it."""
+    return FromInputFile.table_metadata(load_file_io({}, location).new_input(location))
+
+
+def test_a_view_answers_a_metadata_file_of_its_cut(
+        pipeline: FanOut, catalog: RestCatalog, client: httpx.Client,
+        server: ServerThread) -> None:
+    """Engines that read the file at ``metadata-location`` (DuckDB lists snapshots from it)
+    see the cut too: the file holds exactly the served metadata, no newer snapshot; sessions at
+    the same cut share it; the head's pointer and files are untouched."""
+    first = pipeline.ingest(3)
+    pipeline.step("a"), pipeline.step("b")
+    pipeline.ingest(2)
+    pipeline.step("a")  # the head of a is one barrier past the strong cut
+    head = catalog.load_table("db.a")
+    at_first = snapshot_at(client, "lake.db.a", first)
+    assert head.metadata.current_snapshot_id != at_first
+
+    served = view(server).load_table("db.a")
+    assert served.metadata_location != head.metadata_location
+    in_file = read_metadata_file(served.metadata_location)
+    assert in_file == served.metadata
+    assert in_file.current_snapshot_id == at_first
+    cut_time = in_file.snapshot_by_id(at_first).timestamp_ms  # type: ignore[union-attr]
+    assert head.metadata.current_snapshot_id not in {s.snapshot_id for s in in_file.snapshots}
+    assert all(s.timestamp_ms <= cut_time for s in in_file.snapshots)
+    assert all(e.timestamp_ms <= cut_time for e in in_file.snapshot_log)
+
+    # Another session at the same cut shares the file; a barrier view at it has its own.
+    assert view(server).load_table("db.a").metadata_location == served.metadata_location
+    at_barrier = view(server, f"lake@barrier={first}").load_table("db.a")
+    assert at_barrier.metadata_location not in (served.metadata_location,
+                                                head.metadata_location)
+    assert read_metadata_file(at_barrier.metadata_location) == at_barrier.metadata
+
+    # The head is untouched: same pointer, same file, and commits go on from it.
+    assert catalog.load_table("db.a").metadata_location == head.metadata_location
+    assert read_metadata_file(head.metadata_location) == head.metadata
+    assert pipeline.step("b") is not None
+    assert ids(catalog, "db.b") == list(range(5))
+
+
+def test_a_cut_file_is_named_after_what_decides_its_content() -> None:
+    """One name per (head file, snapshot, barrier, kind), in the head file's directory, and
+    never one that passes for a version of the table's history."""
+    head = "s3://bucket/db/t/metadata/00007-6c97e413-d51b-4538-ac70-12fe2a85cb83.metadata.json"
+    name = cut_metadata_location(head, 11, 100, ViewKind.strong)
+    assert name == cut_metadata_location(head, 11, 100, ViewKind.strong)
+    assert name.startswith("s3://bucket/db/t/metadata/view-")
+    assert name.endswith(".metadata.json")
+    assert len({name, cut_metadata_location(head.replace("00007", "00008"), 11, 100,
+                                            ViewKind.strong),
+                cut_metadata_location(head, 12, 100, ViewKind.strong),
+                cut_metadata_location(head, 11, 101, ViewKind.strong),
+                cut_metadata_location(head, 11, 100, ViewKind.barrier)}) == 5
+    assert MetastoreCatalog._parse_metadata_version(head) == 7
+    assert MetastoreCatalog._parse_metadata_version(name) == -1
 
 
 def test_a_barrier_view_serves_every_table_at_that_barrier(
