@@ -33,7 +33,8 @@ def list_jobs(session: Session, *, state: str | None, planned_since_ms: int) -> 
     stmt = select(JobRow).order_by(JobRow.name)
     if state is not None:
         stmt = stmt.where(JobRow.state == state)
-    stmt = stmt.where((JobRow.state != "planned") | (JobRow.updated_at >= planned_since_ms))
+    stmt = stmt.where((JobRow.state != "planned") | (JobRow.run > 0)
+                      | (JobRow.updated_at >= planned_since_ms))
     return list(session.scalars(stmt))
 
 

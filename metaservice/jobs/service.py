@@ -53,7 +53,8 @@ def _planned_cutoff(ctx: ServiceContext) -> int:
 
 
 def _is_forgotten(job: JobRow, ctx: ServiceContext) -> bool:
-    return job.state == "planned" and job.updated_at < _planned_cutoff(ctx)
+    """A planned job never started, past the TTL (a job with history is never forgotten)."""
+    return job.state == "planned" and job.run == 0 and job.updated_at < _planned_cutoff(ctx)
 
 
 def get(session: Session, ctx: ServiceContext, name: str) -> JobView:

@@ -140,10 +140,6 @@ def test_a_planned_job_never_started_is_forgotten_after_the_ttl(
         assert (ran.state, ran.run) == ("terminated", 1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "jobs/service.py _is_forgotten treats every planned job past the TTL as forgotten, even "
-    "one with history (run > 0) that purge_expired_planned keeps (as terminated): until some "
-    "write purges, get/unregister answer 404 unknown_job and list_all omits it"))
 def test_a_job_with_history_planned_again_is_never_unknown(
         database: Database, ctx: ServiceContext, clock: ManualClock,
         settings: Settings) -> None:
@@ -157,3 +153,7 @@ def test_a_job_with_history_planned_again_is_never_unknown(
     clock.advance(int(settings.planned_job_ttl_seconds * 1000) + 1)
     with database.transaction(write=False) as session:
         assert jobs.get(session, ctx, "ran").job.run == 1
+        assert "ran" in [view.job.name for view in jobs.list_all(session, ctx, None)]
+    with database.transaction(write=True) as session:
+        jobs.unregister(session, ctx, "ran")
+        assert jobs.get(session, ctx, "ran").job.state == "terminated"
