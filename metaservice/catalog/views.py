@@ -22,6 +22,7 @@ from enum import StrEnum
 
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
+from pyiceberg.table.snapshots import Snapshot
 
 from metaservice.catalog.errors import BadRequestError
 
@@ -87,15 +88,15 @@ def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
         return None
     by_id = {s.snapshot_id: s for s in metadata.snapshots}
     kept: set[int] = set()
-    current = head
+    current: Snapshot | None = head
     while current is not None and current.snapshot_id not in kept:
         kept.add(current.snapshot_id)
         parent = current.parent_snapshot_id
         current = by_id.get(parent) if parent is not None else None
     refs = {name: ref for name, ref in metadata.refs.items()
             if name != MAIN_BRANCH and ref.snapshot_id in kept}
-    refs[MAIN_BRANCH] = SnapshotRef(snapshot_id=snapshot_id,
-                                    snapshot_ref_type=SnapshotRefType.BRANCH)
+    refs[MAIN_BRANCH] = SnapshotRef.model_validate(
+        {"snapshot-id": snapshot_id, "type": SnapshotRefType.BRANCH})
     schema_ids = {schema.schema_id for schema in metadata.schemas}
     schema_id = (head.schema_id if head.schema_id is not None and head.schema_id in schema_ids
                  else metadata.current_schema_id)
