@@ -70,9 +70,10 @@ class RecentHop:
 
 
 # Nearest-rank percentiles (delay/formulas.py's; a test compares them on both backends).
-# PostgreSQL computes them (below), so only one row per group leaves it. SQLite hands the
-# window's samples over and Python groups and sorts them: its window functions ranking the same
-# samples cost four times more CPU than that.
+# PostgreSQL computes them (below), so only one row per group leaves it. SQLite hands each
+# group's samples over as one string (group_concat, which skips NULLs) and Python sorts them:
+# its window functions ranking the same samples cost four times more CPU, and one result row
+# per sample twice as much.
 # PostgreSQL has the ordered-set aggregate itself: percentile_disc(f) is the first value whose
 # position reaches f·n, i.e. the nearest rank; one sort per group, no window. Three scalar
 # columns rather than one array: psycopg parses a text array in Python, row by row.
@@ -97,6 +98,10 @@ class _PercentilesRow(NamedTuple):
     top: int
 
 
+# SQLite, grouping the rows of a time window: without statistics its planner walks the primary
+# key to group them, the whole table, however small the window; the window's index is named.
+_PROGRESS_WINDOW = "INDEXED BY ix_job_progress_finished_at"
+
 # Grouping by a name needs equality only: the "C" collation sorts by bytes, much faster than a
 # locale's rules (PostgreSQL only; SQLite compares bytes anyway).
 _BYTES = ' COLLATE "C"'
@@ -104,20 +109,25 @@ _BYTES = ' COLLATE "C"'
 
 
 def _percentiles(session: Session, group: str, value: str, table: str, where: str,
-                 params: dict[str, Any], expanding: list[str], *,
+                 params: dict[str, Any], expanding: list[str], *, window_index: str,
                  text_group: bool = False) -> dict[Any, Percentiles]:
+    """Per ``group``, the percentiles of ``value`` over the rows of ``table`` that ``where``
+    keeps; ``window_index`` is the index of the time window's column, which SQLite must be told
+    (see _PROGRESS_WINDOW)."""
     if on_postgres(session):
         sql = _PERCENTILE_AGGREGATE.format(group=group + (_BYTES if text_group else ""),
                                            value=value, table=table, where=where)
         return {row.grp: Percentiles(row.n, row.p50, row.p95, row.p99, row.top)
                 for row in named_rows(session.execute(_statement(sql, expanding), params),
                                       _PercentilesRow)}
-    samples: dict[Any, list[int]] = {}
-    for key, sample in session.execute(
-            _statement(f"SELECT {group}, {value} FROM {table} WHERE {where}", expanding),
-            params):
-        samples.setdefault(key, []).append(sample)
-    return {key: Percentiles.of(values) for key, values in samples.items()}
+    return {key: Percentiles.of(_integers(joined)) for key, joined in session.execute(
+        _statement(f"SELECT {group}, group_concat({value}) FROM {table} "
+                   f"INDEXED BY {window_index} WHERE {where} GROUP BY 1", expanding), params)}
+
+
+def _integers(joined: str | None) -> list[int]:
+    """The integers of a ``group_concat`` (None: the group had no sample)."""
+    return [int(v) for v in joined.split(",")] if joined is not None else []
 
 
 def hop_latency_percentiles(session: Session, *, since_ms: int,
@@ -130,7 +140,8 @@ def hop_latency_percentiles(session: Session, *, since_ms: int,
     if jobs is not None:
         params["jobs"] = sorted(set(jobs)) or [""]
     return _percentiles(session, "job_name", "finished_at - sources_ready_at", "job_progress",
-                        where, params, ["jobs"] if jobs is not None else [], text_group=True)
+                        where, params, ["jobs"] if jobs is not None else [],
+                        window_index="ix_job_progress_finished_at", text_group=True)
 
 
 def end_to_end_percentiles(session: Session, *, since_ms: int,
@@ -143,7 +154,8 @@ def end_to_end_percentiles(session: Session, *, since_ms: int,
     if table_ids is not None:
         params["ids"] = sorted(set(table_ids)) or [-1]
     return _percentiles(session, "table_id", "committed_at - barrier", "barriers", where, params,
-                        ["ids"] if table_ids is not None else [])
+                        ["ids"] if table_ids is not None else [],
+                        window_index="ix_barriers_committed_at")
 
 
 def recent_hops(session: Session, *, since_ms: int,
@@ -228,17 +240,21 @@ def hop_figures(session: Session, *, since_ms: int,
             if r.n:
                 latencies[r.job_name] = Percentiles(r.n, r.p50, r.p95, r.p99, r.top)
         return HopFigures(recent, latencies)
-    samples: dict[str, list[int]] = {}
-    last: dict[str, tuple[int, int, int | None]] = {}  # (finished_at, barrier, ready)
-    # Tens of thousands of rows: unpacked as tuples, in the order the statement selects them.
+    window = f"finished_at >= :since AND state = 'committed'{jobs_filter}"
+    for job, joined in session.execute(_statement(
+            "SELECT job_name, group_concat(finished_at - sources_ready_at) "
+            f"FROM job_progress {_PROGRESS_WINDOW} WHERE {window} GROUP BY 1", expanding), params):
+        if joined is not None:
+            latencies[job] = Percentiles.of(_integers(joined))
+    # The records each job finished last (several when they finished in the same millisecond:
+    # the greatest barrier is the last, as on PostgreSQL).
     for job, barrier, ready, finished in session.execute(_statement(
             "SELECT job_name, barrier, sources_ready_at, finished_at FROM job_progress "
-            f"WHERE finished_at >= :since AND state = 'committed'{jobs_filter}", expanding),
-            params):
-        seen = last.get(job)
-        if seen is None or (finished, barrier) > seen[:2]:
-            last[job] = (finished, barrier, ready)
-        if ready is not None:
-            samples.setdefault(job, []).append(finished - ready)
-    return HopFigures({job: RecentHop(job, b, r, f) for job, (f, b, r) in last.items()},
-                      {job: Percentiles.of(v) for job, v in samples.items()})
+            f"WHERE {window} AND (job_name, finished_at) IN "
+            f"(SELECT job_name, MAX(finished_at) FROM job_progress {_PROGRESS_WINDOW} "
+            f"WHERE {window} GROUP BY 1)",
+            expanding), params):
+        seen = recent.get(job)
+        if seen is None or barrier > seen.barrier:
+            recent[job] = RecentHop(job, barrier, ready, finished)
+    return HopFigures(recent, latencies)
