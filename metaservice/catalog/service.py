@@ -212,8 +212,8 @@ def load_table_in_view(session: Session, ctx: ServiceContext, catalog: CatalogSi
             "the table's metadata (expired outside MetaService)",
             snapshots=[{"table": str(name), "snapshot_id": cut.snapshot_id}])
     # Engines may read the file at metadata-location rather than the answer: it holds the cut.
-    location = views.cut_metadata_location(pointer.metadata_location, cut.snapshot_id,
-                                           cut.barrier, cut.kind)
+    location = catalog.warehouse.cut_location(pointer.metadata_location, cut.snapshot_id,
+                                              cut.barrier, cut.kind, served)
     catalog.warehouse.write_shared(served, location)
     return LoadedTable(_with_snapshots(served, snapshots), location)
 

@@ -17,6 +17,7 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
+from typing import Generic, TypeVar
 from urllib.parse import urlparse
 
 from pyiceberg.catalog import delete_data_files, delete_files
@@ -26,7 +27,12 @@ from pyiceberg.serializers import FromInputFile, ToOutputFile
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
 
+from metaservice.catalog import views
+
 logger = logging.getLogger(__name__)
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 _CACHE_SIZE = 256
 
@@ -43,6 +49,28 @@ def _local_path(location: str) -> str | None:
     return parsed.path if parsed.scheme == "file" and parsed.netloc in ("", "localhost") else None
 
 
+class _Recent(Generic[K, V]):
+    """The last ``_CACHE_SIZE`` values by key, safe across threads."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > _CACHE_SIZE:
+                self._items.popitem(last=False)
+
+
 class Warehouse:
     """Where the catalog's tables live (``METASERVICE_WAREHOUSE``)."""
 
@@ -50,8 +78,8 @@ class Warehouse:
         if not _has_scheme(root):
             root = os.path.abspath(root)
         self.root = root.rstrip("/")
-        self._cache: OrderedDict[str, TableMetadata] = OrderedDict()
-        self._lock = threading.Lock()
+        self._files: _Recent[str, TableMetadata] = _Recent()
+        self._cut_locations: _Recent[tuple[str, int, int, str], str] = _Recent()
 
     def io(self, location: str) -> FileIO:
         return load_file_io({}, location)
@@ -68,7 +96,7 @@ class Warehouse:
         if not _has_scheme(location):
             os.makedirs(os.path.dirname(location), exist_ok=True)
         ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))
-        self._remember(location, metadata)
+        self._files.put(location, metadata)
 
     def write_shared(self, metadata: TableMetadata, location: str) -> None:
         """Write a metadata file whose name stands for its content, unless it is there already.
@@ -102,21 +130,23 @@ class Warehouse:
                     os.unlink(temporary)
 
     def read(self, location: str) -> TableMetadata:
-        with self._lock:
-            cached = self._cache.get(location)
-            if cached is not None:
-                self._cache.move_to_end(location)
-                return cached
+        cached = self._files.get(location)
+        if cached is not None:
+            return cached
         metadata = FromInputFile.table_metadata(self.io(location).new_input(location))
-        self._remember(location, metadata)
+        self._files.put(location, metadata)
         return metadata
 
-    def _remember(self, location: str, metadata: TableMetadata) -> None:
-        with self._lock:
-            self._cache[location] = metadata
-            self._cache.move_to_end(location)
-            while len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
+    def cut_location(self, head_location: str, snapshot_id: int, barrier: int, kind: str,
+                     served: TableMetadata) -> str:
+        """``views.cut_metadata_location``, remembered per head file and cut: hashing a long
+        history's metadata costs more than serving it from the cache."""
+        key = (head_location, snapshot_id, barrier, kind)
+        location = self._cut_locations.get(key)
+        if location is None:
+            location = views.cut_metadata_location(head_location, served)
+            self._cut_locations.put(key, location)
+        return location
 
     def purge(self, metadata_location: str) -> None:
         """Delete every file of a dropped table: data, manifests, manifest lists, metadata.

@@ -29,11 +29,6 @@ from metaservice.catalog.errors import BadRequestError
 BARRIER_PROPERTY = "metaservice.barrier"
 CONSISTENCY_PROPERTY = "metaservice.consistency"
 
-# Part of every cut file's name: raise it when ``metadata_at`` changes what it serves, so that
-# files written by an older version are not served as a newer version's cut.
-_CUT_FILE_FORMAT = 1
-
-
 class ViewKind(StrEnum):
     strong = "strong"
     barrier = "barrier"
@@ -102,7 +97,12 @@ def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
                  else metadata.current_schema_id)
     properties = {**metadata.properties, BARRIER_PROPERTY: str(barrier),
                   CONSISTENCY_PROPERTY: kind.value}
+    # As of the cut: the table's newer commits change nothing in what a view serves (save a new
+    # schema, spec or property), so sessions at one cut share one file (cut_metadata_location).
     return metadata.model_copy(update={
+        "last_updated_ms": head.timestamp_ms,
+        "last_sequence_number": (head.sequence_number if head.sequence_number is not None
+                                 else metadata.last_sequence_number),
         "current_snapshot_id": snapshot_id,
         "current_schema_id": schema_id,
         "snapshots": [s for s in metadata.snapshots if s.snapshot_id in kept],
@@ -118,16 +118,14 @@ def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
     })
 
 
-def cut_metadata_location(head_location: str, snapshot_id: int, barrier: int,
-                          kind: ViewKind) -> str:
-    """Where the metadata a view serves (``metadata_at`` of the file at ``head_location``) is
-    written: in the head file's directory, under a name derived from everything that decides
-    its content, so every session serving the same cut of the same head shares one file.
+def cut_metadata_location(head_location: str, served: TableMetadata) -> str:
+    """Where the metadata a view serves (``served``, ``metadata_at`` of the file at
+    ``head_location``) is written: in the head file's directory, named after the content's
+    hash, so every session serving the same cut shares one file, also across later commits.
 
     Named ``view-<hash>.metadata.json``: no version prefix, so it never passes for a version of
     the table's own history (the pointer never names it).
     """
-    key = f"{_CUT_FILE_FORMAT}\n{head_location}\n{snapshot_id}\n{barrier}\n{kind.value}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    digest = hashlib.sha256(served.model_dump_json().encode()).hexdigest()[:32]
     directory = head_location.rsplit("/", 1)[0]
     return f"{directory}/view-{digest}.metadata.json"

@@ -12,10 +12,14 @@ from pyiceberg.catalog import MetastoreCatalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError, ForbiddenError, NoSuchTableError
 from pyiceberg.io import load_file_io
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
 from pyiceberg.serializers import FromInputFile
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.types import LongType, NestedField
 
-from metaservice.catalog.views import ViewKind, cut_metadata_location
+from metaservice.catalog.views import cut_metadata_location
 from metaservice.clock import ManualClock
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.conftest import rest_catalog
@@ -99,33 +103,37 @@ def test_a_view_answers_a_metadata_file_of_its_cut(
     assert all(s.timestamp_ms <= cut_time for s in in_file.snapshots)
     assert all(e.timestamp_ms <= cut_time for e in in_file.snapshot_log)
 
-    # Another session at the same cut shares the file; a barrier view at it has its own.
+    # Another session at the same cut shares the file, also after the head moved on; a barrier
+    # view at it has its own.
+    assert view(server).load_table("db.a").metadata_location == served.metadata_location
+    pipeline.ingest(1)
+    pipeline.step("a")  # the head of a moves on, b holds the strong cut at the first barrier
+    assert catalog.load_table("db.a").metadata_location != head.metadata_location
     assert view(server).load_table("db.a").metadata_location == served.metadata_location
     at_barrier = view(server, f"lake@barrier={first}").load_table("db.a")
     assert at_barrier.metadata_location not in (served.metadata_location,
                                                 head.metadata_location)
     assert read_metadata_file(at_barrier.metadata_location) == at_barrier.metadata
 
-    # The head is untouched: same pointer, same file, and commits go on from it.
-    assert catalog.load_table("db.a").metadata_location == head.metadata_location
+    # The head's files are untouched, and commits go on from it.
     assert read_metadata_file(head.metadata_location) == head.metadata
     assert pipeline.step("b") is not None
-    assert ids(catalog, "db.b") == list(range(5))
+    assert ids(catalog, "db.b") == list(range(6))
 
 
-def test_a_cut_file_is_named_after_what_decides_its_content() -> None:
-    """One name per (head file, snapshot, barrier, kind), in the head file's directory, and
-    never one that passes for a version of the table's history."""
+def test_a_cut_file_is_named_after_its_content() -> None:
+    """One name per served content, in the head file's directory, and never one that passes
+    for a version of the table's history."""
     head = "s3://bucket/db/t/metadata/00007-6c97e413-d51b-4538-ac70-12fe2a85cb83.metadata.json"
-    name = cut_metadata_location(head, 11, 100, ViewKind.strong)
-    assert name == cut_metadata_location(head, 11, 100, ViewKind.strong)
+    served = new_table_metadata(Schema(NestedField(1, "id", LongType(), required=False)),
+                                UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER,
+                                "s3://bucket/db/t", {"metaservice.barrier": "100"})
+    name = cut_metadata_location(head, served)
+    assert name == cut_metadata_location(head, served.model_copy())
     assert name.startswith("s3://bucket/db/t/metadata/view-")
     assert name.endswith(".metadata.json")
-    assert len({name, cut_metadata_location(head.replace("00007", "00008"), 11, 100,
-                                            ViewKind.strong),
-                cut_metadata_location(head, 12, 100, ViewKind.strong),
-                cut_metadata_location(head, 11, 101, ViewKind.strong),
-                cut_metadata_location(head, 11, 100, ViewKind.barrier)}) == 5
+    other = served.model_copy(update={"properties": {"metaservice.barrier": "101"}})
+    assert cut_metadata_location(head, other) != name
     assert MetastoreCatalog._parse_metadata_version(head) == 7
     assert MetastoreCatalog._parse_metadata_version(name) == -1
 
