@@ -9,10 +9,12 @@
   joins the pipeline's tables at one barrier. A table that is not exact there (the pipeline
   changed since) is refused with SPEC §4's errors; a new session sees the new pipeline.
 - Each table is fixed at its first load and served at that snapshot ever after; the snapshot
-  joins the session's lease, and every load runs the lease's term again. An expired session
-  is gone (404): its snapshots may have been expired meanwhile.
-- A session's loads are serialised on its row, so two tables of one pipeline loaded at once
-  (engines load in parallel) cannot get two cuts.
+  joins the session's lease, and every load runs the lease's term again (to the second: a
+  load within a second of the last renewal writes nothing). An expired session is gone (404):
+  its snapshots may have been expired meanwhile.
+- A session's loads that fix a cut are serialised on its row, so two tables of one pipeline
+  loaded at once (engines load in parallel) cannot get two cuts. A table's cut never changes
+  once fixed, so a load of a fixed table takes no lock.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from metaservice.catalog import repository as repo
 from metaservice.catalog.errors import NoSuchReadSessionError, NoSuchTableError
 from metaservice.catalog.views import View, ViewKind
 from metaservice.context import ServiceContext
+from metaservice.db.models import LeaseRow, ReadSessionRow
 from metaservice.expirations import handout
 from metaservice.leases import service as leases_service
 from metaservice.names import TableName
@@ -37,6 +40,7 @@ from metaservice.versions.cuts import Consistency
 logger = logging.getLogger(__name__)
 
 PREFIX = "view-"
+_RENEWAL_STEP_MS = 1_000  # a session's term is run again at most once per second
 
 
 @dataclass(frozen=True)
@@ -70,19 +74,16 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
         NoSuchTableError: MetaService records no barrier of the table.
         MetaServiceError: SPEC §4's errors for a table with no version at the cut.
     """
-    session_id = prefix.removeprefix(PREFIX) if prefix.startswith(PREFIX) else None
-    locked = repo.lock_read_session(session, session_id) if session_id else None
-    if (locked is None or locked[1].expires_at <= ctx.clock.now_ms()
-            or not leases_service.visible_to(locked[1], principal)):
-        raise NoSuchReadSessionError(
-            f"read session {prefix!r} expired or does not exist: connect again (a new session "
-            "reads newer data)")
-    read_session, lease = locked
+    read_session, lease = _live_session(session, ctx, prefix, principal, lock=False)
     kind = ViewKind(read_session.view)
-    cuts = repo.read_session_cuts(session, read_session.id)
-    fixed = cuts.get(str(name))
-    if fixed is not None:
+    fixed = repo.read_session_cuts(session, read_session.id).get(str(name))
+    if fixed is None:
+        read_session, lease = _live_session(session, ctx, prefix, principal, lock=True)
+        cuts = repo.read_session_cuts(session, read_session.id)  # as of the lock
+        fixed = cuts.get(str(name))
+    if lease.expires_at < ctx.clock.now_ms() + lease.ttl_ms - _RENEWAL_STEP_MS:
         leases_service.keep_alive(ctx, lease)
+    if fixed is not None:
         return Cut(kind, fixed[1], fixed[2])
     row = tables_repo.find_table(session, name)
     if row is None:
@@ -104,3 +105,15 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
         "session_id": read_session.id, "table": str(name), "barrier": version.barrier,
         "snapshot_id": version.snapshot_id})
     return Cut(kind, version.barrier, version.snapshot_id)
+
+
+def _live_session(session: Session, ctx: ServiceContext, prefix: str, principal: Principal, *,
+                  lock: bool) -> tuple[ReadSessionRow, LeaseRow]:
+    session_id = prefix.removeprefix(PREFIX) if prefix.startswith(PREFIX) else None
+    found = repo.get_read_session(session, session_id, lock=lock) if session_id else None
+    if (found is None or found[1].expires_at <= ctx.clock.now_ms()
+            or not leases_service.visible_to(found[1], principal)):
+        raise NoSuchReadSessionError(
+            f"read session {prefix!r} expired or does not exist: connect again (a new session "
+            "reads newer data)")
+    return found

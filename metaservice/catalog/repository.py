@@ -164,14 +164,16 @@ def insert_read_session(session: Session, session_id: str, view: str, barrier: i
     session.flush()
 
 
-def lock_read_session(session: Session,
-                      session_id: str) -> tuple[ReadSessionRow, LeaseRow] | None:
-    """The read session and its lease, locked: a session's loads are serialised, so two tables
-    of one pipeline loaded at once still get one cut."""
-    row = session.execute(
-        select(ReadSessionRow, LeaseRow).join(LeaseRow, LeaseRow.id == ReadSessionRow.id)
-        .where(ReadSessionRow.id == session_id)
-        .with_for_update().execution_options(populate_existing=True)).first()
+def get_read_session(session: Session, session_id: str, *,
+                     lock: bool) -> tuple[ReadSessionRow, LeaseRow] | None:
+    """The read session and its lease; ``lock``: locked, so that a session's loads that fix a
+    cut are serialised and two tables of one pipeline loaded at once still get one cut."""
+    statement = (select(ReadSessionRow, LeaseRow)
+                 .join(LeaseRow, LeaseRow.id == ReadSessionRow.id)
+                 .where(ReadSessionRow.id == session_id))
+    if lock:
+        statement = statement.with_for_update().execution_options(populate_existing=True)
+    row = session.execute(statement).first()
     return None if row is None else (row[0], row[1])
 
 

@@ -194,6 +194,20 @@ def test_a_session_leases_what_it_serves_and_expires_after_its_last_use(
     assert refused["snapshot_id"] == served
     assert f"lease:{lease['lease_id']}" in refused["reasons"]
 
+    # A use runs the term again, to the second: a load within one writes nothing.
+    def expires_at() -> int:
+        (entry,) = [e for e in client.get("/leases").json()["leases"]
+                    if e["lease_id"] == lease["lease_id"]]
+        return int(entry["expires_at"])
+
+    first = expires_at()
+    clock.advance(500)
+    strong.load_table("db.a")
+    assert expires_at() == first
+    clock.advance(600)
+    strong.load_table("db.a")
+    assert expires_at() == first + 1100
+
     settings_seconds = 3600
     clock.advance(settings_seconds * 1000 - 1000)
     strong.load_table("db.a")  # a use runs the term again
