@@ -36,6 +36,17 @@ def _plan(database: Database, ctx: ServiceContext, name: str, sources: list[Tabl
         return view
 
 
+def _ran_then_planned_again_past_the_ttl(database: Database, ctx: ServiceContext,
+                                         clock: ManualClock, settings: Settings) -> None:
+    """Job ``ran``: planned, started, stopped, planned again, then left past the TTL."""
+    _plan(database, ctx, "ran", [A], [C])
+    with database.transaction(write=True) as session:
+        jobs.start(session, ctx, "ran", "latest")
+        jobs.unregister(session, ctx, "ran")
+    _plan(database, ctx, "ran", [A], [C])
+    clock.advance(int(settings.planned_job_ttl_seconds * 1000) + 1)
+
+
 def _writer(database: Database, table: TableName) -> str | None:
     with database.transaction(write=False) as session:
         row = tables_repo.find_table(session, table)
@@ -125,12 +136,7 @@ def test_a_planned_job_never_started_is_forgotten_after_the_ttl(
     """Past the TTL a never-started planned job is unknown and a write purges it; a job with
     history planned again is kept, terminated, with its run count."""
     _plan(database, ctx, "old", [A], [B])
-    _plan(database, ctx, "ran", [A], [C])
-    with database.transaction(write=True) as session:
-        jobs.start(session, ctx, "ran", "latest")
-        jobs.unregister(session, ctx, "ran")
-    _plan(database, ctx, "ran", [A], [C])
-    clock.advance(int(settings.planned_job_ttl_seconds * 1000) + 1)
+    _ran_then_planned_again_past_the_ttl(database, ctx, clock, settings)
     with pytest.raises(errors.UnknownJobError), database.transaction(write=False) as session:
         jobs.get(session, ctx, "old")
     _plan(database, ctx, "new", [C], [])  # any registration purges
@@ -145,12 +151,7 @@ def test_a_job_with_history_planned_again_is_never_unknown(
         settings: Settings) -> None:
     """A job that ran, planned again and left past the TTL stays known (SPEC §2: only a job
     never started is forgotten)."""
-    _plan(database, ctx, "ran", [A], [C])
-    with database.transaction(write=True) as session:
-        jobs.start(session, ctx, "ran", "latest")
-        jobs.unregister(session, ctx, "ran")
-    _plan(database, ctx, "ran", [A], [C])
-    clock.advance(int(settings.planned_job_ttl_seconds * 1000) + 1)
+    _ran_then_planned_again_past_the_ttl(database, ctx, clock, settings)
     with database.transaction(write=False) as session:
         assert jobs.get(session, ctx, "ran").job.run == 1
         assert "ran" in [view.job.name for view in jobs.list_all(session, ctx, None)]
