@@ -19,6 +19,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
@@ -99,10 +100,11 @@ def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
                   CONSISTENCY_PROPERTY: kind.value}
     # As of the cut: the table's newer commits change nothing in what a view serves (save a new
     # schema, spec or property), so sessions at one cut share one file (cut_metadata_location).
+    as_of_cut: dict[str, Any] = {"last_updated_ms": head.timestamp_ms}
+    if metadata.format_version >= 2 and head.sequence_number is not None:
+        as_of_cut["last_sequence_number"] = head.sequence_number  # V1 has no sequence numbers
     return metadata.model_copy(update={
-        "last_updated_ms": head.timestamp_ms,
-        "last_sequence_number": (head.sequence_number if head.sequence_number is not None
-                                 else metadata.last_sequence_number),
+        **as_of_cut,
         "current_snapshot_id": snapshot_id,
         "current_schema_id": schema_id,
         "snapshots": [s for s in metadata.snapshots if s.snapshot_id in kept],
