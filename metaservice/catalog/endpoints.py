@@ -266,13 +266,14 @@ def table_exists(session: ReadSession, namespace: str, table: str) -> Response:
 
 @router.post("/v1/namespaces/{namespace}/tables/{table}", operation_id="iceberg_commit_table")
 def commit_table(request: Request, session: WriteSession, ctx: Context, namespace: str,
-                 table: str, body: JsonObject) -> Response:
+                 table: str, body: JsonObject, background: BackgroundTasks) -> Response:
     """Commit updates to a table; SPEC §11's rules apply in the same transaction."""
     name = service.namespace_name(_levels(namespace))
     parsed = service.parse_commit(body, namespace=name, table=table)
     (staged,) = service.commit_tables(
         session, ctx, _site(request), [(name, table, parsed)],
         actor=_actor(request))
+    _delete_removed_cut_files(request, background, [staged])
     return _table_response(LoadedTable(staged.metadata, staged.metadata_location))
 
 
@@ -282,9 +283,11 @@ def drop_table(request: Request, session: WriteSession, namespace: str, table: s
                background: BackgroundTasks,
                purge_requested: Annotated[bool, Query(alias="purgeRequested")] = False,
                ) -> Response:
-    location = service.drop_table(session, _levels(namespace), table)
+    dropped = service.drop_table(session, _levels(namespace), table)
     if purge_requested:  # after the drop committed (the response is sent after the commit)
-        background.add_task(_site(request).warehouse.purge, location)
+        warehouse = _site(request).warehouse
+        background.add_task(warehouse.purge, dropped.metadata_location)
+        background.add_task(warehouse.delete_cut_files, dropped.cut_files)
     return Response(status_code=204)
 
 
@@ -316,7 +319,7 @@ def report_metrics(request: Request, namespace: str, table: str,
 @router.post("/v1/transactions/commit", status_code=204,
              operation_id="iceberg_commit_transaction")
 def commit_transaction(request: Request, session: WriteSession, ctx: Context,
-                       body: JsonObject) -> Response:
+                       body: JsonObject, background: BackgroundTasks) -> Response:
     """Commit to several tables at once: every table or none."""
     changes = body.get("table-changes")
     if not isinstance(changes, list) or not changes:
@@ -326,8 +329,19 @@ def commit_transaction(request: Request, session: WriteSession, ctx: Context,
         parsed = service.parse_commit(change)
         requests.append((service.namespace_name(list(parsed.identifier.namespace.root)),
                          parsed.identifier.name, parsed))
-    service.commit_tables(session, ctx, _site(request), requests, actor=_actor(request))
+    staged = service.commit_tables(session, ctx, _site(request), requests,
+                                   actor=_actor(request))
+    _delete_removed_cut_files(request, background, staged)
     return Response(status_code=204)
+
+
+def _delete_removed_cut_files(request: Request, background: BackgroundTasks,
+                              staged: list[service.StagedCommit]) -> None:
+    """The cut files of snapshots a commit removed go after it committed (the response, and
+    so the background task, comes after the commit)."""
+    removed = [location for one in staged for location in one.removed_cut_files]
+    if removed:
+        background.add_task(_site(request).warehouse.delete_cut_files, removed)
 
 
 # -- views (SPEC §12): the same reads under a read session's prefix; writes are refused -------

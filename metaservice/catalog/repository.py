@@ -1,4 +1,5 @@
-"""All SQL of the catalog: namespace rows, table pointers and the read sessions of its views.
+"""All SQL of the catalog: namespace rows, table pointers, the read sessions of its views and
+the cut files they serve.
 
 A pointer swap is a compare-and-swap on ``version`` (``UPDATE … WHERE version = :expected``;
 zero rows means another commit won). On PostgreSQL the losing UPDATE waits for the winner's row
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
+    CutFileRow,
     IcebergNamespaceRow,
     IcebergTableRow,
     JobRow,
@@ -193,3 +195,35 @@ def add_read_session_cut(session: Session, session_id: str, table_id: int, barri
     session.add(ReadSessionCutRow(session_id=session_id, table_id=table_id, barrier=barrier,
                                   snapshot_id=snapshot_id))
     session.flush()
+
+
+# -- cut files of views (SPEC §12) ------------------------------------------------------------
+
+
+def record_cut_file(session: Session, location: str, namespace: str, name: str,
+                    snapshot_id: int, now_ms: int) -> None:
+    """Record a served cut file unless it is recorded (race-safe). A read first: loads of a
+    recorded file, nearly all of them, write nothing."""
+    if session.get(CutFileRow, location) is not None:
+        return
+    session.execute(_insert(session)(CutFileRow).values(
+        location=location, namespace=namespace, name=name, snapshot_id=snapshot_id,
+        created_at=now_ms,
+    ).on_conflict_do_nothing(index_elements=["location"]))
+
+
+def take_cut_files(session: Session, namespace: str, name: str,
+                   snapshot_ids: list[int] | None = None) -> list[str]:
+    """Delete the rows of the table's cut files (of ``snapshot_ids`` only, unless None);
+    answers their locations."""
+    statement = delete(CutFileRow).where(CutFileRow.namespace == namespace,
+                                         CutFileRow.name == name)
+    if snapshot_ids is not None:
+        statement = statement.where(CutFileRow.snapshot_id.in_(snapshot_ids))
+    return sorted(session.scalars(statement.returning(CutFileRow.location)))
+
+
+def rename_cut_files(session: Session, source: tuple[str, str], target: tuple[str, str]) -> None:
+    session.execute(update(CutFileRow)
+                    .where(CutFileRow.namespace == source[0], CutFileRow.name == source[1])
+                    .values(namespace=target[0], name=target[1]))

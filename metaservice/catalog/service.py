@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -214,6 +214,10 @@ def load_table_in_view(session: Session, ctx: ServiceContext, catalog: CatalogSi
     # Engines may read the file at metadata-location rather than the answer: it holds the cut.
     location = catalog.warehouse.cut_location(pointer.metadata_location, cut.snapshot_id,
                                               cut.barrier, cut.kind, served)
+    # Recorded before it is written: a file on disk whose row never committed is only left
+    # behind, a row whose file was never written deletes nothing.
+    repo.record_cut_file(session, location, namespace, table, cut.snapshot_id,
+                         ctx.clock.now_ms())
     catalog.warehouse.write_shared(served, location)
     return LoadedTable(_with_snapshots(served, snapshots), location)
 
@@ -306,14 +310,25 @@ def register_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     return LoadedTable(metadata, metadata_location)
 
 
-def drop_table(session: Session, levels: Sequence[str], table: str) -> str:
-    """Drop the pointer; answers the metadata location it had (for a purge)."""
+@dataclass(frozen=True)
+class DroppedTable:
+    """What a purge deletes once the drop committed: the files of the table's last metadata
+    file, and the cut files its views served."""
+
+    metadata_location: str
+    cut_files: list[str]
+
+
+def drop_table(session: Session, levels: Sequence[str], table: str) -> DroppedTable:
+    """Drop the pointer and forget the table's cut files (a table of the same name created
+    later starts with none); answers what a purge deletes."""
     namespace = namespace_name(levels)
     location = repo.delete_pointer(session, namespace, table)
     if location is None:
         raise NoSuchTableError(f"table does not exist: {namespace}.{table}")
+    cut_files = repo.take_cut_files(session, namespace, table)
     logger.info("catalog_table_dropped", extra={"namespace": namespace, "table": table})
-    return location
+    return DroppedTable(location, cut_files)
 
 
 def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
@@ -341,19 +356,24 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     if not repo.rename_pointer(session, (source.database, source.table),
                                (target.database, target.table), ctx.clock.now_ms()):
         raise NoSuchTableError(f"table does not exist: {source.database}.{source.table}")
+    # The table's files stay where they are, so its cut files do: they follow its name.
+    repo.rename_cut_files(session, (source.database, source.table),
+                          (target.database, target.table))
 
 
 # -- commits -----------------------------------------------------------------------------------
 
 
 @dataclass
-class _Staged:
+class StagedCommit:
     name: TableName
     base: TableMetadata | None
     base_version: int | None
     metadata: TableMetadata
     metadata_location: str
     changed: bool
+    # Cut files of the snapshots the commit removed: deleted once it committed.
+    removed_cut_files: list[str] = field(default_factory=list)
 
 
 def _reason(exc: Exception) -> str:
@@ -376,7 +396,7 @@ def parse_commit(body: Any, *, namespace: str | None = None,
 
 
 def _stage(session: Session, catalog: CatalogSite, namespace: str, table: str,
-           request: CommitTableRequest) -> _Staged:
+           request: CommitTableRequest) -> StagedCommit:
     name = table_name(catalog, namespace, table)
     pointer = repo.get_pointer(session, namespace, table)
     creating = any(isinstance(r, AssertCreate) for r in request.requirements)
@@ -391,7 +411,7 @@ def _stage(session: Session, catalog: CatalogSite, namespace: str, table: str,
     except CommitFailedException as exc:
         raise CommitFailedError(f"requirement failed for {name}: {exc}") from exc
     if pointer is not None and base is not None and not request.updates:
-        return _Staged(name, base, pointer.version, base, pointer.metadata_location, False)
+        return StagedCommit(name, base, pointer.version, base, pointer.metadata_location, False)
     try:
         metadata = update_table_metadata(
             base_metadata=base if base is not None else MetastoreCatalog._empty_table_metadata(),
@@ -405,11 +425,11 @@ def _stage(session: Session, catalog: CatalogSite, namespace: str, table: str,
                if pointer is not None else 0)
     location = catalog.warehouse.new_metadata_location(metadata, version)
     catalog.warehouse.write(metadata, location)
-    return _Staged(name, base, pointer.version if pointer is not None else None, metadata,
+    return StagedCommit(name, base, pointer.version if pointer is not None else None, metadata,
                    location, True)
 
 
-def _swap(session: Session, ctx: ServiceContext, staged: _Staged) -> None:
+def _swap(session: Session, ctx: ServiceContext, staged: StagedCommit) -> None:
     name, now = staged.name, ctx.clock.now_ms()
     if staged.base_version is None:
         if not repo.insert_pointer(session, name.database, name.table,
@@ -423,7 +443,7 @@ def _swap(session: Session, ctx: ServiceContext, staged: _Staged) -> None:
 
 def commit_tables(session: Session, ctx: ServiceContext, catalog: CatalogSite,
                   requests: Sequence[tuple[str, str, CommitTableRequest]],
-                  *, actor: str | None) -> list[_Staged]:
+                  *, actor: str | None) -> list[StagedCommit]:
     """Commit to one or more tables, all or none (``(namespace, table, request)`` each).
     ``actor`` is the writer token's name when job ownership must be checked, else None."""
     seen: set[tuple[str, str]] = set()
@@ -446,7 +466,7 @@ def commit_tables(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     return staged
 
 
-def _apply_rules(session: Session, ctx: ServiceContext, staged: _Staged,
+def _apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
                  changes: CommitChanges, *, actor: str | None) -> None:
     """SPEC §11: what the commit changes must be allowed, and is recorded, here and now."""
     if not changes.matters:
@@ -469,6 +489,10 @@ def _apply_rules(session: Session, ctx: ServiceContext, staged: _Staged,
                                              barrier=barrier)
         if changes.removed_snapshots:
             _expire(session, ctx, name, changes.removed_snapshots)
+            # No live session serves a removed snapshot (its lease would have refused the
+            # expiration), and no view serves it again: its cut files go.
+            staged.removed_cut_files = repo.take_cut_files(
+                session, name.database, name.table, changes.removed_snapshots)
     except domain_errors.MetaServiceError as exc:
         logger.info("catalog_commit_refused", extra={"table": str(name), "code": exc.code})
         raise CommitRefusedError.from_domain(exc) from exc

@@ -6,7 +6,9 @@ unreferenced file, never a pointer without its file.
 
 A view's cut of a table (SPEC §12) is a file too, named after what decides its content and
 shared by every read session serving that cut: written by whichever request needs it first,
-possibly by several at once (``write_shared``), never named by a table's pointer.
+possibly by several at once (``write_shared``), never named by a table's pointer. It is
+deleted (``delete_cut_files``) after the commit that expires its snapshot, or the drop that
+purges its table, committed.
 """
 
 from __future__ import annotations
@@ -147,6 +149,18 @@ class Warehouse:
             location = views.cut_metadata_location(head_location, served)
             self._cut_locations.put(key, location)
         return location
+
+    def delete_cut_files(self, locations: list[str]) -> None:
+        """Delete views' cut files no session can use any more. Runs after the transaction that
+        forgot them committed; a file that cannot be deleted is logged and left."""
+        for location in locations:
+            try:
+                self.io(location).delete(location)
+            except FileNotFoundError:
+                pass  # never written (its load failed after recording it), or deleted already
+            except OSError:
+                logger.warning("cut_file_not_deleted", extra={"location": location},
+                               exc_info=True)
 
     def purge(self, metadata_location: str) -> None:
         """Delete every file of a dropped table: data, manifests, manifest lists, metadata.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
 
-from metaservice.db.migrate import current_revision, head_revision
+from metaservice.db.migrate import alembic_config, current_revision, head_revision, upgrade_to_head
 from metaservice.db.models import Base
 from metaservice.db.session import Database
 
@@ -16,3 +18,25 @@ def test_upgrade_from_empty_matches_the_models(database: Database) -> None:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         diff = compare_metadata(context, Base.metadata)
     assert diff == []
+
+
+def test_the_cut_files_migration_downgrades_and_upgrades_again(database: Database) -> None:
+    """0009 (views' cut files) is undone by its downgrade, to exactly 0008's schema, and
+    redone to the models."""
+    config = alembic_config(database.engine.url.render_as_string(hide_password=False))
+
+    def tables() -> set[str]:
+        return set(inspect(database.engine).get_table_names())
+
+    assert "catalog_cut_files" in tables()
+    try:
+        with database.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0008")
+        assert current_revision(database.engine) == "0008"
+        assert "catalog_cut_files" not in tables()
+        assert "catalog_read_session_cuts" in tables()
+    finally:
+        upgrade_to_head(database.engine)
+    assert "catalog_cut_files" in tables()
+    test_upgrade_from_empty_matches_the_models(database)
