@@ -528,9 +528,8 @@ class DuckDB:
                     for t in (ORDERS, ENRICHED, REVENUE, SPEND)}
             barriers: dict[str, int] = {}
             if "@" in warehouse:
-                # a view's table says at which cut it is served (property metaservice.barrier);
-                # not iceberg_snapshots(), which lists the snapshots of the metadata file named
-                # by metadata-location, the head's
+                # a view's table says at which barrier it is served (property
+                # metaservice.barrier)
                 barriers = {t: int(row[0]) for t in TABLES for row in self.connection.execute(
                     f"SELECT value FROM iceberg_table_properties({path(t)}) "
                     "WHERE key = 'metaservice.barrier'").fetchall()}
