@@ -31,7 +31,7 @@ COLUMNS = "id long, amount long"
 _catalogs = itertools.count()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
     driver = SparkDriver(tmp_path_factory.mktemp("spark35") / "driver.log")
     yield driver
