@@ -283,7 +283,7 @@ def drop_table(request: Request, session: WriteSession, namespace: str, table: s
                background: BackgroundTasks,
                purge_requested: Annotated[bool, Query(alias="purgeRequested")] = False,
                ) -> Response:
-    dropped = service.drop_table(session, _levels(namespace), table)
+    dropped = service.drop_table(session, _site(request), _levels(namespace), table)
     if purge_requested:  # after the drop committed (the response is sent after the commit)
         warehouse = _site(request).warehouse
         background.add_task(warehouse.purge, dropped.metadata_location)

@@ -40,7 +40,8 @@ from metaservice.versions.cuts import Consistency
 logger = logging.getLogger(__name__)
 
 PREFIX = "view-"
-_RENEWAL_STEP_MS = 1_000  # a session's term is run again at most once per second
+_RENEWAL_STEP_MS = 1_000  # a session's term is run again at most once per second (half a
+                          # term, for terms of two seconds or less)
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,10 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
         read_session, lease = _live_session(session, ctx, prefix, principal, lock=True)
         cuts = repo.read_session_cuts(session, read_session.id)  # as of the lock
         fixed = cuts.get(str(name))
-    if lease.expires_at < ctx.clock.now_ms() + lease.ttl_ms - _RENEWAL_STEP_MS:
-        leases_service.keep_alive(ctx, lease)
+    step = min(_RENEWAL_STEP_MS, lease.ttl_ms // 2)
+    if (lease.expires_at < ctx.clock.now_ms() + lease.ttl_ms - step
+            and not leases_service.extend_live(session, ctx, lease)):
+        raise _gone(prefix)  # released or expired since it was read
     if fixed is not None:
         return Cut(kind, fixed[1], fixed[2])
     row = tables_repo.find_table(session, name)
@@ -113,7 +116,11 @@ def _live_session(session: Session, ctx: ServiceContext, prefix: str, principal:
     found = repo.get_read_session(session, session_id, lock=lock) if session_id else None
     if (found is None or found[1].expires_at <= ctx.clock.now_ms()
             or not leases_service.visible_to(found[1], principal)):
-        raise NoSuchReadSessionError(
-            f"read session {prefix!r} expired or does not exist: connect again (a new session "
-            "reads newer data)")
+        raise _gone(prefix)
     return found
+
+
+def _gone(prefix: str) -> NoSuchReadSessionError:
+    return NoSuchReadSessionError(
+        f"read session {prefix!r} expired or does not exist: connect again (a new session "
+        "reads newer data)")

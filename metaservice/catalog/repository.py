@@ -200,30 +200,23 @@ def add_read_session_cut(session: Session, session_id: str, table_id: int, barri
 # -- cut files of views (SPEC §12) ------------------------------------------------------------
 
 
-def record_cut_file(session: Session, location: str, namespace: str, name: str,
-                    snapshot_id: int, now_ms: int) -> None:
+def record_cut_file(session: Session, location: str, table_uuid: str, snapshot_id: int,
+                    now_ms: int) -> None:
     """Record a served cut file unless it is recorded (race-safe). A read first: loads of a
     recorded file, nearly all of them, write nothing."""
     if session.get(CutFileRow, location) is not None:
         return
     session.execute(_insert(session)(CutFileRow).values(
-        location=location, namespace=namespace, name=name, snapshot_id=snapshot_id,
+        location=location, table_uuid=table_uuid, snapshot_id=snapshot_id,
         created_at=now_ms,
     ).on_conflict_do_nothing(index_elements=["location"]))
 
 
-def take_cut_files(session: Session, namespace: str, name: str,
+def take_cut_files(session: Session, table_uuid: str,
                    snapshot_ids: list[int] | None = None) -> list[str]:
     """Delete the rows of the table's cut files (of ``snapshot_ids`` only, unless None);
     answers their locations."""
-    statement = delete(CutFileRow).where(CutFileRow.namespace == namespace,
-                                         CutFileRow.name == name)
+    statement = delete(CutFileRow).where(CutFileRow.table_uuid == table_uuid)
     if snapshot_ids is not None:
         statement = statement.where(CutFileRow.snapshot_id.in_(snapshot_ids))
     return sorted(session.scalars(statement.returning(CutFileRow.location)))
-
-
-def rename_cut_files(session: Session, source: tuple[str, str], target: tuple[str, str]) -> None:
-    session.execute(update(CutFileRow)
-                    .where(CutFileRow.namespace == source[0], CutFileRow.name == source[1])
-                    .values(namespace=target[0], name=target[1]))

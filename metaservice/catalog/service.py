@@ -216,7 +216,7 @@ def load_table_in_view(session: Session, ctx: ServiceContext, catalog: CatalogSi
                                               cut.barrier, cut.kind, served)
     # Recorded before it is written: a file on disk whose row never committed is only left
     # behind, a row whose file was never written deletes nothing.
-    repo.record_cut_file(session, location, namespace, table, cut.snapshot_id,
+    repo.record_cut_file(session, location, str(served.table_uuid), cut.snapshot_id,
                          ctx.clock.now_ms())
     catalog.warehouse.write_shared(served, location)
     return LoadedTable(_with_snapshots(served, snapshots), location)
@@ -319,14 +319,20 @@ class DroppedTable:
     cut_files: list[str]
 
 
-def drop_table(session: Session, levels: Sequence[str], table: str) -> DroppedTable:
-    """Drop the pointer and forget the table's cut files (a table of the same name created
-    later starts with none); answers what a purge deletes."""
+def drop_table(session: Session, catalog: CatalogSite, levels: Sequence[str],
+               table: str) -> DroppedTable:
+    """Drop the pointer and forget the table's cut files; answers what a purge deletes."""
     namespace = namespace_name(levels)
     location = repo.delete_pointer(session, namespace, table)
     if location is None:
         raise NoSuchTableError(f"table does not exist: {namespace}.{table}")
-    cut_files = repo.take_cut_files(session, namespace, table)
+    try:
+        table_uuid = str(catalog.warehouse.read(location).table_uuid)
+    except Exception:  # noqa: BLE001 - an unreadable metadata file does not stop a drop
+        logger.warning("catalog_drop_metadata_unreadable", extra={"location": location})
+        cut_files = []
+    else:
+        cut_files = repo.take_cut_files(session, table_uuid)
     logger.info("catalog_table_dropped", extra={"namespace": namespace, "table": table})
     return DroppedTable(location, cut_files)
 
@@ -356,9 +362,6 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     if not repo.rename_pointer(session, (source.database, source.table),
                                (target.database, target.table), ctx.clock.now_ms()):
         raise NoSuchTableError(f"table does not exist: {source.database}.{source.table}")
-    # The table's files stay where they are, so its cut files do: they follow its name.
-    repo.rename_cut_files(session, (source.database, source.table),
-                          (target.database, target.table))
 
 
 # -- commits -----------------------------------------------------------------------------------
@@ -492,7 +495,7 @@ def _apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
             # No live session serves a removed snapshot (its lease would have refused the
             # expiration), and no view serves it again: its cut files go.
             staged.removed_cut_files = repo.take_cut_files(
-                session, name.database, name.table, changes.removed_snapshots)
+                session, str(staged.metadata.table_uuid), changes.removed_snapshots)
     except domain_errors.MetaServiceError as exc:
         logger.info("catalog_commit_refused", extra={"table": str(name), "code": exc.code})
         raise CommitRefusedError.from_domain(exc) from exc

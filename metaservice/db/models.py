@@ -347,14 +347,14 @@ class ReadSessionCutRow(Base):
 class CutFileRow(Base):
     """A view's cut file (SPEC §12), recorded when first served: the file serves one snapshot
     of one catalog table, and is deleted with the snapshot's expiration or the table's purge.
-    The table is named as its catalog pointer is (a rename moves the rows with it)."""
+    The table is its Iceberg ``table-uuid``: unlike its name, a rename racing a view load
+    cannot leave a row under a name a later table takes."""
 
     __tablename__ = "catalog_cut_files"
     __table_args__ = (
-        Index("ix_catalog_cut_files_table_snapshot", "namespace", "name", "snapshot_id"),)
+        Index("ix_catalog_cut_files_table_snapshot", "table_uuid", "snapshot_id"),)
 
     location: Mapped[str] = mapped_column(String(2048), primary_key=True)
-    namespace: Mapped[str] = mapped_column(String(128), nullable=False)
-    name: Mapped[str] = mapped_column(String(128), nullable=False)
+    table_uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     snapshot_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)

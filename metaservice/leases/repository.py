@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import delete, select
+from sqlalchemy import case, delete, select, update
 from sqlalchemy.orm import Session
 
 from metaservice.db.models import LeaseRow, LeaseSnapshotRow, TableRow
@@ -109,3 +109,15 @@ def principals_of(session: Session, lease_ids: Iterable[str]) -> dict[str, str |
         return {}
     rows = session.execute(select(LeaseRow.id, LeaseRow.principal).where(LeaseRow.id.in_(ids)))
     return {lease_id: principal for lease_id, principal in rows}
+
+
+def extend_if_live(session: Session, lease_id: str, now_ms: int, until_ms: int) -> bool:
+    """Move the lease's expiry to ``until_ms`` (unless it is later already) if the lease is
+    still there and live when the statement runs; False otherwise. Needs no lock on the row:
+    the check and the write are one statement."""
+    result = session.execute(
+        update(LeaseRow).where(LeaseRow.id == lease_id, LeaseRow.expires_at > now_ms)
+        .values(expires_at=case((LeaseRow.expires_at > until_ms, LeaseRow.expires_at),
+                                else_=until_ms))
+        .execution_options(synchronize_session=False))
+    return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -174,8 +174,15 @@ def hold_more(session: Session, ctx: ServiceContext, row: LeaseRow,
 
 
 def keep_alive(ctx: ServiceContext, row: LeaseRow) -> None:
-    """Run a live lease's original term again from now."""
+    """Run a live lease's original term again from now (the caller has locked it)."""
     row.expires_at = ctx.clock.now_ms() + row.ttl_ms
+
+
+def extend_live(session: Session, ctx: ServiceContext, row: LeaseRow) -> bool:
+    """:func:`keep_alive` for a lease read without a lock: False when it was released or
+    expired meanwhile (nothing is written then)."""
+    now = ctx.clock.now_ms()
+    return repo.extend_if_live(session, row.id, now, now + row.ttl_ms)
 
 
 def release_lease(session: Session, lease_id: str,

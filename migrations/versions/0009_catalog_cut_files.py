@@ -19,14 +19,13 @@ def upgrade() -> None:
     op.create_table(
         "catalog_cut_files",
         sa.Column("location", sa.String(length=2048), nullable=False),
-        sa.Column("namespace", sa.String(length=128), nullable=False),
-        sa.Column("name", sa.String(length=128), nullable=False),
+        sa.Column("table_uuid", sa.String(length=36), nullable=False),
         sa.Column("snapshot_id", sa.BigInteger(), nullable=False),
         sa.Column("created_at", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("location", name=op.f("pk_catalog_cut_files")),
     )
     op.create_index("ix_catalog_cut_files_table_snapshot", "catalog_cut_files",
-                    ["namespace", "name", "snapshot_id"], unique=False)
+                    ["table_uuid", "snapshot_id"], unique=False)
 
 
 def downgrade() -> None:

@@ -34,11 +34,15 @@ def local(location: str) -> Path:
     return Path(location.removeprefix("file://"))
 
 
-def recorded(database: Database) -> dict[str, tuple[str, str, int]]:
-    """``{location: (namespace, name, snapshot_id)}`` of the recorded cut files."""
+def recorded(database: Database) -> dict[str, tuple[str, int]]:
+    """``{location: (table_uuid, snapshot_id)}`` of the recorded cut files."""
     with database.read_session() as session:
-        return {row.location: (row.namespace, row.name, row.snapshot_id)
+        return {row.location: (row.table_uuid, row.snapshot_id)
                 for row in session.scalars(select(CutFileRow))}
+
+
+def uuid_of(catalog: RestCatalog, name: str) -> str:
+    return str(catalog.load_table(name).metadata.table_uuid)
 
 
 def eventually(condition: Callable[[], bool], what: str) -> None:
@@ -65,7 +69,8 @@ def test_expiring_a_cut_snapshot_deletes_its_cut_file_once_no_session_holds_it(
     at_first = snapshot_at(client, "lake.db.orders", first)
     assert old.metadata.current_snapshot_id == at_first
     assert local(old.metadata_location).is_file()
-    assert recorded(database) == {old.metadata_location: ("db", "orders", at_first)}
+    assert recorded(database) == {old.metadata_location: (uuid_of(catalog, "db.orders"),
+                                                          at_first)}
 
     clock.advance(SESSION_MS - 100_000)
     second = pipeline.ingest(1)
@@ -93,7 +98,8 @@ def test_expiring_a_cut_snapshot_deletes_its_cut_file_once_no_session_holds_it(
     expire(catalog, "db.orders", at_first)
     eventually(lambda: not local(old.metadata_location).exists(),
                "the expired cut's file was left behind")
-    assert recorded(database) == {new.metadata_location: ("db", "orders", at_second)}
+    assert recorded(database) == {new.metadata_location: (uuid_of(catalog, "db.orders"),
+                                                          at_second)}
     assert local(new.metadata_location).is_file()
     assert view(server).load_table("db.orders").metadata.current_snapshot_id != at_first
 
@@ -141,8 +147,8 @@ def test_a_plain_drop_leaves_cut_files_and_forgets_them(
 def test_cut_files_follow_a_renamed_table(
         catalog: RestCatalog, server: ServerThread, clock: ManualClock,
         database: Database) -> None:
-    """A renamed table keeps its files, and its cut files keep their rows under its new name:
-    expiring the cut snapshot through the new name deletes them."""
+    """A renamed table keeps its files and its identity (its table-uuid), which its cut files
+    are recorded under: expiring the cut snapshot through the new name deletes them."""
     catalog.create_namespace("db")
     table = catalog.create_table("db.solo", schema=SCHEMA)
     for i in range(2):
@@ -158,7 +164,8 @@ def test_cut_files_follow_a_renamed_table(
                  snapshot_properties={"metaservice.barrier": str(clock.now_ms())})
 
     catalog.rename_table("db.solo", "db.moved")
-    assert recorded(database) == {served.metadata_location: ("db", "moved", cut)}
+    assert recorded(database) == {served.metadata_location: (uuid_of(catalog, "db.moved"),
+                                                             cut)}
     clock.advance(SESSION_MS + 1)
     expire(catalog, "db.moved", cut)
     eventually(lambda: not local(served.metadata_location).exists(),

@@ -182,3 +182,28 @@ def test_an_expired_lease_is_forgotten_an_hour_after_its_expiry(
         leases.create_lease(session, ctx, "q", 1, [(T, 2)])
         with pytest.raises(errors.UnknownLeaseError):
             leases.get_lease(session, old)
+
+
+def test_extend_live_renews_only_a_lease_still_live_when_it_writes(
+        database: Database, ctx: ServiceContext, clock: ManualClock, table_id: int) -> None:
+    """A lease read without a lock is renewed only if, when the write runs, it is still there
+    and live; never shortened; released or expired meanwhile: False, nothing written."""
+    with database.transaction(write=True) as session:
+        lease_id = leases.create_lease(session, ctx, "q", 10, [(T, 1)]).lease_id
+        other_id = leases.create_lease(session, ctx, "q", 10, [(T, 1)]).lease_id
+    with database.transaction(write=False) as session:
+        stale = leases_repo.get_lease(session, lease_id)
+        other = leases_repo.get_lease(session, other_id)
+    assert stale is not None and other is not None
+    clock.advance(4_000)
+    with database.transaction(write=True) as session:
+        assert leases.extend_live(session, ctx, stale)
+    with database.transaction(write=True) as session:
+        assert leases_repo.get_lease(session, lease_id).expires_at == clock.now_ms() + 10_000
+        leases.release_lease(session, lease_id)
+    with database.transaction(write=True) as session:
+        assert not leases.extend_live(session, ctx, stale)  # released since it was read
+    clock.advance(6_000)  # the other lease expired exactly now
+    with database.transaction(write=True) as session:
+        assert not leases.extend_live(session, ctx, other)
+        assert leases_repo.get_lease(session, other_id).expires_at == clock.now_ms()
