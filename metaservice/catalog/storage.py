@@ -51,6 +51,15 @@ def _local_path(location: str) -> str | None:
     return parsed.path if parsed.scheme == "file" and parsed.netloc in ("", "localhost") else None
 
 
+def _sync(path: str) -> None:
+    """fsync a file or a directory (its entries)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 class _Recent(Generic[K, V]):
     """The last ``_CACHE_SIZE`` values by key, safe across threads."""
 
@@ -125,9 +134,11 @@ class Warehouse:
                 try:
                     ToOutputFile.table_metadata(metadata, io.new_output(temporary),
                                                 overwrite=True)
+                    _sync(temporary)  # on disk before its name is: a crash leaves no empty file
                     # FileExistsError: linked meanwhile by another request, the same content.
                     with contextlib.suppress(FileExistsError):
                         os.link(temporary, path)
+                    _sync(directory)
                 finally:
                     os.unlink(temporary)
 
