@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import httpx
 import pytest
@@ -28,7 +29,14 @@ from metaservice.settings import Settings
 
 POSTGRES_URL = os.environ.get("METASERVICE_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-REQUIRE_POSTGRES = bool(os.environ.get("CI") or os.environ.get("METASERVICE_REQUIRE_POSTGRES"))
+
+
+def missing(message: str, *, required_by: str) -> NoReturn:
+    """A tool some tests need is missing: they fail under CI or when the environment variable
+    ``required_by`` is set (``.ci/run`` sets each), and skip on a developer's machine."""
+    if os.environ.get("CI") or os.environ.get(required_by):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,10 +66,8 @@ def postgres_url() -> Iterator[str]:
             conn.execute(text("SELECT 1"))
     except Exception as exc:  # noqa: BLE001
         admin.dispose()
-        message = f"PostgreSQL unreachable at {POSTGRES_URL}: {type(exc).__name__}"
-        if REQUIRE_POSTGRES:
-            pytest.fail(message + " (required under CI)")
-        pytest.skip(message)
+        missing(f"PostgreSQL unreachable at {POSTGRES_URL}: {type(exc).__name__}",
+                required_by="METASERVICE_REQUIRE_POSTGRES")
     schema = f"ms_test_{uuid.uuid4().hex[:10]}"
     with admin.connect() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))

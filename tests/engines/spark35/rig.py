@@ -13,9 +13,9 @@ import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-import pytest
+from tests.conftest import missing
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -24,11 +24,9 @@ JARS = (ROOT / ".cache" / "spark35" / "iceberg-spark-runtime-3.5_2.12-1.10.2.jar
         ROOT / ".cache" / "spark35" / "iceberg-spark-runtime-shaded-extras.jar")
 
 
-def unavailable(message: str) -> None:
-    message += " (set it up with: bash tests/engines/spark35/install.sh)"
-    if os.environ.get("CI") or os.environ.get("METASERVICE_REQUIRE_SPARK_JVM"):
-        pytest.fail(message)
-    pytest.skip(message)
+def unavailable(message: str) -> NoReturn:
+    missing(message + " (set it up with: bash tests/engines/spark35/install.sh)",
+            required_by="METASERVICE_REQUIRE_SPARK_JVM")
 
 
 class SparkError(Exception):

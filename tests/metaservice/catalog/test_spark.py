@@ -20,7 +20,7 @@ from pyiceberg.catalog.rest import RestCatalog
 
 from metaservice.clock import ManualClock
 from tests.conftest import ServerThread
-from tests.engines.spark35.rig import SparkDriver, SparkError, unavailable
+from tests.engines.spark35.rig import SparkDriver, SparkError
 from tests.metaservice.catalog.pipeline import FanOut
 from tests.metaservice.catalog.test_pyiceberg import barriers
 from tests.metaservice.jobs.test_jobs import plan
@@ -58,18 +58,6 @@ def tags(job: str | None, barrier: int) -> dict[str, str]:
 def snapshot_ids(spark: SparkDriver, table: str) -> list[int]:
     return [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {table}.snapshots "
                                      "ORDER BY committed_at")]
-
-
-def test_the_rig_is_required_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.delenv("METASERVICE_REQUIRE_SPARK_JVM", raising=False)
-    with pytest.raises(pytest.skip.Exception):
-        unavailable("pyspark 3.5 is missing")
-    for variable in ("CI", "METASERVICE_REQUIRE_SPARK_JVM"):
-        monkeypatch.setenv(variable, "1")
-        with pytest.raises(pytest.fail.Exception, match="install.sh"):
-            unavailable("pyspark 3.5 is missing")
-        monkeypatch.delenv(variable)
 
 
 def test_a_spark_job_writes_its_barriers_and_reads_them_back(

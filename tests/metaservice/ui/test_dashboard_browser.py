@@ -25,12 +25,13 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import pytest
 
 from metaservice.clock import ManualClock
+from tests.conftest import missing
 
 pytestmark = pytest.mark.browser
 
@@ -44,11 +45,9 @@ T0 = 1_700_000_000_000
 BROWSER_TZ = "Asia/Kathmandu"  # UTC+05:45: neither hours nor minutes agree with UTC
 
 
-def _unavailable(message: str) -> None:
-    message += " (install it with .ci/install-browser.sh)"
-    if os.environ.get("CI") or os.environ.get("METASERVICE_REQUIRE_BROWSER"):
-        pytest.fail(message)
-    pytest.skip(message)
+def _unavailable(message: str) -> NoReturn:
+    missing(message + " (install it with .ci/install-browser.sh)",
+            required_by="METASERVICE_REQUIRE_BROWSER")
 
 
 @pytest.fixture
@@ -119,18 +118,6 @@ def _wait(driver: Any, script: str, timeout: float = 20) -> Any:
 def _console_errors(driver: Any) -> list[str]:
     return [f"{e['level']}: {e['message']}" for e in driver.get_log("browser")
             if e["level"] in ("SEVERE", "ERROR")]
-
-
-def test_a_missing_browser_fails_where_it_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.delenv("METASERVICE_REQUIRE_BROWSER", raising=False)
-    with pytest.raises(pytest.skip.Exception):
-        _unavailable("chromium is missing")
-    for variable in ("CI", "METASERVICE_REQUIRE_BROWSER"):
-        monkeypatch.setenv(variable, "1")
-        with pytest.raises(pytest.fail.Exception, match="install-browser"):
-            _unavailable("chromium is missing")
-        monkeypatch.delenv(variable)
 
 
 def test_dashboard_shows_the_topology_and_highlights_the_bottleneck(

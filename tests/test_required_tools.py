@@ -1,0 +1,33 @@
+"""Tests that need a tool (PostgreSQL, Chromium, Spark 3.5) skip without it on a developer's
+machine and fail without it under CI, where ``.ci/run`` requires each."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import missing
+
+REQUIRED_BY = ["METASERVICE_REQUIRE_POSTGRES", "METASERVICE_REQUIRE_BROWSER",
+               "METASERVICE_REQUIRE_SPARK_JVM"]
+
+
+@pytest.mark.parametrize("variable", REQUIRED_BY)
+def test_a_missing_tool_skips_unless_it_is_required(monkeypatch: pytest.MonkeyPatch,
+                                                    variable: str) -> None:
+    for name in ["CI", *REQUIRED_BY]:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="the tool"):
+        missing("the tool is missing", required_by=variable)
+    for required in ("CI", variable):
+        monkeypatch.setenv(required, "1")
+        with pytest.raises(pytest.fail.Exception, match="the tool"):
+            missing("the tool is missing", required_by=variable)
+        monkeypatch.delenv(required)
+
+
+def test_ci_requires_every_tool() -> None:
+    """.ci/run sets every variable, so no such test can skip there."""
+    from pathlib import Path
+
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    assert all(f"export {variable}=1" in ci for variable in REQUIRED_BY)
