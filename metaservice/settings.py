@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///metaservice.db"
 
@@ -45,6 +45,21 @@ class Settings(BaseSettings):
         default="./warehouse",
         description="where the Iceberg catalog writes table metadata and data: a local directory "
                     "(created on demand) or any location pyiceberg's FileIO reaches (s3://…)")
+    allowed_locations: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="locations besides the warehouse where the catalog's tables may live, "
+                    "comma-separated (s3://bucket/prefix, /data/lake): every location the "
+                    "server writes, reads or deletes lies inside the warehouse or one of these")
+    max_metadata_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024,
+        description="a metadata file larger than this is not read (register, loads)")
+    metadata_read_seconds: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="a metadata file not read within this time fails its request (503)")
+    max_read_sessions: int = Field(
+        default=64, ge=1,
+        description="live read sessions of the catalog's views (lake@strong) per principal; one "
+                    "more is refused (429 too_many_read_sessions)")
     catalog_name: str = Field(
         default="lake", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$",
         description="the Iceberg catalog's warehouse name, the first part of every table name")
@@ -58,6 +73,13 @@ class Settings(BaseSettings):
         default=3600.0, gt=0, le=30 * 86_400,
         description="a catalog view's read session (lake@strong) lasts this long after its last "
                     "use, and leases the snapshots it served as long")
+
+    @field_validator("allowed_locations", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("database_url")
     @classmethod

@@ -8,6 +8,7 @@ The tree::
     │   ├── BadRequestError                  400 bad_request
     │   ├── AuthenticationError              401 unauthorized
     │   ├── PermissionDeniedError            403 forbidden
+    │   │   └── NotTableOwnerError           403 not_table_owner (the catalog)
     │   ├── NotFoundError                    404 (not_found: unknown route)
     │   │   ├── UnknownJobError              404 unknown_job
     │   │   ├── UnknownTableError            404 unknown_table
@@ -105,6 +106,7 @@ __all__ = [
     "NotAppendOnlyError",
     "NotASinkError",
     "NotFoundError",
+    "NotTableOwnerError",
     "NotMigratedError",
     "OptionError",
     "PayloadTooLargeError",
@@ -191,6 +193,13 @@ class AuthenticationError(APIError):
 
 class PermissionDeniedError(APIError):
     status_code, code = 403, "forbidden"
+
+
+class NotTableOwnerError(PermissionDeniedError):
+    """Only the token that registered a table's running writer (or an admin's maintenance)
+    changes the table (the catalog's trust rules, SPEC §11)."""
+
+    status_code, code = 403, "not_table_owner"
 
 
 class NotFoundError(APIError):

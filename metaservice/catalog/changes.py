@@ -31,14 +31,30 @@ class NewHead:
 
 @dataclass(frozen=True)
 class CommitChanges:
+    old_main: int | None = None
+    new_main: int | None = None
     new_head: NewHead | None = None
     moved_back_to: int | None = None  # main moved back to an ancestor (a rollback)
+    # main moved to a snapshot that does not descend from where it was (and is no ancestor of
+    # it), or was removed: only an applied rollback plan allows the first, nothing the second.
+    not_forward: bool = False
+    main_removed: bool = False
     removed_snapshots: list[int] = field(default_factory=list)
+    # Snapshots the commit added that main's new history does not hold (a side branch).
+    side_snapshots: list[int] = field(default_factory=list)
 
     @property
     def matters(self) -> bool:
         return (self.new_head is not None or self.moved_back_to is not None
-                or bool(self.removed_snapshots))
+                or self.not_forward or self.main_removed or bool(self.removed_snapshots))
+
+    @property
+    def compaction(self) -> bool:
+        """The new head rewrites the old head's files (operation ``replace``, its parent the old
+        head): it takes over the old head's barriers (SPEC §11)."""
+        head = self.new_head
+        return (head is not None and head.operation == REPLACE and self.old_main is not None
+                and head.parent_id == self.old_main)
 
 
 def _main(metadata: TableMetadata | None) -> int | None:
@@ -66,12 +82,16 @@ def commit_changes(base: TableMetadata | None, new: TableMetadata) -> CommitChan
     before = {s.snapshot_id for s in base.snapshots} if base is not None else set()
     after = {s.snapshot_id for s in new.snapshots}
     removed = sorted(before - after)
+    new_history = ancestors(new, new_main)
+    side = sorted((after - before) - new_history)
     new_head: NewHead | None = None
     moved_back_to: int | None = None
+    not_forward = False
     if new_main is not None and new_main != old_main:
         if base is not None and new_main in ancestors(base, old_main):
             moved_back_to = new_main
         else:
+            not_forward = old_main is not None and old_main not in new_history
             snapshot = new.snapshot_by_id(new_main)
             assert snapshot is not None  # pyiceberg refuses a ref to an unknown snapshot
             summary = snapshot.summary
@@ -83,5 +103,7 @@ def commit_changes(base: TableMetadata | None, new: TableMetadata) -> CommitChan
                 barrier=extra.get(BARRIER_PROPERTY),
                 parent_id=snapshot.parent_snapshot_id,
             )
-    return CommitChanges(new_head=new_head, moved_back_to=moved_back_to,
-                         removed_snapshots=removed)
+    return CommitChanges(old_main=old_main, new_main=new_main, new_head=new_head,
+                         moved_back_to=moved_back_to, not_forward=not_forward,
+                         main_removed=old_main is not None and new_main is None,
+                         removed_snapshots=removed, side_snapshots=side)

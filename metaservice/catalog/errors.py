@@ -1,9 +1,12 @@
 """The Iceberg REST error model: ``{"error": {"message", "type", "code"}}``.
 
 Every error of a catalog route is one of these, with the status code the Iceberg REST
-specification gives for it. A MetaService rule that refuses a commit is a
-:class:`CommitRefusedError` (409 ``CommitFailedException``) whose message starts with
-MetaService's own error code, so any engine's log names the reason.
+specification gives for it. Only a lost compare-and-swap (a requirement that no longer holds)
+is 409 ``CommitFailedException``, the one error clients retry. A MetaService rule that refuses a
+request is a :class:`RefusedError` whose status says that a retry cannot help (400
+``BadRequestException``, 403 ``ForbiddenException``, 404, 422, 429) and whose message starts
+with MetaService's own error code (``metaservice <code>: …``), so any engine's log names the
+reason (SPEC §11, Trust).
 """
 
 from __future__ import annotations
@@ -77,17 +80,56 @@ class CommitFailedError(IcebergError):
     type = "CommitFailedException"
 
 
-class CommitRefusedError(CommitFailedError):
-    """A MetaService rule refused the commit (SPEC §11); ``code`` is MetaService's error code."""
+class RefusedError(IcebergError):
+    """A MetaService rule refused the request; ``code`` is MetaService's error code. The status
+    is the domain error's, except that a conflict a retry cannot resolve is 400: a client retries
+    only a 409 ``CommitFailedException``."""
 
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None, *,
+                 status_code: int = 400, type_: str | None = None) -> None:
         super().__init__(f"metaservice {code}: {message}")
         self.code = code
         self.details = details or {}
+        self._status = status_code
+        self._type = type_
+
+    @property  # type: ignore[override]
+    def status_code(self) -> int:  # type: ignore[override]
+        return self._status
+
+    @property  # type: ignore[override]
+    def type(self) -> str:  # type: ignore[override]
+        return self._type or _TYPES_BY_STATUS.get(self._status, "BadRequestException")
 
     @classmethod
-    def from_domain(cls, error: MetaServiceError) -> CommitRefusedError:
-        return cls(error.code, error.message, error.details)
+    def from_domain(cls, error: MetaServiceError) -> IcebergError:
+        """The catalog's answer to a domain error: a retryable conflict stays a 409
+        ``CommitFailedException``; any other refusal gets a status that says not to retry."""
+        if error.code in RETRYABLE_CODES:
+            return CommitFailedError(f"metaservice {error.code}: {error.message}")
+        status = error.status_code
+        if status not in (401, 403, 404, 422, 429, 503):
+            status = 400
+        return cls(error.code, error.message, error.details, status_code=status)
+
+
+# Domain conflicts that a retry after a refresh can resolve.
+RETRYABLE_CODES = frozenset({"concurrent_update"})
+
+NOT_TABLE_OWNER = "not_table_owner"
+LOCATION_OUTSIDE_WAREHOUSE = "location_outside_warehouse"
+TABLE_ALREADY_REGISTERED = "table_already_registered"
+HEAD_NOT_FORWARD = "head_not_forward"
+TOO_MANY_READ_SESSIONS = "too_many_read_sessions"
+TABLE_IN_USE = "table_in_use"
+
+
+def not_table_owner(message: str, **details: Any) -> RefusedError:
+    return RefusedError(NOT_TABLE_OWNER, message, details, status_code=403)
+
+
+def outside_warehouse(message: str, **details: Any) -> RefusedError:
+    return RefusedError(LOCATION_OUTSIDE_WAREHOUSE, message, details, status_code=400)
 
 
 class ServiceUnavailableError(IcebergError):
@@ -102,6 +144,7 @@ _TYPES_BY_STATUS = {
     404: "NotFoundException",
     405: "MethodNotAllowedException",
     409: "CommitFailedException",
+    410: "NotFoundException",
     413: "BadRequestException",
     422: "UnprocessableEntityException",
     429: "TooManyRequestsException",

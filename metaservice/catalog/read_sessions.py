@@ -12,6 +12,9 @@
   joins the session's lease, and every load runs the lease's term again (to the second: a
   load within a second of the last renewal writes nothing). An expired session is gone (404):
   its snapshots may have been expired meanwhile.
+- A principal holds at most ``METASERVICE_MAX_READ_SESSIONS`` live sessions; one more is refused
+  (429 ``too_many_read_sessions``). A prefix that names no live session of the caller is 404 on
+  every route.
 - A session's loads that fix a cut are serialised on its row, so two tables of one pipeline
   loaded at once (engines load in parallel) cannot get two cuts. A table's cut never changes
   once fixed, so a load of a fixed table takes no lock.
@@ -26,7 +29,12 @@ from sqlalchemy.orm import Session
 
 from metaservice.auth.service import Principal
 from metaservice.catalog import repository as repo
-from metaservice.catalog.errors import NoSuchReadSessionError, NoSuchTableError
+from metaservice.catalog.errors import (
+    TOO_MANY_READ_SESSIONS,
+    NoSuchReadSessionError,
+    NoSuchTableError,
+    RefusedError,
+)
 from metaservice.catalog.views import View, ViewKind
 from metaservice.context import ServiceContext
 from metaservice.db.models import LeaseRow, ReadSessionRow
@@ -55,7 +63,21 @@ class Cut:
 
 def open_session(session: Session, ctx: ServiceContext, catalog_name: str, view: View,
                  principal: Principal) -> str:
-    """Open a read session of ``view``; answers its prefix."""
+    """Open a read session of ``view``; answers its prefix.
+
+    Raises:
+        RefusedError: 429 ``too_many_read_sessions``, the principal holds its cap already.
+    """
+    cap = ctx.settings.max_read_sessions
+    repo.lock_read_sessions_of(session, principal.name)
+    if repo.count_live_read_sessions(session, principal.name, ctx.clock.now_ms()) >= cap:
+        raise RefusedError(
+            TOO_MANY_READ_SESSIONS,
+            f"token {principal.name!r} holds {cap} live read sessions already "
+            "(METASERVICE_MAX_READ_SESSIONS); release one with DELETE /leases/<id> (a session's "
+            "prefix is view-<id>), or wait until one expires "
+            f"({ctx.settings.read_session_seconds:g} s after its last use)",
+            {"limit": cap}, status_code=429)
     lease = leases_service.create_lease(session, ctx, f"{catalog_name}@{view}",
                                         ctx.settings.read_session_seconds, [], principal)
     repo.insert_read_session(session, lease.lease_id, view.kind.value, view.barrier,
@@ -108,6 +130,12 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
         "session_id": read_session.id, "table": str(name), "barrier": version.barrier,
         "snapshot_id": version.snapshot_id})
     return Cut(kind, version.barrier, version.snapshot_id)
+
+
+def ensure_live(session: Session, ctx: ServiceContext, prefix: str,
+                principal: Principal) -> None:
+    """Every route under a prefix answers 404 unless it names a live session of the caller."""
+    _live_session(session, ctx, prefix, principal, lock=False)
 
 
 def _live_session(session: Session, ctx: ServiceContext, prefix: str, principal: Principal, *,

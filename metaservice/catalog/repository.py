@@ -8,7 +8,7 @@ lock and then finds the new version; on SQLite write transactions are serialised
 
 from __future__ import annotations
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -84,40 +84,95 @@ def list_tables(session: Session, namespace: str) -> list[str]:
 
 
 def insert_pointer(session: Session, namespace: str, name: str, metadata_location: str,
-                   now_ms: int) -> bool:
-    """Create the pointer at version 1; False when the table exists (race-safe)."""
+                   now_ms: int, *, table_uuid: str, location: str) -> bool:
+    """Create the pointer at version 1; False when the table exists (race-safe). ``location``
+    is the table location's key (``Warehouse.key``)."""
     stmt = _insert(session)(IcebergTableRow).values(
         namespace=namespace, name=name, metadata_location=metadata_location, version=1,
-        created_at=now_ms, updated_at=now_ms,
+        created_at=now_ms, updated_at=now_ms, table_uuid=table_uuid, location=location,
     ).on_conflict_do_nothing(index_elements=["namespace", "name"]).returning(
         IcebergTableRow.version)
     return session.execute(stmt).first() is not None
 
 
 def swap_pointer(session: Session, namespace: str, name: str, *, expected_version: int,
-                 metadata_location: str, now_ms: int) -> bool:
-    """Compare-and-swap: point at ``metadata_location`` if the version is still the one read."""
+                 metadata_location: str, now_ms: int, table_uuid: str | None = None,
+                 location: str | None = None) -> bool:
+    """Compare-and-swap: point at ``metadata_location`` if the version is still the one read
+    (and record the table's identity and location key, when given)."""
+    values: dict[str, object] = {"metadata_location": metadata_location,
+                                 "version": expected_version + 1, "updated_at": now_ms}
+    if table_uuid is not None:
+        values["table_uuid"] = table_uuid
+    if location is not None:
+        values["location"] = location
     result = session.execute(
         update(IcebergTableRow)
         .where(IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
                IcebergTableRow.version == expected_version)
-        .values(metadata_location=metadata_location, version=expected_version + 1,
-                updated_at=now_ms)
+        .values(**values)
         .returning(IcebergTableRow.version))
     return result.first() is not None
 
 
-def delete_pointer(session: Session, namespace: str, name: str) -> str | None:
-    """Delete the pointer; the metadata location it had, or None if there was none."""
+def delete_pointer(session: Session, namespace: str, name: str, *,
+                   expected_version: int) -> IcebergTableRow | None:
+    """Delete the pointer if its version is still the one read; the row it was, or None."""
     row = session.scalars(select(IcebergTableRow).where(
-        IcebergTableRow.namespace == namespace, IcebergTableRow.name == name)
-        .with_for_update()).first()
+        IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
+        IcebergTableRow.version == expected_version).with_for_update()).first()
     if row is None:
         return None
-    location = row.metadata_location
     session.delete(row)
     session.flush()
-    return location
+    return row
+
+
+def lock_locations(session: Session) -> None:
+    """Serialise the transactions that give a table a location or an identity (create,
+    register, a location change), so that two racing ones cannot both find no overlap. SQLite
+    serialises every writer already; PostgreSQL takes a transaction-scoped advisory lock."""
+    if on_postgres(session):
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCATIONS_LOCK})
+
+
+_LOCATIONS_LOCK = 0x4D53_4C4F_4301  # "MSLOC", 1
+
+
+def tables_overlapping(session: Session, location: str,
+                       exclude: tuple[str, str] | None = None) -> list[str]:
+    """``namespace.name`` of every table whose location key equals ``location``, lies inside
+    it, or contains it."""
+    column = IcebergTableRow.location
+    statement = select(IcebergTableRow.namespace, IcebergTableRow.name).where(
+        column.is_not(None),
+        or_(column == location,
+            func.substr(column, 1, len(location) + 1) == location + "/",
+            func.substr(literal(location), 1, func.length(column) + 1) == column + "/"))
+    if exclude is not None:
+        statement = statement.where(
+            ~((IcebergTableRow.namespace == exclude[0]) & (IcebergTableRow.name == exclude[1])))
+    return [f"{ns}.{name}" for ns, name in session.execute(statement)]
+
+
+def table_with_uuid(session: Session, table_uuid: str) -> str | None:
+    row = session.execute(select(IcebergTableRow.namespace, IcebergTableRow.name).where(
+        IcebergTableRow.table_uuid == table_uuid)).first()
+    return None if row is None else f"{row[0]}.{row[1]}"
+
+
+def pointers_without_identity(session: Session) -> list[IcebergTableRow]:
+    """Rows older than the table identity columns (revision 0010)."""
+    return list(session.scalars(select(IcebergTableRow).where(
+        or_(IcebergTableRow.table_uuid.is_(None), IcebergTableRow.location.is_(None)))))
+
+
+def set_identity(session: Session, namespace: str, name: str, *, version: int,
+                 table_uuid: str, location: str) -> None:
+    session.execute(update(IcebergTableRow).where(
+        IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
+        IcebergTableRow.version == version,
+    ).values(table_uuid=table_uuid, location=location))
 
 
 def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str, str],
@@ -131,6 +186,31 @@ def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str,
 
 
 # -- MetaService's table rows ---------------------------------------------------------------
+
+
+def delete_table_row(session: Session, table_id: int) -> None:
+    """Forget a table: its barrier history, leases and read-session entries, expirations,
+    rollback plans and registered edges go with it (their rows cascade)."""
+    session.execute(delete(TableRow).where(TableRow.id == table_id))
+
+
+def count_live_read_sessions(session: Session, principal: str | None, now_ms: int) -> int:
+    return session.scalar(
+        select(func.count()).select_from(ReadSessionRow)
+        .join(LeaseRow, LeaseRow.id == ReadSessionRow.id)
+        .where(LeaseRow.principal.is_(None) if principal is None
+               else LeaseRow.principal == principal,
+               LeaseRow.expires_at > now_ms)) or 0
+
+
+def lock_read_sessions_of(session: Session, principal: str | None) -> None:
+    """Serialise the opening of one principal's read sessions (their count is capped)."""
+    if on_postgres(session):
+        session.execute(text("SELECT pg_advisory_xact_lock(:a, hashtext(:p))"),
+                        {"a": _READ_SESSIONS_LOCK, "p": principal or ""})
+
+
+_READ_SESSIONS_LOCK = 0x4D5352  # "MSR"
 
 
 def running_jobs_of(session: Session, table_id: int) -> list[str]:
@@ -200,12 +280,13 @@ def add_read_session_cut(session: Session, session_id: str, table_id: int, barri
 # -- cut files of views (SPEC §12) ------------------------------------------------------------
 
 
+def cut_file_recorded(session: Session, location: str) -> bool:
+    return session.get(CutFileRow, location) is not None
+
+
 def record_cut_file(session: Session, location: str, table_uuid: str, snapshot_id: int,
                     now_ms: int) -> None:
-    """Record a served cut file unless it is recorded (race-safe). A read first: loads of a
-    recorded file, nearly all of them, write nothing."""
-    if session.get(CutFileRow, location) is not None:
-        return
+    """Record a served cut file unless it is recorded (race-safe)."""
     session.execute(_insert(session)(CutFileRow).values(
         location=location, table_uuid=table_uuid, snapshot_id=snapshot_id,
         created_at=now_ms,

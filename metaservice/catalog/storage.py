@@ -9,27 +9,38 @@ shared by every read session serving that cut: written by whichever request need
 possibly by several at once (``write_shared``), never named by a table's pointer. It is
 deleted (``delete_cut_files``) after the commit that expires its snapshot, or the drop that
 purges its table, committed.
+
+Every location the server writes, reads or deletes lies inside the warehouse or a location the
+operator allows (``METASERVICE_ALLOWED_LOCATIONS``), compared after normalisation and, for local
+files, after resolving symlinks (``confine``); a purge deletes only files under the table's own
+location. A metadata file is read only if it is a regular file under the size cap, within a
+time limit (SPEC §11, Trust).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io as _io
 import logging
 import os
+import posixpath
+import stat
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
 from urllib.parse import urlparse
 
-from pyiceberg.catalog import delete_data_files, delete_files
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.manifest import ManifestFile
-from pyiceberg.serializers import FromInputFile, ToOutputFile
-from pyiceberg.table.locations import load_location_provider
+from pyiceberg.serializers import Compressor, FromByteStream, ToOutputFile
+from pyiceberg.table.locations import SimpleLocationProvider
 from pyiceberg.table.metadata import TableMetadata
 
 from metaservice.catalog import views
+from metaservice.catalog.errors import ServiceUnavailableError, outside_warehouse
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +49,21 @@ V = TypeVar("V")
 
 _CACHE_SIZE = 256
 
+# Schemes that name the same store (pyiceberg's FileIO reads each alike).
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "abfss": "abfs", "wasbs": "wasb"}
+
+# Table properties naming where a table's files go: each must lie inside the warehouse.
+LOCATION_PROPERTIES = ("write.data.path", "write.metadata.path", "write.folder-storage.path",
+                       "write.object-storage.path")
+
 
 def _has_scheme(location: str) -> bool:
     return "://" in location
+
+
+class MetadataFileError(ValueError):
+    """A metadata file that cannot be read as one: not a regular file, too large, not table
+    metadata."""
 
 
 def _local_path(location: str) -> str | None:
@@ -83,14 +106,81 @@ class _Recent(Generic[K, V]):
 
 
 class Warehouse:
-    """Where the catalog's tables live (``METASERVICE_WAREHOUSE``)."""
+    """Where the catalog's tables live (``METASERVICE_WAREHOUSE``), and the only places the
+    server touches files."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, allowed: Sequence[str] = (), *,
+                 max_metadata_bytes: int = 64 * 1024 * 1024,
+                 read_seconds: float = 30.0) -> None:
         if not _has_scheme(root):
             root = os.path.abspath(root)
         self.root = root.rstrip("/")
+        roots = [self.root, *allowed]
+        self._roots = [key for key in (self._key(r) for r in roots) if key is not None]
+        self.max_metadata_bytes = max_metadata_bytes
+        self.read_seconds = read_seconds
+        self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="metadata-read")
         self._files: _Recent[str, TableMetadata] = _Recent()
         self._cut_locations: _Recent[tuple[str, int, int, str], str] = _Recent()
+
+    # -- confinement -------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(location: str) -> str | None:
+        """The location as compared: ``scheme://netloc/normalised/path``, a local path with its
+        symlinks resolved; None for a location that cannot be one (empty, NUL, no path)."""
+        if not location or "\x00" in location or location != location.strip():
+            return None
+        local = _local_path(location)
+        if local is not None:
+            if not local:
+                return None
+            return "file://" + os.path.realpath(os.path.abspath(local))
+        parsed = urlparse(location)
+        scheme = _SCHEME_ALIASES.get(parsed.scheme.lower(), parsed.scheme.lower())
+        if not scheme or not parsed.netloc or parsed.query or parsed.fragment:
+            return None
+        path = posixpath.normpath("/" + parsed.path) if parsed.path else "/"
+        path = "/" + path.lstrip("/")
+        return f"{scheme}://{parsed.netloc.lower()}{path.rstrip('/') or '/'}"
+
+    def key(self, location: str, what: str = "location") -> str:
+        """``location`` as compared, once it is known to lie inside the warehouse (or an
+        allowed location).
+
+        Raises:
+            RefusedError: 400 ``location_outside_warehouse``.
+        """
+        key = self._key(location)
+        if key is None or not any(inside(key, root) for root in self._roots):
+            raise outside_warehouse(
+                f"{what} {location[:300]!r} lies outside the warehouse {self.root!r} and the "
+                "allowed locations (METASERVICE_ALLOWED_LOCATIONS)", location=location[:300])
+        return key
+
+    def confine(self, location: str, what: str = "location") -> str:
+        """``location`` normalised (``..`` and duplicate separators gone, no trailing ``/``),
+        once it is known to lie inside the warehouse."""
+        self.key(location, what)
+        local = _local_path(location)
+        if local is not None:
+            normal = os.path.normpath(os.path.abspath(local))
+            return normal if not _has_scheme(location) else "file://" + normal
+        parsed = urlparse(location)
+        path = posixpath.normpath("/" + parsed.path).lstrip("/")
+        return f"{parsed.scheme}://{parsed.netloc}/{path}".rstrip("/")
+
+    def confine_table(self, metadata: TableMetadata) -> str:
+        """The key of a table's location, once it and every location property of the table lie
+        inside the warehouse."""
+        key = self.key(metadata.location, "table location")
+        for name in LOCATION_PROPERTIES:
+            value = metadata.properties.get(name)
+            if value is not None:
+                self.key(value, f"table property {name}")
+        return key
+
+    # -- files -------------------------------------------------------------------------------
 
     def io(self, location: str) -> FileIO:
         return load_file_io({}, location)
@@ -99,11 +189,17 @@ class Warehouse:
         return f"{self.root}/{namespace}/{table}"
 
     def new_metadata_location(self, metadata: TableMetadata, version: int) -> str:
-        provider = load_location_provider(metadata.location, metadata.properties)
-        return provider.new_table_metadata_file_location(version)
+        """Where the table's next metadata file goes (``write.metadata.path`` or
+        ``<location>/metadata``). The table's ``write.py-location-provider.impl`` is for its
+        engines: the server never imports a class a table names."""
+        provider = SimpleLocationProvider(metadata.location.rstrip("/"), metadata.properties)
+        location = provider.new_table_metadata_file_location(version)
+        self.key(location, "metadata location")
+        return location
 
     def write(self, metadata: TableMetadata, location: str) -> None:
         """Write a new metadata file (never overwrites one)."""
+        self.key(location, "metadata location")
         if not _has_scheme(location):
             os.makedirs(os.path.dirname(location), exist_ok=True)
         ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))
@@ -143,12 +239,59 @@ class Warehouse:
                     os.unlink(temporary)
 
     def read(self, location: str) -> TableMetadata:
+        """The metadata file at ``location``: a regular file inside the warehouse, at most
+        ``max_metadata_bytes``, read within ``read_seconds``.
+
+        Raises:
+            RefusedError: 400 ``location_outside_warehouse``.
+            MetadataFileError: not a regular file, too large, or not table metadata.
+            ServiceUnavailableError: not read in time.
+        """
         cached = self._files.get(location)
         if cached is not None:
             return cached
-        metadata = FromInputFile.table_metadata(self.io(location).new_input(location))
+        self.key(location, "metadata file")
+        future = self._readers.submit(self._read_file, location)
+        try:
+            metadata = future.result(timeout=self.read_seconds)
+        except FutureTimeout:
+            future.cancel()
+            raise ServiceUnavailableError(
+                f"metadata file {location} was not read within {self.read_seconds:g} s") from None
         self._files.put(location, metadata)
         return metadata
+
+    def _read_file(self, location: str) -> TableMetadata:
+        local = _local_path(location)
+        if local is not None:
+            try:
+                # O_NONBLOCK: opening a FIFO never waits for a writer; fstat then refuses it.
+                descriptor = os.open(local, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                raise MetadataFileError(f"cannot open {location}: {exc.strerror}") from None
+            with os.fdopen(descriptor, "rb") as handle:
+                status = os.fstat(handle.fileno())
+                if not stat.S_ISREG(status.st_mode):
+                    raise MetadataFileError(f"{location} is not a regular file")
+                if status.st_size > self.max_metadata_bytes:
+                    raise MetadataFileError(
+                        f"{location} is larger than {self.max_metadata_bytes} bytes")
+                content = handle.read(self.max_metadata_bytes + 1)
+        else:
+            input_file = self.io(location).new_input(location)
+            if len(input_file) > self.max_metadata_bytes:
+                raise MetadataFileError(
+                    f"{location} is larger than {self.max_metadata_bytes} bytes")
+            with input_file.open() as stream:
+                content = stream.read(self.max_metadata_bytes + 1)
+        if len(content) > self.max_metadata_bytes:
+            raise MetadataFileError(f"{location} is larger than {self.max_metadata_bytes} bytes")
+        try:
+            return FromByteStream.table_metadata(
+                _io.BytesIO(content), compression=Compressor.get_compressor(location))
+        except Exception as exc:  # noqa: BLE001 - any content that is not table metadata
+            raise MetadataFileError(
+                f"{location} is not Iceberg table metadata: {str(exc)[:300]}") from None
 
     def cut_location(self, head_location: str, snapshot_id: int, barrier: int, kind: str,
                      served: TableMetadata) -> str:
@@ -173,27 +316,63 @@ class Warehouse:
                 logger.warning("cut_file_not_deleted", extra={"location": location},
                                exc_info=True)
 
-    def purge(self, metadata_location: str) -> None:
-        """Delete every file of a dropped table: data, manifests, manifest lists, metadata.
-        Runs after the drop committed; a file that cannot be deleted is logged and left."""
+    def purge(self, metadata_location: str, table_location: str) -> None:
+        """Delete every file of a dropped table under its own location: data, manifests,
+        manifest lists, metadata. A file a manifest names elsewhere is another's, and stays.
+        Runs after the drop committed; a file that cannot be read or deleted is logged and
+        left, and the purge goes on."""
         try:
+            own = self.key(table_location, "table location")
             metadata = self.read(metadata_location)
         except Exception:  # noqa: BLE001 - the table is dropped either way
             logger.warning("purge_unreadable_metadata", extra={"location": metadata_location})
             return
         io = self.io(metadata_location)
-        manifests: list[ManifestFile] = []
-        manifest_lists: set[str] = set()
+
+        def owned(paths: Iterable[str]) -> list[str]:
+            kept = []
+            for path in paths:
+                key = self._key(path)
+                if key is not None and inside(key, own):
+                    kept.append(path)
+                else:
+                    logger.warning("purge_skipped_foreign_file", extra={"location": path[:300]})
+            return kept
+
+        data_files: set[str] = set()
+        manifests: set[str] = set()
+        manifest_lists = owned({s.manifest_list for s in metadata.snapshots})
         for snapshot in metadata.snapshots:
+            if snapshot.manifest_list not in manifest_lists:
+                continue
             try:
-                manifests += snapshot.manifests(io)
-            except OSError:
+                listed = snapshot.manifests(io)
+            except Exception:  # noqa: BLE001 - a file that is no manifest list is skipped
                 logger.warning("purge_unreadable_manifest_list",
                                extra={"location": snapshot.manifest_list})
-            manifest_lists.add(snapshot.manifest_list)
-        delete_data_files(io, manifests)
-        delete_files(io, {m.manifest_path for m in manifests}, "manifest")
-        delete_files(io, manifest_lists, "manifest list")
-        delete_files(io, {entry.metadata_file for entry in metadata.metadata_log},
-                     "previous metadata")
-        delete_files(io, {metadata_location}, "metadata")
+                continue
+            for manifest in listed:
+                if manifest.manifest_path in manifests or not owned([manifest.manifest_path]):
+                    continue
+                manifests.add(manifest.manifest_path)
+                try:
+                    entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
+                    data_files.update(e.data_file.file_path for e in entries)
+                except Exception:  # noqa: BLE001 - a file that is no manifest is skipped
+                    logger.warning("purge_unreadable_manifest",
+                                   extra={"location": manifest.manifest_path})
+        previous = {entry.metadata_file for entry in metadata.metadata_log}
+        for path in [*owned(data_files), *manifests, *manifest_lists, *owned(previous),
+                     *owned([metadata_location])]:
+            try:
+                io.delete(path)
+            except FileNotFoundError:
+                pass
+            except Exception:  # noqa: BLE001 - logged and left
+                logger.warning("purge_file_not_deleted", extra={"location": path[:300]})
+
+
+def inside(key: str, root: str) -> bool:
+    """Whether the location ``key`` is ``root`` or lies under it (both as ``Warehouse._key``
+    gives them)."""
+    return key == root or key.startswith(root.rstrip("/") + "/")

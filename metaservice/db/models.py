@@ -307,6 +307,10 @@ class IcebergTableRow(Base):
     is the compare-and-swap counter of every pointer swap (SPEC §11)."""
 
     __tablename__ = "catalog_tables"
+    __table_args__ = (
+        Index("ux_catalog_tables_table_uuid", "table_uuid", unique=True),
+        Index("ux_catalog_tables_location", "location", unique=True),
+    )
 
     namespace: Mapped[str] = mapped_column(String(128), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
@@ -314,6 +318,11 @@ class IcebergTableRow(Base):
     version: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     updated_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    # The table's identity (its metadata's table-uuid) and location, normalised: no two tables
+    # share either (SPEC §11, Trust). Null only for a row older than both, until the server's
+    # next start fills them.
+    table_uuid: Mapped[str | None] = mapped_column(String(36))
+    location: Mapped[str | None] = mapped_column(String(2048))
 
 
 class ReadSessionRow(Base):

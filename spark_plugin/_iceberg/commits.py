@@ -114,18 +114,20 @@ _RETRYABLE_REFUSALS = {"concurrent_update", "rollback_in_progress"}
 
 
 def refusal(exc: BaseException | None) -> APIError | None:
-    """The plugin's error for a commit MetaService's catalog refused (a 409 whose message is
+    """The plugin's error for a commit MetaService's catalog refused (an error whose message is
     ``metaservice <code>: <message>``, SPEC §11), or ``None`` for anything else, including the
     refusals that mean "try again" (``concurrent_update``, ``rollback_in_progress``)."""
-    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.exceptions import CommitFailedException, ForbiddenError, RESTError
 
-    if not isinstance(exc, CommitFailedException):
+    if not isinstance(exc, (CommitFailedException, RESTError)):
         return None
     match = _REFUSAL.search(str(exc))
     if match is None or match.group(1) in _RETRYABLE_REFUSALS:
         return None
     code, message = match.group(1), match.group(2).strip()
-    error = error_from_response(409, {"error": {"code": code, "message": message}})
+    status = (409 if isinstance(exc, CommitFailedException)
+              else 403 if isinstance(exc, ForbiddenError) else 400)
+    error = error_from_response(status, {"error": {"code": code, "message": message}})
     error.__cause__ = exc
     return error
 
@@ -185,7 +187,7 @@ def commit_sink(
         APIError: MetaService's catalog refused the commit (a subclass for the service's code,
             e.g. ``UnknownBarrierError``, ``TableHasWriterError``); nothing was committed.
     """
-    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.exceptions import CommitFailedException, RESTError
 
     validate_job_id(job)
     name = qualified_name(table)
@@ -246,6 +248,11 @@ def commit_sink(
                 raise refused from exc
             _log_conflict(name, job, barrier, attempt, exc)
             continue
+        except RESTError as exc:  # refusals that a retry cannot change (400, 403, 422)
+            refused = refusal(exc)
+            if refused is not None:
+                raise refused from exc
+            raise
         except (_AlreadyCommitted, _RestartCommit) as exc:
             _log_conflict(name, job, barrier, attempt, exc)
             continue

@@ -165,8 +165,8 @@ def test_a_transaction_with_one_refused_table_commits_none(client: httpx.Client,
     before = {name: barriers(client, f"lake.db.{name}") for name in ("a", "b")}
     response = client.post("/iceberg/v1/transactions/commit", json={"table-changes": [
         _change("a", _appended(a["metadata"], 11)), _change("b", _appended(b["metadata"], 22))]})
-    assert "metaservice table_has_writer" in iceberg_error(response, 409,
-                                                           "CommitFailedException")
+    assert "metaservice table_has_writer" in iceberg_error(response, 400,
+                                                           "BadRequestException")
     assert _table(client, "a")["metadata-location"] == a["metadata-location"]
     assert _table(client, "b")["metadata-location"] == b["metadata-location"]
     assert {name: barriers(client, f"lake.db.{name}") for name in ("a", "b")} == before
@@ -247,7 +247,7 @@ def test_a_writer_commits_only_for_jobs_it_registered(
         assert http.post("/register/sink/etl/lake/db/out").status_code == 200
     job = {"metaservice.job": "etl"}
     other = rest_catalog(url, token=tokens["writer2"])
-    with pytest.raises(CommitFailedException, match="metaservice forbidden"):
+    with pytest.raises(ForbiddenError, match="metaservice forbidden"):
         other.load_table("db.out").append(rows(1), snapshot_properties=job)
     assert other.load_table("db.out").current_snapshot() is None
 
