@@ -11,7 +11,7 @@ import httpx
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import CommitFailedException, ForbiddenError, UnauthorizedError
+from pyiceberg.exceptions import ForbiddenError, UnauthorizedError
 
 from metaservice.app import create_app
 from metaservice.auth.policy import Role
