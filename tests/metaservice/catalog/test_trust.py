@@ -451,3 +451,54 @@ def test_read_sessions_are_capped_per_principal_and_unknown_prefixes_are_404(
     live = f"/iceberg/v1/{prefixes[1]}"
     assert reader.get(f"{live}/namespaces").status_code == 200
     assert reader.head(f"{live}/namespaces/db").status_code == 204
+
+
+# -- races -----------------------------------------------------------------------------------------
+
+
+def test_racing_creates_of_nested_locations_never_both_win(lake: Lake) -> None:
+    """Each round, two creates race: one at a location, one inside it. At most one wins."""
+    import threading
+
+    lake.catalogs["w1"].create_namespace("db")
+    schema = {"type": "struct", "schema-id": 0,
+              "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+    for round_ in range(6):
+        outer = f"{lake.warehouse}/db/r{round_}"
+        bodies = [{"name": f"outer{round_}", "schema": schema, "location": outer},
+                  {"name": f"inner{round_}", "schema": schema, "location": f"{outer}/in"}]
+        start = threading.Barrier(2)
+        answers: list[int] = []
+
+        def create(body: dict[str, Any], who: str) -> None:
+            start.wait()
+            answers.append(lake.http[who].post(TABLES, json=body).status_code)
+
+        threads = [threading.Thread(target=create, args=(body, who))
+                   for body, who in zip(bodies, ("w1", "w2"), strict=True)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(answers) == [200, 409], answers
+
+
+def test_a_table_older_than_its_recorded_identity_gets_it_at_start(
+        lake: Lake, database: Database, warehouse: Path) -> None:
+    from sqlalchemy import update
+
+    from metaservice.catalog.service import CatalogSite, fill_identities
+    from metaservice.catalog.storage import Warehouse
+    from metaservice.db.models import IcebergTableRow
+
+    lake.catalogs["w1"].create_namespace("db")
+    table = lake.catalogs["w1"].create_table("db.t", schema=SCHEMA)
+    with database.transaction(write=True) as session:  # as revision 0010 leaves older rows
+        session.execute(update(IcebergTableRow).values(table_uuid=None, location=None))
+    assert fill_identities(database, CatalogSite("lake", Warehouse(str(warehouse)))) == 1
+    with database.transaction(write=False) as session:
+        row = session.get(IcebergTableRow, ("db", "t"))
+        assert row is not None and row.table_uuid == str(table.metadata.table_uuid)
+    refused(lake.http["w2"].post("/iceberg/v1/namespaces/db/register", json={
+        "name": "copy", "metadata-location": table.metadata_location}),
+        409, "table_already_registered")
