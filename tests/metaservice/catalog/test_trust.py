@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 import pyarrow as pa
 import pytest
-from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError, ForbiddenError, RESTError
 from pyiceberg.types import StringType
 
@@ -470,11 +469,12 @@ def test_racing_creates_of_nested_locations_never_both_win(lake: Lake) -> None:
         start = threading.Barrier(2)
         answers: list[int] = []
 
-        def create(body: dict[str, Any], who: str) -> None:
+        def create(body: dict[str, Any], who: str, start: threading.Barrier,
+                   answers: list[int]) -> None:
             start.wait()
             answers.append(lake.http[who].post(TABLES, json=body).status_code)
 
-        threads = [threading.Thread(target=create, args=(body, who))
+        threads = [threading.Thread(target=create, args=(body, who, start, answers))
                    for body, who in zip(bodies, ("w1", "w2"), strict=True)]
         for thread in threads:
             thread.start()
