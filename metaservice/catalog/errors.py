@@ -102,13 +102,14 @@ class RefusedError(IcebergError):
         return self._type or _TYPES_BY_STATUS.get(self._status, "BadRequestException")
 
     @classmethod
-    def from_domain(cls, error: MetaServiceError) -> IcebergError:
+    def from_domain(cls, error: MetaServiceError, *, commit: bool = False) -> IcebergError:
         """The catalog's answer to a domain error: a retryable conflict stays a 409
-        ``CommitFailedException``; any other refusal gets a status that says not to retry."""
+        ``CommitFailedException``; any other refusal gets a status that says not to retry. A
+        commit's 404 and 410 are 400 too: there, a client reads 404 as "no such table"."""
         if error.code in RETRYABLE_CODES:
             return CommitFailedError(f"metaservice {error.code}: {error.message}")
         status = error.status_code
-        if status not in (401, 403, 404, 422, 429, 503):
+        if status == 409 or (commit and status in (404, 410)):
             status = 400
         return cls(error.code, error.message, error.details, status_code=status)
 

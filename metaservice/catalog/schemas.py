@@ -22,13 +22,15 @@ class IcebergErrorResponse(BaseModel):
 ICEBERG_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": IcebergErrorResponse, "description": description}
     for status, description in {
-        400: "bad request (BadRequestException)",
+        400: "bad request, or a MetaService refusal a retry cannot change (BadRequestException; "
+             "the message starts with metaservice <code>:)",
         401: "missing or unknown token (NotAuthorizedException)",
-        403: "the token's role does not allow it (ForbiddenException)",
+        403: "the token's role does not allow it, or it does not own the table's running job "
+             "(ForbiddenException)",
         404: "no such namespace or table (NoSuchNamespaceException, NoSuchTableException)",
-        409: "already exists, not empty, or commit failed (CommitFailedException; a MetaService "
-             "refusal names its code in the message)",
+        409: "already exists (AlreadyExistsException), not empty, or a lost race: the table "
+             "changed since it was read (CommitFailedException, the one error to retry)",
         422: "unprocessable (UnprocessableEntityException)",
-        429: "rate limited", 500: "internal error", 503: "database unavailable",
+        429: "rate limited, or too many read sessions", 500: "internal error", 503: "database unavailable",
     }.items()
 }

@@ -689,7 +689,7 @@ def _apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
                 session, str(staged.metadata.table_uuid), changes.removed_snapshots)
     except domain_errors.MetaServiceError as exc:
         logger.info("catalog_commit_refused", extra={"table": str(name), "code": exc.code})
-        raise RefusedError.from_domain(exc) from exc
+        raise RefusedError.from_domain(exc, commit=True) from exc
     except RefusedError as exc:
         logger.info("catalog_commit_refused", extra={"table": str(name), "code": exc.code})
         raise
