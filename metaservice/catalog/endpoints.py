@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Body, FastAPI, Query, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Body, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter
@@ -24,7 +24,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
-from metaservice.catalog import read_sessions, service, views
+from metaservice.catalog import pages, read_sessions, service, views
 from metaservice.catalog.errors import (
     BadRequestError,
     ForbiddenError,
@@ -126,13 +126,24 @@ def _principal(request: Request) -> Principal:
     return getattr(request.state, "principal", None) or ANONYMOUS_ADMIN
 
 
-def _table_response(loaded: LoadedTable) -> Response:
+def _table_response(loaded: LoadedTable | service.NotModified,
+                    if_none_match: str | None = None) -> Response:
+    """A table answer with its ``ETag``; 304 with no body when ``If-None-Match`` names it."""
+    if isinstance(loaded, service.NotModified):
+        return Response(status_code=304, headers={"ETag": loaded.etag})
+    tag = loaded.etag
+    if tag is not None and service.etag_matches(if_none_match, tag):
+        return Response(status_code=304, headers={"ETag": tag})
     parts = []
     if loaded.metadata_location is not None:
         parts.append(f'"metadata-location":{json.dumps(loaded.metadata_location)}')
     parts.append(f'"metadata":{loaded.metadata.model_dump_json()}')
     parts.append('"config":{}')
-    return Response("{" + ",".join(parts) + "}", media_type="application/json")
+    return Response("{" + ",".join(parts) + "}", media_type="application/json",
+                    headers={"ETag": tag} if tag is not None else None)
+
+
+IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", max_length=2000)]
 
 
 JsonObject = Annotated[dict[str, Any], Body()]
@@ -159,12 +170,19 @@ def get_config(request: Request, session: WriteSession, ctx: Context,
 # -- namespaces --------------------------------------------------------------------------------
 
 
+PageToken = Annotated[str | None, Query(alias="pageToken", max_length=2000)]
+PageSize = Annotated[int | None, Query(alias="pageSize")]
+
+
 @router.get("/v1/namespaces", operation_id="iceberg_list_namespaces")
 def list_namespaces(session: ReadSession,
                     parent: Annotated[str | None, Query(max_length=1000)] = None,
+                    page_token: PageToken = None, page_size: PageSize = None,
                     ) -> dict[str, Any]:
-    return {"namespaces": service.list_namespaces(
-        session, _levels(parent) if parent else None)}
+    """Namespaces in name order; with ``pageToken`` (empty to start) a page at a time."""
+    namespaces, token = service.list_namespaces(
+        session, _levels(parent) if parent else None, pages.page(page_token, page_size))
+    return {"namespaces": namespaces, "next-page-token": token}
 
 
 @router.post("/v1/namespaces", operation_id="iceberg_create_namespace")
@@ -217,10 +235,13 @@ def update_namespace_properties(request: Request, session: WriteSession, namespa
 
 
 @router.get("/v1/namespaces/{namespace}/tables", operation_id="iceberg_list_tables")
-def list_tables(session: ReadSession, namespace: str) -> dict[str, Any]:
+def list_tables(session: ReadSession, namespace: str, page_token: PageToken = None,
+                page_size: PageSize = None) -> dict[str, Any]:
+    """Tables in name order; with ``pageToken`` (empty to start) a page at a time."""
     levels = _levels(namespace)
-    return {"identifiers": [{"namespace": levels, "name": name}
-                            for name in service.list_tables(session, levels)]}
+    names, token = service.list_tables(session, levels, pages.page(page_token, page_size))
+    return {"identifiers": [{"namespace": levels, "name": name} for name in names],
+            "next-page-token": token}
 
 
 @router.post("/v1/namespaces/{namespace}/tables", operation_id="iceberg_create_table")
@@ -243,9 +264,11 @@ def register_table(request: Request, database: DatabaseDep, ctx: Context, namesp
 
 @router.get("/v1/namespaces/{namespace}/tables/{table}", operation_id="iceberg_load_table")
 def load_table(request: Request, database: DatabaseDep, namespace: str, table: str,
-               snapshots: Annotated[str, Query(pattern="^(all|refs)$")] = "all") -> Response:
+               snapshots: Annotated[str, Query(pattern="^(all|refs)$")] = "all",
+               if_none_match: IfNoneMatch = None) -> Response:
+    """The table's metadata with its ``ETag``; 304 when ``If-None-Match`` names it."""
     return _table_response(service.load_table(database, _site(request), _levels(namespace),
-                                              table, snapshots))
+                                              table, snapshots, if_none_match))
 
 
 @router.head("/v1/namespaces/{namespace}/tables/{table}", status_code=204,
@@ -348,9 +371,10 @@ def _in_session(session: ReadSession, request: Request, ctx: Context, prefix: st
 @view_router.get("/namespaces", operation_id="iceberg_view_list_namespaces")
 def list_namespaces_in_view(request: Request, session: ReadSession, ctx: Context, prefix: str,
                             parent: Annotated[str | None, Query(max_length=1000)] = None,
+                            page_token: PageToken = None, page_size: PageSize = None,
                             ) -> dict[str, Any]:
     _in_session(session, request, ctx, prefix)
-    return list_namespaces(session, parent)
+    return list_namespaces(session, parent, page_token, page_size)
 
 
 @view_router.get("/namespaces/{namespace}", operation_id="iceberg_view_load_namespace")
@@ -370,9 +394,10 @@ def namespace_exists_in_view(request: Request, session: ReadSession, ctx: Contex
 
 @view_router.get("/namespaces/{namespace}/tables", operation_id="iceberg_view_list_tables")
 def list_tables_in_view(request: Request, session: ReadSession, ctx: Context, prefix: str,
-                        namespace: str) -> dict[str, Any]:
+                        namespace: str, page_token: PageToken = None,
+                        page_size: PageSize = None) -> dict[str, Any]:
     _in_session(session, request, ctx, prefix)
-    return list_tables(session, namespace)
+    return list_tables(session, namespace, page_token, page_size)
 
 
 @view_router.get("/namespaces/{namespace}/tables/{table}",
@@ -380,12 +405,12 @@ def list_tables_in_view(request: Request, session: ReadSession, ctx: Context, pr
 def load_table_in_view(request: Request, database: DatabaseDep, ctx: Context, prefix: str,
                        namespace: str, table: str,
                        snapshots: Annotated[str, Query(pattern="^(all|refs)$")] = "all",
-                       ) -> Response:
+                       if_none_match: IfNoneMatch = None) -> Response:
     """The table at the read session's cut: fixed at the first load of its pipeline, leased
-    for the session."""
+    for the session; its ``ETag`` names the cut file."""
     return _table_response(service.load_table_in_view(
         database, ctx, _site(request), prefix, _principal(request), _levels(namespace), table,
-        snapshots))
+        snapshots), if_none_match)
 
 
 @view_router.head("/namespaces/{namespace}/tables/{table}", status_code=204,

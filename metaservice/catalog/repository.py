@@ -40,9 +40,13 @@ def get_namespace(session: Session, name: str) -> IcebergNamespaceRow | None:
     return session.get(IcebergNamespaceRow, name)
 
 
-def list_namespaces(session: Session) -> list[str]:
-    return list(session.scalars(select(IcebergNamespaceRow.name)
-                                .order_by(IcebergNamespaceRow.name)))
+def list_namespaces(session: Session, after: str | None = None,
+                    limit: int | None = None) -> list[str]:
+    """Namespace names in order, after ``after``, at most ``limit``."""
+    statement = select(IcebergNamespaceRow.name).order_by(IcebergNamespaceRow.name)
+    if after is not None:
+        statement = statement.where(IcebergNamespaceRow.name > after)
+    return list(session.scalars(statement.limit(limit)))
 
 
 def create_namespace(session: Session, name: str, properties: dict[str, str],
@@ -77,10 +81,14 @@ def get_pointer(session: Session, namespace: str, name: str) -> IcebergTableRow 
         IcebergTableRow.namespace == namespace, IcebergTableRow.name == name)).first()
 
 
-def list_tables(session: Session, namespace: str) -> list[str]:
-    return list(session.scalars(select(IcebergTableRow.name)
-                                .where(IcebergTableRow.namespace == namespace)
-                                .order_by(IcebergTableRow.name)))
+def list_tables(session: Session, namespace: str, after: str | None = None,
+                limit: int | None = None) -> list[str]:
+    """Table names of a namespace in order, after ``after``, at most ``limit``."""
+    statement = (select(IcebergTableRow.name).where(IcebergTableRow.namespace == namespace)
+                 .order_by(IcebergTableRow.name))
+    if after is not None:
+        statement = statement.where(IcebergTableRow.name > after)
+    return list(session.scalars(statement.limit(limit)))
 
 
 def insert_pointer(session: Session, namespace: str, name: str, metadata_location: str,

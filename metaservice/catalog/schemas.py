@@ -28,9 +28,11 @@ ICEBERG_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         403: "the token's role does not allow it, or it does not own the table's running job "
              "(ForbiddenException)",
         404: "no such namespace or table (NoSuchNamespaceException, NoSuchTableException)",
-        409: "already exists (AlreadyExistsException), not empty, or a lost race: the table "
-             "changed since it was read (CommitFailedException, the one error to retry)",
+        409: "already exists (AlreadyExistsException), not empty, or a lost race: the "
+             "table changed since it was read (CommitFailedException, the one error to "
+             "retry)",
         422: "unprocessable (UnprocessableEntityException)",
-        429: "rate limited, or too many read sessions", 500: "internal error", 503: "database unavailable",
+        429: "rate limited, or too many read sessions",
+        500: "internal error", 503: "database unavailable",
     }.items()
 }

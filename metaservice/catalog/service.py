@@ -22,6 +22,7 @@ re-checks what the read saw (SPEC §11, Trust: no file I/O under a database writ
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Sequence
@@ -42,7 +43,7 @@ from metaservice import errors as domain_errors
 from metaservice.auth.policy import Role
 from metaservice.auth.service import Principal
 from metaservice.barriers import service as barriers_service
-from metaservice.catalog import read_sessions, views
+from metaservice.catalog import pages, read_sessions, views
 from metaservice.catalog import repository as repo
 from metaservice.catalog.changes import CommitChanges, commit_changes
 from metaservice.catalog.errors import (
@@ -126,12 +127,20 @@ def _namespace(session: Session, name: str):  # type: ignore[no-untyped-def]
     return row
 
 
-def list_namespaces(session: Session, parent: Sequence[str] | None) -> list[list[str]]:
+def list_namespaces(session: Session, parent: Sequence[str] | None,
+                    wanted: pages.Page = pages.EVERYTHING) -> tuple[list[list[str]], str | None]:
+    """One page of namespaces, and the next page's token."""
     if parent:
         namespace_name(parent)
         _namespace(session, parent[0])
-        return []  # one-level namespaces have no children
-    return [[name] for name in repo.list_namespaces(session)]
+        return [], None  # one-level namespaces have no children
+    names, token = pages.next_token(
+        repo.list_namespaces(session, wanted.after, _one_more(wanted)), wanted)
+    return [[name] for name in names], token
+
+
+def _one_more(wanted: pages.Page) -> int | None:
+    return None if wanted.size is None else wanted.size + 1
 
 
 def create_namespace(session: Session, ctx: ServiceContext, catalog: CatalogSite,
@@ -193,12 +202,43 @@ def update_namespace_properties(session: Session, catalog: CatalogSite, levels: 
 class LoadedTable:
     metadata: TableMetadata
     metadata_location: str | None
+    snapshots: str = "all"
+
+    @property
+    def etag(self) -> str | None:
+        return None if self.metadata_location is None else etag(self.metadata_location,
+                                                                 self.snapshots)
 
 
-def list_tables(session: Session, levels: Sequence[str]) -> list[str]:
+def etag(metadata_location: str, snapshots: str = "all") -> str:
+    """A table answer's ``ETag``: a metadata file never changes once written, so its location
+    (and which snapshots the answer holds) names the answer's content."""
+    digest = hashlib.sha256(f"{snapshots}:{metadata_location}".encode()).hexdigest()[:40]
+    return f'"{digest}"'
+
+
+def etag_matches(if_none_match: str | None, tag: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``tag`` (or ``*``); weak tags compare equal."""
+    if not if_none_match:
+        return False
+    candidates = [c.strip().removeprefix("W/") for c in if_none_match.split(",")]
+    return "*" in candidates or tag in candidates
+
+
+@dataclass(frozen=True)
+class NotModified:
+    """A conditional load whose ``If-None-Match`` names the current answer."""
+
+    etag: str
+
+
+def list_tables(session: Session, levels: Sequence[str],
+                wanted: pages.Page = pages.EVERYTHING) -> tuple[list[str], str | None]:
+    """One page of a namespace's table names, and the next page's token."""
     name = existing_namespace_name(levels)
     _namespace(session, name)
-    return repo.list_tables(session, name)
+    return pages.next_token(repo.list_tables(session, name, wanted.after, _one_more(wanted)),
+                            wanted)
 
 
 def _pointer(session: Session, namespace: str, table: str) -> IcebergTableRow:
@@ -214,12 +254,18 @@ def read_metadata(catalog: CatalogSite, location: str) -> TableMetadata:
 
 
 def load_table(database: Database, catalog: CatalogSite, levels: Sequence[str], table: str,
-               snapshots: str = "all") -> LoadedTable:
+               snapshots: str = "all",
+               if_none_match: str | None = None) -> LoadedTable | NotModified:
+    """The table's current metadata, or ``NotModified`` (its file left unread) when
+    ``if_none_match`` names it."""
     namespace = _existing_table_namespace(levels, table)
     with database.transaction(write=False) as session:
         location = _pointer(session, namespace, table).metadata_location
+    tag = etag(location, snapshots)
+    if etag_matches(if_none_match, tag):
+        return NotModified(tag)
     metadata = read_metadata(catalog, location)
-    return LoadedTable(_with_snapshots(metadata, snapshots), location)
+    return LoadedTable(_with_snapshots(metadata, snapshots), location, snapshots)
 
 
 def load_table_in_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
@@ -258,7 +304,7 @@ def load_table_in_view(database: Database, ctx: ServiceContext, catalog: Catalog
             repo.record_cut_file(session, location, str(served.table_uuid), cut.snapshot_id,
                                  ctx.clock.now_ms())
     catalog.warehouse.write_shared(served, location)
-    return LoadedTable(_with_snapshots(served, snapshots), location)
+    return LoadedTable(_with_snapshots(served, snapshots), location, snapshots)
 
 
 def _with_snapshots(metadata: TableMetadata, snapshots: str) -> TableMetadata:
