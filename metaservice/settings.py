@@ -56,6 +56,10 @@ class Settings(BaseSettings):
     metadata_read_seconds: float = Field(
         default=30.0, gt=0, le=3600,
         description="a metadata file not read within this time fails its request (503)")
+    idempotency_key_seconds: float = Field(
+        default=1800.0, ge=60, le=7 * 86_400,
+        description="how long the catalog answers a retried mutation's Idempotency-Key with its "
+                    "first outcome (advertised in /iceberg/v1/config)")
     max_read_sessions: int = Field(
         default=64, ge=1,
         description="live read sessions of the catalog's views (lake@strong) per principal; one "

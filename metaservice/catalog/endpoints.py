@@ -24,17 +24,21 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
-from metaservice.catalog import pages, read_sessions, service, views
+from metaservice.catalog import idempotency, pages, read_sessions, service, views
 from metaservice.catalog.errors import (
     BadRequestError,
+    CommitFailedError,
     ForbiddenError,
     IcebergError,
     RefusedError,
+    UnprocessableEntityError,
     iceberg_body,
 )
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES
 from metaservice.catalog.service import CatalogSite, LoadedTable
 from metaservice.catalog.storage import Warehouse
+from metaservice.context import ServiceContext
+from metaservice.db.session import Database
 from metaservice.deps import Context, DatabaseDep, ReadSession, WriteSession
 from metaservice.errors import MetaServiceError
 from metaservice.settings import Settings
@@ -118,6 +122,10 @@ def _site(request: Request) -> CatalogSite:
     return request.app.state.catalog  # type: ignore[no-any-return]
 
 
+def _context(request: Request) -> ServiceContext:
+    return request.app.state.context  # type: ignore[no-any-return]
+
+
 def _levels(namespace: str) -> list[str]:
     return namespace.split(NAMESPACE_SEPARATOR)
 
@@ -149,6 +157,60 @@ IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", max_length=200
 JsonObject = Annotated[dict[str, Any], Body()]
 
 
+def _idempotent(request: Request, database: Database, ctx: ServiceContext, operation: str,
+                status: int, run: Callable[[idempotency.Guard | None], Response]) -> Response:
+    """Run a mutation under its ``Idempotency-Key`` (if the request has one): a key already
+    finished answers its first outcome, whatever this request's body says."""
+    one = idempotency.guard(request.headers.get("idempotency-key"), _principal(request).name,
+                            operation, now_ms=ctx.clock.now_ms(),
+                            lifetime_seconds=ctx.settings.idempotency_key_seconds,
+                            status=status)
+    if one is None:
+        return run(None)
+    replayed = _replay(request, database, one)
+    if replayed is not None:
+        return replayed
+    try:
+        response = run(one)
+    except idempotency.Replay:
+        replayed = _replay(request, database, one)
+        if replayed is None:  # claimed, then expired in between: nothing to answer with
+            raise CommitFailedError("the Idempotency-Key expired while in use; retry with a "
+                                    "new key") from None
+        return replayed
+    except (IcebergError, MetaServiceError) as exc:
+        answer = iceberg_error_response(exc)
+        if answer.status_code in idempotency.FINAL_ERROR_STATUSES and not (
+                answer.status_code == 409 and isinstance(exc, CommitFailedError)):
+            with database.transaction(write=True) as session:
+                idempotency.record(session, one, answer.status_code,
+                                   {"error": json.loads(answer.body)})
+        raise
+    if not one.claimed:  # nothing was written: the outcome is recorded on its own
+        with database.transaction(write=True) as session:
+            idempotency.record(session, one, response.status_code, one.outcome)
+    return response
+
+
+def _replay(request: Request, database: Database, one: idempotency.Guard) -> Response | None:
+    with database.transaction(write=False) as session:
+        found = idempotency.stored(session, one)
+    if found is None:
+        return None
+    if found.operation != one.operation:
+        raise UnprocessableEntityError(
+            f"Idempotency-Key {one.key} was used for {found.operation}, not {one.operation}: "
+            "use a new key for each operation")
+    logger.info("catalog_idempotent_replay", extra={"operation": one.operation})
+    if "error" in found.outcome:
+        return JSONResponse(found.outcome["error"], status_code=found.status)
+    location = found.outcome.get("metadata-location")
+    if location is None:
+        return Response(status_code=found.status)
+    metadata = service.read_metadata(_site(request), location)
+    return _table_response(LoadedTable(metadata, location))
+
+
 # -- configuration -----------------------------------------------------------------------------
 
 
@@ -160,11 +222,14 @@ def get_config(request: Request, session: WriteSession, ctx: Context,
     the answer's overrides (SPEC §12)."""
     site = _site(request)
     view = views.parse_warehouse(warehouse, site.name)
+    lifetime = idempotency.lifetime(ctx.settings.idempotency_key_seconds)
     if view is None:
-        return {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS}
+        return {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS,
+                "idempotency-key-lifetime": lifetime}
     prefix = read_sessions.open_session(session, ctx, site.name, view, _principal(request))
     # Every endpoint is listed, so that a client sends its commit and hears why it is refused.
-    return {"defaults": {}, "overrides": {"prefix": prefix}, "endpoints": ENDPOINTS}
+    return {"defaults": {}, "overrides": {"prefix": prefix}, "endpoints": ENDPOINTS,
+            "idempotency-key-lifetime": lifetime}
 
 
 # -- namespaces --------------------------------------------------------------------------------
@@ -249,17 +314,19 @@ def create_table(request: Request, database: DatabaseDep, ctx: Context, namespac
                  body: JsonObject) -> Response:
     parsed = CreateTableRequest.model_validate(
         {"location": None, "partition-spec": None, "write-order": None, **body})
-    return _table_response(service.create_table(database, ctx, _site(request),
-                                                _levels(namespace), parsed))
+    return _idempotent(request, database, ctx, "createTable", 200, lambda guard: (
+        _table_response(service.create_table(database, ctx, _site(request),
+                                             _levels(namespace), parsed, guard))))
 
 
 @router.post("/v1/namespaces/{namespace}/register", operation_id="iceberg_register_table")
 def register_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
                    body: JsonObject) -> Response:
     parsed = RegisterTableRequest.model_validate({"overwrite": False, **body})
-    return _table_response(service.register_table(
-        database, ctx, _site(request), _levels(namespace), parsed.name,
-        parsed.metadata_location, parsed.overwrite, _principal(request)))
+    return _idempotent(request, database, ctx, "registerTable", 200, lambda guard: (
+        _table_response(service.register_table(
+            database, ctx, _site(request), _levels(namespace), parsed.name,
+            parsed.metadata_location, parsed.overwrite, _principal(request), guard))))
 
 
 @router.get("/v1/namespaces/{namespace}/tables/{table}", operation_id="iceberg_load_table")
@@ -284,10 +351,16 @@ def commit_table(request: Request, database: DatabaseDep, ctx: Context, namespac
     """Commit updates to a table; SPEC §11's rules apply in the same transaction."""
     name = service.namespace_name(_levels(namespace))
     parsed = service.parse_commit(body, namespace=name, table=table)
-    (staged,) = service.commit_tables(database, ctx, _site(request), [(name, table, parsed)],
-                                      _principal(request))
-    _delete_removed_cut_files(request, background, [staged])
-    return _table_response(LoadedTable(staged.metadata, staged.metadata_location))
+
+    def run(guard: idempotency.Guard | None) -> Response:
+        (staged,) = service.commit_tables(database, ctx, _site(request),
+                                          [(name, table, parsed)], _principal(request), guard)
+        if guard is not None:
+            guard.outcome = {"metadata-location": staged.metadata_location}
+        _delete_removed_cut_files(request, background, [staged])
+        return _table_response(LoadedTable(staged.metadata, staged.metadata_location))
+
+    return _idempotent(request, database, ctx, "commitTable", 200, run)
 
 
 @router.delete("/v1/namespaces/{namespace}/tables/{table}", status_code=204,
@@ -296,17 +369,20 @@ def drop_table(request: Request, database: DatabaseDep, namespace: str, table: s
                background: BackgroundTasks,
                purge_requested: Annotated[bool, Query(alias="purgeRequested")] = False,
                ) -> Response:
-    dropped = service.drop_table(database, _site(request), _levels(namespace), table,
-                                 _principal(request))
-    if purge_requested:  # after the drop committed (the response is sent after the commit)
-        warehouse = _site(request).warehouse
-        background.add_task(warehouse.purge, dropped.metadata_location, dropped.location)
-        background.add_task(warehouse.delete_cut_files, dropped.cut_files)
-    return Response(status_code=204)
+    def run(guard: idempotency.Guard | None) -> Response:
+        dropped = service.drop_table(database, _site(request), _levels(namespace), table,
+                                     _principal(request), guard)
+        if purge_requested:  # after the drop committed (the response is sent after it)
+            warehouse = _site(request).warehouse
+            background.add_task(warehouse.purge, dropped.metadata_location, dropped.location)
+            background.add_task(warehouse.delete_cut_files, dropped.cut_files)
+        return Response(status_code=204)
+
+    return _idempotent(request, database, _context(request), "dropTable", 204, run)
 
 
 @router.post("/v1/tables/rename", status_code=204, operation_id="iceberg_rename_table")
-def rename_table(request: Request, session: WriteSession, ctx: Context,
+def rename_table(request: Request, database: DatabaseDep, ctx: Context,
                  body: JsonObject) -> Response:
     try:
         source, destination = body["source"], body["destination"]
@@ -315,8 +391,17 @@ def rename_table(request: Request, session: WriteSession, ctx: Context,
     except (KeyError, TypeError) as exc:
         raise BadRequestError("body must be {\"source\": {\"namespace\": […], \"name\": …}, "
                               "\"destination\": {…}}") from exc
-    service.rename_table(session, ctx, _site(request), *args)
-    return Response(status_code=204)
+
+    def run(guard: idempotency.Guard | None) -> Response:
+        with database.transaction(write=True) as session:
+            if guard is not None:
+                guard.claim(session)
+            service.rename_table(session, ctx, _site(request), *args)
+            if guard is not None:
+                guard.finish(session, {})
+        return Response(status_code=204)
+
+    return _idempotent(request, database, ctx, "renameTable", 204, run)
 
 
 @router.post("/v1/namespaces/{namespace}/tables/{table}/metrics", status_code=204,
@@ -343,10 +428,13 @@ def commit_transaction(request: Request, database: DatabaseDep, ctx: Context,
         parsed = service.parse_commit(change)
         requests.append((service.namespace_name(list(parsed.identifier.namespace.root)),
                          parsed.identifier.name, parsed))
-    staged = service.commit_tables(database, ctx, _site(request), requests,
-                                   _principal(request))
-    _delete_removed_cut_files(request, background, staged)
-    return Response(status_code=204)
+    def run(guard: idempotency.Guard | None) -> Response:
+        staged = service.commit_tables(database, ctx, _site(request), requests,
+                                       _principal(request), guard)
+        _delete_removed_cut_files(request, background, staged)
+        return Response(status_code=204)
+
+    return _idempotent(request, database, ctx, "commitTransaction", 204, run)
 
 
 def _delete_removed_cut_files(request: Request, background: BackgroundTasks,

@@ -19,6 +19,7 @@ from metaservice.db.models import (
     CutFileRow,
     IcebergNamespaceRow,
     IcebergTableRow,
+    IdempotencyKeyRow,
     JobRow,
     JobTableRow,
     LeaseRow,
@@ -309,3 +310,34 @@ def take_cut_files(session: Session, table_uuid: str,
     if snapshot_ids is not None:
         statement = statement.where(CutFileRow.snapshot_id.in_(snapshot_ids))
     return sorted(session.scalars(statement.returning(CutFileRow.location)))
+
+
+# -- Idempotency-Key ---------------------------------------------------------------------------
+
+
+def claim_key(session: Session, principal: str, key: str, operation: str, now_ms: int,
+              expires_at: int) -> bool:
+    """Insert the key unless it exists (race-safe: a racing insert waits for the first
+    transaction on PostgreSQL, then finds the row); True when this request claimed it."""
+    stmt = _insert(session)(IdempotencyKeyRow).values(
+        principal=principal, key=key, operation=operation, created_at=now_ms,
+        expires_at=expires_at,
+    ).on_conflict_do_nothing(index_elements=["principal", "key"]).returning(
+        IdempotencyKeyRow.key)
+    return session.execute(stmt).first() is not None
+
+
+def finish_key(session: Session, principal: str, key: str, status: int,
+               outcome: dict[str, object]) -> None:
+    session.execute(update(IdempotencyKeyRow).where(
+        IdempotencyKeyRow.principal == principal, IdempotencyKeyRow.key == key,
+    ).values(status=status, outcome=outcome))
+
+
+def get_key(session: Session, principal: str, key: str) -> IdempotencyKeyRow | None:
+    return session.get(IdempotencyKeyRow, (principal, key))
+
+
+def delete_expired_keys(session: Session, principal: str, now_ms: int) -> None:
+    session.execute(delete(IdempotencyKeyRow).where(
+        IdempotencyKeyRow.principal == principal, IdempotencyKeyRow.expires_at <= now_ms))

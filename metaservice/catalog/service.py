@@ -43,7 +43,7 @@ from metaservice import errors as domain_errors
 from metaservice.auth.policy import Role
 from metaservice.auth.service import Principal
 from metaservice.barriers import service as barriers_service
-from metaservice.catalog import pages, read_sessions, views
+from metaservice.catalog import idempotency, pages, read_sessions, views
 from metaservice.catalog import repository as repo
 from metaservice.catalog.changes import CommitChanges, commit_changes
 from metaservice.catalog.errors import (
@@ -348,7 +348,8 @@ def _claim_location(session: Session, catalog: CatalogSite, name: TableName, loc
 
 
 def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
-                 levels: Sequence[str], request: Any) -> LoadedTable:
+                 levels: Sequence[str], request: Any,
+                 guard: idempotency.Guard | None = None) -> LoadedTable:
     """Create a table (its first metadata file and its pointer), or with ``stage-create`` only
     answer the metadata it would have: the table is created by the commit that asserts it does
     not exist yet."""
@@ -387,6 +388,8 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     metadata_location = catalog.warehouse.new_metadata_location(metadata, 0)
     catalog.warehouse.write(metadata, metadata_location)
     with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
         repo.lock_locations(session)
         _namespace(session, namespace)
         if repo.get_pointer(session, namespace, name.table) is not None:
@@ -397,13 +400,16 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                                    ctx.clock.now_ms(), table_uuid=str(metadata.table_uuid),
                                    location=location_key):
             raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
+        if guard is not None:
+            guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_table_created", extra={"table": str(name)})
     return LoadedTable(metadata, metadata_location)
 
 
 def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                    levels: Sequence[str], name: str, metadata_location: str,
-                   overwrite: bool, principal: Principal) -> LoadedTable:
+                   overwrite: bool, principal: Principal,
+                   guard: idempotency.Guard | None = None) -> LoadedTable:
     """Point a new table at an existing metadata file inside the warehouse. The file is read
     before any transaction; a file of a table the catalog has already (same table-uuid, or a
     location overlapping another table's) is refused. ``overwrite`` replaces a table that no
@@ -420,6 +426,8 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
     location_key = catalog.warehouse.confine_table(metadata)
     now = ctx.clock.now_ms()
     with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
         repo.lock_locations(session)
         _namespace(session, namespace)
         existing = repo.get_pointer(session, namespace, qualified.table)
@@ -440,6 +448,8 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
                                      now, table_uuid=str(metadata.table_uuid),
                                      location=location_key):
             raise AlreadyExistsError(f"table already exists: {namespace}.{qualified.table}")
+        if guard is not None:
+            guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_table_registered", extra={"table": str(qualified),
                                                    "location": metadata_location})
     return LoadedTable(metadata, metadata_location)
@@ -480,7 +490,7 @@ class DroppedTable:
 
 
 def drop_table(database: Database, catalog: CatalogSite, levels: Sequence[str], table: str,
-               principal: Principal) -> DroppedTable:
+               principal: Principal, guard: idempotency.Guard | None = None) -> DroppedTable:
     """Drop the pointer and end the table (its history, leases, cut files); answers what a
     purge deletes."""
     namespace = namespace_name(levels)
@@ -498,12 +508,16 @@ def drop_table(database: Database, catalog: CatalogSite, levels: Sequence[str], 
             logger.warning("catalog_drop_metadata_unreadable",
                            extra={"location": metadata_location})
     with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
         dropped = repo.delete_pointer(session, namespace, table, expected_version=version)
         if dropped is None:
             raise CommitFailedError(f"{name} changed concurrently, or is gone; retry")
         if dropped.table_uuid is None and table_uuid is not None:
             dropped.table_uuid = table_uuid
         cut_files = _end_table(session, name, principal, dropped)
+        if guard is not None:
+            guard.finish(session, {})
     if table_location is None:
         try:
             table_location = read_metadata(catalog, metadata_location).location
@@ -636,7 +650,8 @@ def _swap(session: Session, ctx: ServiceContext, staged: StagedCommit) -> None:
 
 def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                   requests: Sequence[tuple[str, str, CommitTableRequest]],
-                  principal: Principal) -> list[StagedCommit]:
+                  principal: Principal,
+                  guard: idempotency.Guard | None = None) -> list[StagedCommit]:
     """Commit to one or more tables, all or none (``(namespace, table, request)`` each), as
     ``principal``."""
     seen: set[tuple[str, str]] = set()
@@ -656,6 +671,8 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     if not changed:
         return staged
     with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
         if any(one.location_key is not None for one in changed):
             repo.lock_locations(session)
             for one in changed:
@@ -669,6 +686,9 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
             _swap(session, ctx, one)
         for one in changed:
             _apply_rules(session, ctx, one, commit_changes(one.base, one.metadata), principal)
+        if guard is not None:
+            guard.finish(session, {"metadata-location": staged[0].metadata_location}
+                         if len(staged) == 1 else {})
     for one in changed:
         logger.info("catalog_commit", extra={"table": str(one.name),
                                              "location": one.metadata_location})

@@ -367,3 +367,19 @@ class CutFileRow(Base):
     table_uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     snapshot_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class IdempotencyKeyRow(Base):
+    """A mutation of the catalog sent with an ``Idempotency-Key``, per principal: claimed in the
+    transaction of the mutation itself, with the outcome a retry of it is answered (the new
+    metadata file, an empty answer, or a final error), until ``expires_at``."""
+
+    __tablename__ = "catalog_idempotency_keys"
+
+    principal: Mapped[str] = mapped_column(String(200), primary_key=True)  # "" without auth
+    key: Mapped[str] = mapped_column(String(36), primary_key=True)
+    operation: Mapped[str] = mapped_column(String(64), nullable=False)
+    status: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    expires_at: Mapped[int] = mapped_column(BigInteger, nullable=False)

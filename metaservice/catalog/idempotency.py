@@ -1,0 +1,108 @@
+"""``Idempotency-Key`` on the catalog's mutations (the Iceberg REST specification): a retry of a
+request whose answer was lost gets the first answer instead of running again.
+
+A mutation sent with a key claims it (per principal) in its own write transaction, and records
+its outcome there: the key and the change commit together, so a crash can never leave a change
+whose key a retry would not find. A final refusal (a 4xx other than a lost race, 401 and 429)
+is recorded after its rolled-back transaction; a 5xx or a lost compare-and-swap is not final and
+is not recorded. A request carrying a claimed key is answered from the outcome without running;
+one racing the first waits on the key's row (PostgreSQL) or the database lock (SQLite) and is
+then answered the same way. Keys live ``METASERVICE_IDEMPOTENCY_KEY_SECONDS``, advertised in
+``/v1/config`` as ``idempotency-key-lifetime``; a principal's expired keys are deleted when it
+claims a new one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from metaservice.catalog import repository as repo
+from metaservice.catalog.errors import BadRequestError
+
+_UUID = re.compile(r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$")
+
+# Statuses of a refusal that is final: the same request would be refused again.
+FINAL_ERROR_STATUSES = frozenset({400, 403, 404, 405, 406, 409, 410, 413, 415, 422})
+
+
+class Replay(Exception):
+    """The key was claimed by an earlier request: answer from its outcome."""
+
+
+def lifetime(seconds: float) -> str:
+    """The ISO-8601 duration ``/v1/config`` advertises."""
+    return f"PT{int(seconds)}S"
+
+
+@dataclass
+class Guard:
+    """One request's key: what it claims, and the outcome it leaves for a retry."""
+
+    principal: str
+    key: str
+    operation: str
+    now_ms: int
+    lifetime_ms: int
+    status: int  # the answer's status when the mutation succeeds
+    claimed: bool = False
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+    def claim(self, session: Session) -> None:
+        """Claim the key in the mutation's write transaction.
+
+        Raises:
+            Replay: an earlier request claimed it.
+        """
+        repo.delete_expired_keys(session, self.principal, self.now_ms)
+        if not repo.claim_key(session, self.principal, self.key, self.operation,
+                              self.now_ms, self.now_ms + self.lifetime_ms):
+            raise Replay
+        self.claimed = True
+
+    def finish(self, session: Session, outcome: dict[str, Any]) -> None:
+        """Record the outcome in the same transaction (after ``claim``)."""
+        self.outcome = outcome
+        repo.finish_key(session, self.principal, self.key, self.status, outcome)
+
+
+def guard(key: str | None, principal: str | None, operation: str, *, now_ms: int,
+          lifetime_seconds: float, status: int) -> Guard | None:
+    """The request's guard, or None without a key.
+
+    Raises:
+        BadRequestError: a key that is not a UUID.
+    """
+    if key is None:
+        return None
+    if not _UUID.match(key):
+        raise BadRequestError("Idempotency-Key must be a UUID (36 characters, UUIDv7 advised)")
+    return Guard(principal or "", key.lower(), operation, now_ms,
+                 int(lifetime_seconds * 1000), status)
+
+
+@dataclass(frozen=True)
+class Stored:
+    operation: str
+    status: int
+    outcome: dict[str, Any]
+
+
+def stored(session: Session, one: Guard) -> Stored | None:
+    """The finished outcome of the key, if it has one and has not expired."""
+    row = repo.get_key(session, one.principal, one.key)
+    if row is None or row.expires_at <= one.now_ms or row.status is None:
+        return None
+    return Stored(row.operation, row.status, dict(row.outcome or {}))
+
+
+def record(session: Session, one: Guard, status: int, outcome: dict[str, Any]) -> None:
+    """Record an outcome reached outside a claiming transaction (a final refusal, or a
+    mutation that changed nothing), unless the key has one already."""
+    repo.delete_expired_keys(session, one.principal, one.now_ms)
+    if repo.claim_key(session, one.principal, one.key, one.operation, one.now_ms,
+                      one.now_ms + one.lifetime_ms):
+        repo.finish_key(session, one.principal, one.key, status, outcome)

@@ -1,0 +1,217 @@
+"""``Idempotency-Key`` (Iceberg REST): a mutation whose answer was lost, retried with its key,
+gets the first answer and changes nothing again; through raw HTTP and pyiceberg, with the
+answer really lost on the wire (a proxy closes the connection once the server has answered),
+on both backends."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from metaservice.clock import ManualClock
+from tests.conftest import ServerThread
+from tests.metaservice.catalog.conftest import rest_catalog
+
+SCHEMA = pa.schema([pa.field("id", pa.int64())])
+TABLES = "/iceberg/v1/namespaces/db/tables"
+
+
+class LosingProxy:
+    """A TCP proxy to the server that, once armed, lets the next POST reach the server and
+    closes the client's connection instead of relaying the answer."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target = ("127.0.0.1", target_port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.armed = threading.Event()
+        self.lost = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            dropping = threading.Event()
+            threading.Thread(target=self._upstream, args=(client, server, dropping),
+                             daemon=True).start()
+            threading.Thread(target=self._downstream, args=(server, client, dropping),
+                             daemon=True).start()
+
+    def _upstream(self, client: socket.socket, server: socket.socket,
+                  dropping: threading.Event) -> None:
+        try:
+            while data := client.recv(65536):
+                if data.startswith(b"POST ") and self.armed.is_set():
+                    self.armed.clear()
+                    dropping.set()
+                server.sendall(data)
+        except OSError:
+            pass
+
+    def _downstream(self, server: socket.socket, client: socket.socket,
+                    dropping: threading.Event) -> None:
+        try:
+            while data := server.recv(65536):
+                if dropping.is_set():  # the server answered: the client never hears it
+                    self.lost.set()
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        for end in (client, server):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            end.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy(server: ServerThread) -> Iterator[LosingProxy]:
+    losing = LosingProxy(int(server.url.rsplit(":", 1)[1]))
+    yield losing
+    losing.close()
+
+
+def append_body(client: httpx.Client, table: str, snapshot_id: int) -> dict[str, object]:
+    """A raw commit appending an empty snapshot on top of the current head."""
+    metadata = client.get(f"{TABLES}/{table}").json()["metadata"]
+    head = metadata.get("current-snapshot-id")
+    snapshot = {"snapshot-id": snapshot_id, "sequence-number": metadata["last-sequence-number"] + 1,
+                "timestamp-ms": metadata["last-updated-ms"] + 1,
+                "manifest-list": f"{metadata['location']}/metadata/snap-{snapshot_id}.avro",
+                "summary": {"operation": "append"}, "schema-id": 0}
+    if head is not None:
+        snapshot["parent-snapshot-id"] = head
+    return {"requirements": [{"type": "assert-ref-snapshot-id", "ref": "main",
+                              "snapshot-id": head}],
+            "updates": [{"action": "add-snapshot", "snapshot": snapshot},
+                        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
+                         "snapshot-id": snapshot_id}]}
+
+
+def test_config_advertises_the_key_lifetime(client: httpx.Client) -> None:
+    assert client.get("/iceberg/v1/config").json()["idempotency-key-lifetime"] == "PT1800S"
+
+
+def test_a_raw_commit_whose_answer_was_lost_is_answered_again_not_run_again(
+        catalog: RestCatalog, client: httpx.Client, proxy: LosingProxy,
+        clock: ManualClock) -> None:
+    catalog.create_namespace("db")
+    catalog.create_table("db.t", schema=SCHEMA)
+    key = str(uuid.uuid4())
+    body = append_body(client, "t", 1001)
+    proxy.armed.set()
+    with httpx.Client(base_url=proxy.url, timeout=10) as lossy, pytest.raises(httpx.HTTPError):
+        lossy.post(f"{TABLES}/t", json=body, headers={"Idempotency-Key": key})
+    assert proxy.lost.is_set()
+    committed = client.get(f"{TABLES}/t").json()
+    assert committed["metadata"]["current-snapshot-id"] == 1001  # it did land
+
+    retry = client.post(f"{TABLES}/t", json=body, headers={"Idempotency-Key": key})
+    assert retry.status_code == 200, retry.text  # not a 409: the requirement no longer holds
+    assert retry.json()["metadata-location"] == committed["metadata-location"]
+    assert retry.headers["ETag"] == client.get(f"{TABLES}/t").headers["ETag"]
+    # The same key with another body is still the first operation's answer.
+    other = client.post(f"{TABLES}/t", json=append_body(client, "t", 1002),
+                        headers={"Idempotency-Key": key})
+    assert other.json()["metadata-location"] == committed["metadata-location"]
+    assert [s["snapshot-id"] for s in client.get(f"{TABLES}/t").json()["metadata"][
+        "snapshots"]] == [1001]
+    # Another operation with the key is refused; an expired key runs anew.
+    reused = client.delete(f"{TABLES}/t", headers={"Idempotency-Key": key})
+    assert reused.status_code == 422, reused.text
+    clock.advance(1_801_000)
+    fresh = client.post(f"{TABLES}/t", json=append_body(client, "t", 1003),
+                        headers={"Idempotency-Key": key})
+    assert fresh.status_code == 200
+    assert fresh.json()["metadata"]["current-snapshot-id"] == 1003
+
+
+def test_pyiceberg_retrying_a_lost_append_with_its_key_lands_it_once(
+        server: ServerThread, client: httpx.Client, proxy: LosingProxy) -> None:
+    rest_catalog(server.url).create_namespace("db")
+    rest_catalog(server.url).create_table("db.t", schema=SCHEMA)
+    key = {"header.Idempotency-Key": str(uuid.uuid4())}
+    lossy = rest_catalog(proxy.url, **key)
+    table = lossy.load_table("db.t")
+    proxy.armed.set()
+    with pytest.raises(Exception):  # noqa: B017 - the connection is closed under the client
+        table.append(pa.table({"id": [1, 2]}, schema=SCHEMA))
+    assert proxy.lost.is_set()
+    again = rest_catalog(server.url, **key).load_table("db.t")
+    again.append(pa.table({"id": [1, 2]}, schema=SCHEMA))  # answered with the first commit
+    landed = rest_catalog(server.url).load_table("db.t")
+    assert len(landed.snapshots()) == 1
+    assert sorted(landed.scan().to_arrow()["id"].to_pylist()) == [1, 2]
+
+
+def test_create_drop_and_rename_replay_and_final_refusals_are_kept(
+        catalog: RestCatalog, client: httpx.Client) -> None:
+    catalog.create_namespace("db")
+    schema = {"type": "struct", "schema-id": 0,
+              "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    first = client.post(TABLES, json={"name": "a", "schema": schema}, headers=key)
+    again = client.post(TABLES, json={"name": "a", "schema": schema}, headers=key)
+    assert first.status_code == again.status_code == 200  # not "already exists"
+    assert first.json()["metadata-location"] == again.json()["metadata-location"]
+    rename = {"source": {"namespace": ["db"], "name": "a"},
+              "destination": {"namespace": ["db"], "name": "b"}}
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    assert client.post("/iceberg/v1/tables/rename", json=rename, headers=key).status_code == 204
+    assert client.post("/iceberg/v1/tables/rename", json=rename, headers=key).status_code == 204
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    assert client.delete(f"{TABLES}/b", headers=key).status_code == 204
+    assert client.delete(f"{TABLES}/b", headers=key).status_code == 204
+    # A final refusal is answered again, even once its cause is gone.
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    missing = client.delete(f"{TABLES}/c", headers=key)
+    assert missing.status_code == 404
+    catalog.create_table("db.c", schema=SCHEMA)
+    assert client.delete(f"{TABLES}/c", headers=key).status_code == 404
+    assert catalog.table_exists("db.c")
+    bad = client.delete(f"{TABLES}/c", headers={"Idempotency-Key": "not-a-uuid"})
+    assert bad.status_code == 400
+
+
+def test_two_requests_racing_with_one_key_change_the_table_once(
+        catalog: RestCatalog, client: httpx.Client, server: ServerThread) -> None:
+    catalog.create_namespace("db")
+    catalog.create_table("db.t", schema=SCHEMA)
+    for round_ in range(5):
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        bodies = [append_body(client, "t", 2000 + 10 * round_ + i) for i in range(2)]
+        start = threading.Barrier(2)
+        answers: list[httpx.Response] = []
+
+        def send(body: dict[str, object], start: threading.Barrier,
+                 answers: list[httpx.Response]) -> None:
+            with httpx.Client(base_url=server.url, timeout=30) as http:
+                start.wait()
+                answers.append(http.post(f"{TABLES}/t", json=body, headers=key))
+
+        threads = [threading.Thread(target=send, args=(body, start, answers))
+                   for body in bodies]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
+        assert answers[0].json()["metadata-location"] == answers[1].json()["metadata-location"]
+    snapshots = client.get(f"{TABLES}/t").json()["metadata"]["snapshots"]
+    assert len(snapshots) == 5
