@@ -40,7 +40,8 @@ class LoadResult:
 
 
 async def _connection(url: str, client: int, make: RequestFactory, check: AnswerCheck | None,
-                      warmup_until: float, deadline: float, result: LoadResult) -> None:
+                      warmup_until: float, deadline: float, result: LoadResult,
+                      headers: bytes = b"", accepted: frozenset[int] = frozenset()) -> None:
     parts = urlsplit(url)
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
     host = f"{parts.hostname}:{parts.port}".encode()
@@ -50,8 +51,8 @@ async def _connection(url: str, client: int, make: RequestFactory, check: Answer
             method, path, body = make(client, n)
             n += 1
             writer.write(b"%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (method.encode(), path.encode(), host,
-                                                            len(body), body))
+                         b"%sContent-Length: %d\r\n\r\n%s" % (method.encode(), path.encode(),
+                                                              host, headers, len(body), body))
             head = await reader.readuntil(b"\r\n\r\n")
             status = int(head[9:12])
             length = 0
@@ -65,7 +66,8 @@ async def _connection(url: str, client: int, make: RequestFactory, check: Answer
             elapsed_ms = (time.monotonic() - now) * 1000
             result.statuses[status] = result.statuses.get(status, 0) + 1
             wrong = (f"{status} {payload[:300].decode(errors='replace')}"
-                     if not 200 <= status < 300 else check(payload) if check else None)
+                     if not (200 <= status < 300 or status in accepted)
+                     else check(payload) if check else None)
             if wrong is None:
                 result.ok += 1
                 result.latencies_ms.append(elapsed_ms)
@@ -78,12 +80,13 @@ async def _connection(url: str, client: int, make: RequestFactory, check: Answer
 
 
 async def _run(urls: list[str], clients: int, make: RequestFactory, check: AnswerCheck | None,
-               warmup: float, duration: float) -> LoadResult:
+               warmup: float, duration: float, headers: bytes = b"",
+               accepted: frozenset[int] = frozenset()) -> LoadResult:
     start = time.monotonic()
     result = LoadResult(seconds=duration)
     await asyncio.gather(*(
         _connection(urls[c % len(urls)], c, make, check, start + warmup,
-                    start + warmup + duration, result)
+                    start + warmup + duration, result, headers, accepted)
         for c in range(clients)))
     return result
 
@@ -98,11 +101,14 @@ def run_load(urls: list[str], *, clients: int, make: RequestFactory,
 
 
 def sequential(url: str, path: str, seconds: float, *, method: str = "GET", body: bytes = b"",
-               warmup: float = 1.0) -> LoadResult:
+               warmup: float = 1.0, headers: dict[str, str] | None = None,
+               accepted: frozenset[int] = frozenset()) -> LoadResult:
     """One keep-alive connection asking ``path`` one request after the other for ``seconds``
-    after a warm-up: the latency a single client sees. Raises if any answer is not 2xx."""
-    result = run_load([url], clients=1, warmup=warmup, duration=seconds,
-                      make=lambda _client, _n: (method, path, body))
+    after a warm-up: the latency a single client sees. Raises if any answer is neither 2xx nor
+    in ``accepted`` (``{304}`` for conditional loads)."""
+    head = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in (headers or {}).items())
+    result = asyncio.run(_run([url], 1, lambda _client, _n: (method, path, body), None, warmup,
+                              seconds, head, accepted))
     if result.failed or not result.ok:
         raise RuntimeError(f"{method} {path}: {result.failed} failed, first: "
                            f"{result.first_error}")

@@ -222,6 +222,8 @@ class Loads:
     answer_bytes: int
     view_ms: list[float]          # the same load through a lake@strong read session
     view_server_cpu_ms: float
+    not_modified_ms: list[float]  # the head's load with If-None-Match naming it: 304
+    not_modified_server_cpu_ms: float
 
 
 def build_history(rest: Any, snapshots: int) -> Any:
@@ -265,6 +267,14 @@ def measure_load_table(backend: str, snapshots: int, seconds: float, repeats: in
         cpu = server.cpu_seconds()
         result = sequential(server.url, path, seconds)
         server_cpu_ms = (server.cpu_seconds() - cpu) * 1000 / result.answered
+        # The same load, conditional: an engine that holds the answer asks whether it changed.
+        cpu = server.cpu_seconds()
+        unchanged = sequential(server.url, path, seconds,
+                               headers={"If-None-Match": answer.headers["ETag"]},
+                               accepted=frozenset({304}))
+        if set(unchanged.statuses) != {304}:
+            raise RuntimeError(f"conditional loads answered {unchanged.statuses}, not 304")
+        not_modified_cpu_ms = (server.cpu_seconds() - cpu) * 1000 / unchanged.answered
         # The same table through a strong view: one read session, loaded again and again as an
         # engine's session does (the cut was fixed by the first load).
         prefix = httpx.get(f"{server.url}/iceberg/v1/config", params={"warehouse": "lake@strong"},
@@ -294,7 +304,8 @@ def measure_load_table(backend: str, snapshots: int, seconds: float, repeats: in
             sql_ms += timed(sql.load_table)
             rest_client_ms += timed(rest.load_table)
         return Loads(result.latencies_ms, server_cpu_ms, sql_ms, rest_client_ms, snapshots,
-                     len(answer.content), in_view.latencies_ms, view_cpu_ms)
+                     len(answer.content), in_view.latencies_ms, view_cpu_ms,
+                     unchanged.latencies_ms, not_modified_cpu_ms)
 
 
 # -- figures -----------------------------------------------------------------------------------
@@ -351,7 +362,16 @@ def load_results(label: str, loads: Loads) -> list[Result]:
                   f"runs its lease again and rewrites the metadata at the cut): p99 "
                   f"{percentile(loads.view_ms, 99):.1f} ms vs the head's {p99:.1f} ms over "
                   f"{len(loads.view_ms)} sequential requests, server CPU "
-                  f"{loads.view_server_cpu_ms:.1f} ms per request vs {loads.server_cpu_ms:.1f}")]
+                  f"{loads.view_server_cpu_ms:.1f} ms per request vs {loads.server_cpu_ms:.1f}"),
+        Result.compare(
+            f"conditional loadTable (304) server CPU, {loads.snapshots:,} snapshots ({label})",
+            loads.not_modified_server_cpu_ms, "ms",
+            baseline="full loadTable server CPU, same table", baseline_value=loads.server_cpu_ms,
+            goal="≤ 1 ms server CPU", met_if=lambda _r: loads.not_modified_server_cpu_ms <= 1.0,
+            higher_is_better=False,
+            notes=f"If-None-Match naming the head's ETag: 304 with no body, the metadata file "
+                  f"left unread; p50 {percentile(loads.not_modified_ms, 50):.2f} ms vs the full "
+                  f"load's {p50:.1f} ms over {len(loads.not_modified_ms)} sequential requests")]
 
 
 def run(quick: bool) -> list[Result]:

@@ -5,6 +5,7 @@ on both backends."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import uuid
@@ -70,10 +71,8 @@ class LosingProxy:
         except OSError:
             pass
         for end in (client, server):
-            try:
+            with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             end.close()
 
     def close(self) -> None:
@@ -200,12 +199,12 @@ def test_two_requests_racing_with_one_key_change_the_table_once(
         answers: list[httpx.Response] = []
 
         def send(body: dict[str, object], start: threading.Barrier,
-                 answers: list[httpx.Response]) -> None:
+                 answers: list[httpx.Response], key: dict[str, str]) -> None:
             with httpx.Client(base_url=server.url, timeout=30) as http:
                 start.wait()
                 answers.append(http.post(f"{TABLES}/t", json=body, headers=key))
 
-        threads = [threading.Thread(target=send, args=(body, start, answers))
+        threads = [threading.Thread(target=send, args=(body, start, answers, key))
                    for body in bodies]
         for thread in threads:
             thread.start()
