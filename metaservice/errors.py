@@ -197,6 +197,14 @@ class RollbackPlanNotAppliedError(MetaServiceError):
     code = "rollback_plan_not_applied"
 
 
+class HeldByCatalogError(MetaServiceError):
+    """A report naming a snapshot of a table the built-in catalog holds that its commits did
+    not record: the catalog records its tables' barriers itself (SPEC §11)."""
+
+    status_code = 409
+    code = "held_by_catalog"
+
+
 # -- authentication and authorisation (``auth/``) --------------------------------------------
 
 

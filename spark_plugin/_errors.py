@@ -36,6 +36,7 @@ The tree::
     │   │   ├── BarrierRolledBackError       409 barrier_rolled_back
     │   │   ├── RollbackInProgressError      409 rollback_in_progress (repeated: retry_after_ms)
     │   │   ├── RollbackPlanOutdatedError    409 rollback_plan_outdated
+    │   │   ├── HeldByCatalogError           409 held_by_catalog
     │   │   ├── RollbackPlanNotAppliedError  409 rollback_plan_not_applied
     │   │   └── TokenExistsError             409 token_exists
     │   ├── GoneError                        410: it existed and will not come back
@@ -94,6 +95,7 @@ __all__ = [
     "CycleError",
     "DatabaseUnavailableError",
     "GoneError",
+    "HeldByCatalogError",
     "InternalServerError",
     "InvalidRequestError",
     "JobNotPlannedError",
@@ -350,6 +352,13 @@ class RollbackPlanOutdatedError(ConflictError):
     """The topology or the targets changed since the plan was made: make a new plan."""
 
     code = "rollback_plan_outdated"
+
+
+class HeldByCatalogError(ConflictError):
+    """A report of a snapshot of a table the built-in catalog holds that the catalog's commits
+    did not record: commit through the catalog (it records the barrier)."""
+
+    status_code, code = 409, "held_by_catalog"
 
 
 class RollbackPlanNotAppliedError(ConflictError):

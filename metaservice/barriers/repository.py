@@ -25,6 +25,7 @@ from sqlalchemy.sql.elements import TextClause
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
+    IcebergTableRow,
     JobProgressRow,
     RollbackFenceRow,
     SnapshotExpirationRow,
@@ -448,3 +449,12 @@ def last_written_by(session: Session, job: str, sink_ids: list[int]) -> int | No
         .group_by(BarrierRow.barrier)
         .having(func.count(func.distinct(BarrierRow.table_id)) == len(set(sink_ids)))
         .order_by(BarrierRow.barrier.desc()).limit(1))
+
+
+def held_by_catalog(session: Session, name: TableName, catalog_name: str) -> bool:
+    """Whether the built-in catalog (named ``catalog_name``) holds the table."""
+    if name.catalog != catalog_name:
+        return False
+    return session.execute(select(IcebergTableRow.version).where(
+        IcebergTableRow.namespace == name.database,
+        IcebergTableRow.name == name.table)).first() is not None

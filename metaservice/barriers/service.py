@@ -137,11 +137,19 @@ def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> i
 
 
 def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snapshot_id: int,
-                barrier: int | None) -> Completed:
-    """A root snapshot reported by ingestion that is not a registered job (SPEC §5)."""
+                barrier: int | None, via_catalog: bool = False) -> Completed:
+    """A root snapshot reported by ingestion that is not a registered job (SPEC §5). For a table
+    the built-in catalog holds, its commits report (``via_catalog``); anyone else may only
+    report its latest snapshot again (a heartbeat)."""
     admission.refuse_barrier_in_future(ctx, barrier)
     table = _lock_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
     assert table is not None
+    if (not via_catalog and snapshot_id != table.latest_snapshot_id
+            and barriers_repo.held_by_catalog(session, name, ctx.settings.catalog_name)):
+        raise errors.HeldByCatalogError(
+            f"{name} is a table of the built-in catalog: its commits record its barriers, and "
+            f"a report may only repeat its latest snapshot {table.latest_snapshot_id} "
+            "(a heartbeat)", table=str(name), snapshot_id=snapshot_id)
     if table.writer_job is not None:
         raise errors.TableHasWriterError(
             f"{name} is written by running job {table.writer_job!r}; it reports its own commits",
@@ -410,7 +418,7 @@ def _clear_pin(job: JobRow) -> None:
 
 
 def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableName, *,
-           barrier: int | None, snapshot_id: int) -> Completed:
+           barrier: int | None, snapshot_id: int, via_catalog: bool = False) -> Completed:
     """SPEC §5.4: a job reports that ``snapshot_id`` of its sink completes its pinned barrier."""
     admission.refuse_barrier_in_future(ctx, barrier)
     peek = barriers_repo.peek_table(session, table_name)
@@ -443,6 +451,12 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
     if job.state != "running":
         raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
                                         job=name, state=job.state)
+    if not via_catalog and barriers_repo.held_by_catalog(session, table_name,
+                                                         ctx.settings.catalog_name):
+        raise errors.HeldByCatalogError(
+            f"{table_name} is a table of the built-in catalog: its commit through the catalog "
+            "records the barrier, and POST /commit only confirms one recorded so",
+            table=str(table_name), snapshot_id=snapshot_id)
     _refuse_fenced(table, checks)
     if job.pin_invalidated_reason is not None and barrier in (None, job.pinned_barrier):
         raise errors.BarrierRolledBackError(

@@ -316,7 +316,8 @@ def create_table(request: Request, database: DatabaseDep, ctx: Context, namespac
         {"location": None, "partition-spec": None, "write-order": None, **body})
     return _idempotent(request, database, ctx, "createTable", 200, lambda guard: (
         _table_response(service.create_table(database, ctx, _site(request),
-                                             _levels(namespace), parsed, guard))))
+                                             _levels(namespace), parsed, _principal(request),
+                                             guard))))
 
 
 @router.post("/v1/namespaces/{namespace}/register", operation_id="iceberg_register_table")
@@ -374,7 +375,7 @@ def drop_table(request: Request, database: DatabaseDep, namespace: str, table: s
                                      _principal(request), guard)
         if purge_requested:  # after the drop committed (the response is sent after it)
             warehouse = _site(request).warehouse
-            background.add_task(warehouse.purge, dropped.metadata_location, dropped.location)
+            background.add_task(warehouse.purge, dropped.metadata_location, dropped.claims)
             background.add_task(warehouse.delete_cut_files, dropped.cut_files)
         return Response(status_code=204)
 
@@ -396,7 +397,7 @@ def rename_table(request: Request, database: DatabaseDep, ctx: Context,
         with database.transaction(write=True) as session:
             if guard is not None:
                 guard.claim(session)
-            service.rename_table(session, ctx, _site(request), *args)
+            service.rename_table(session, ctx, _site(request), _principal(request), *args)
             if guard is not None:
                 guard.finish(session, {})
         return Response(status_code=204)
@@ -544,7 +545,8 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
 
     def fill_identities() -> None:
         try:
-            filled = service.fill_identities(app.state.database, app.state.catalog)
+            filled = service.fill_identities(app.state.database, app.state.catalog,
+                                             app.state.context.clock.now_ms())
         except SQLAlchemyError as exc:  # not migrated yet: /readyz says so
             logger.warning("catalog_identities_not_filled",
                            extra={"error_class": type(exc).__name__})

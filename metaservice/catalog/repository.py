@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
+    CatalogLocationRow,
     CutFileRow,
     IcebergNamespaceRow,
     IcebergTableRow,
@@ -93,28 +94,24 @@ def list_tables(session: Session, namespace: str, after: str | None = None,
 
 
 def insert_pointer(session: Session, namespace: str, name: str, metadata_location: str,
-                   now_ms: int, *, table_uuid: str, location: str) -> bool:
-    """Create the pointer at version 1; False when the table exists (race-safe). ``location``
-    is the table location's key (``Warehouse.key``)."""
+                   now_ms: int, *, table_uuid: str) -> bool:
+    """Create the pointer at version 1; False when the table exists (race-safe)."""
     stmt = _insert(session)(IcebergTableRow).values(
         namespace=namespace, name=name, metadata_location=metadata_location, version=1,
-        created_at=now_ms, updated_at=now_ms, table_uuid=table_uuid, location=location,
+        created_at=now_ms, updated_at=now_ms, table_uuid=table_uuid,
     ).on_conflict_do_nothing(index_elements=["namespace", "name"]).returning(
         IcebergTableRow.version)
     return session.execute(stmt).first() is not None
 
 
 def swap_pointer(session: Session, namespace: str, name: str, *, expected_version: int,
-                 metadata_location: str, now_ms: int, table_uuid: str | None = None,
-                 location: str | None = None) -> bool:
+                 metadata_location: str, now_ms: int, table_uuid: str | None = None) -> bool:
     """Compare-and-swap: point at ``metadata_location`` if the version is still the one read
-    (and record the table's identity and location key, when given)."""
+    (and record the table's identity, when given)."""
     values: dict[str, object] = {"metadata_location": metadata_location,
                                  "version": expected_version + 1, "updated_at": now_ms}
     if table_uuid is not None:
         values["table_uuid"] = table_uuid
-    if location is not None:
-        values["location"] = location
     result = session.execute(
         update(IcebergTableRow)
         .where(IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
@@ -148,20 +145,20 @@ def lock_locations(session: Session) -> None:
 _LOCATIONS_LOCK = 0x4D53_4C4F_4301  # "MSLOC", 1
 
 
-def tables_overlapping(session: Session, location: str,
-                       exclude: tuple[str, str] | None = None) -> list[str]:
-    """``namespace.name`` of every table whose location key equals ``location``, lies inside
-    it, or contains it."""
-    column = IcebergTableRow.location
-    statement = select(IcebergTableRow.namespace, IcebergTableRow.name).where(
-        column.is_not(None),
-        or_(column == location,
-            func.substr(column, 1, len(location) + 1) == location + "/",
-            func.substr(literal(location), 1, func.length(column) + 1) == column + "/"))
-    if exclude is not None:
-        statement = statement.where(
-            ~((IcebergTableRow.namespace == exclude[0]) & (IcebergTableRow.name == exclude[1])))
-    return [f"{ns}.{name}" for ns, name in session.execute(statement)]
+def claims_overlapping(session: Session, location: str,
+                       table_uuid: str) -> list[tuple[str, str]]:
+    """``(location, table)`` of every claim of another table that equals ``location``, lies
+    inside it, or contains it."""
+    column = CatalogLocationRow.location
+    statement = (
+        select(column, IcebergTableRow.namespace, IcebergTableRow.name)
+        .outerjoin(IcebergTableRow, IcebergTableRow.table_uuid == CatalogLocationRow.table_uuid)
+        .where(CatalogLocationRow.table_uuid != table_uuid,
+               or_(column == location,
+                   func.substr(column, 1, len(location) + 1) == location + "/",
+                   func.substr(literal(location), 1, func.length(column) + 1) == column + "/")))
+    return [(claim, f"{ns}.{name}" if ns is not None else "a table being dropped")
+            for claim, ns, name in session.execute(statement)]
 
 
 def table_with_uuid(session: Session, table_uuid: str) -> str | None:
@@ -170,26 +167,43 @@ def table_with_uuid(session: Session, table_uuid: str) -> str | None:
     return None if row is None else f"{row[0]}.{row[1]}"
 
 
+def add_claims(session: Session, table_uuid: str, locations: list[str], now_ms: int) -> None:
+    """Claim ``locations`` for the table (those it claims already are left as they are)."""
+    for location in locations:
+        session.execute(_insert(session)(CatalogLocationRow).values(
+            location=location, table_uuid=table_uuid, created_at=now_ms,
+        ).on_conflict_do_nothing(index_elements=["location"]))
+
+
+def release_claims(session: Session, table_uuid: str) -> list[str]:
+    """Delete the table's claims; answers them (a purge deletes files under them only)."""
+    return sorted(session.scalars(delete(CatalogLocationRow).where(
+        CatalogLocationRow.table_uuid == table_uuid).returning(CatalogLocationRow.location)))
+
+
 def pointers_without_identity(session: Session) -> list[IcebergTableRow]:
-    """Rows older than the table identity columns (revision 0010)."""
+    """Rows older than the table identity column (revision 0010)."""
     return list(session.scalars(select(IcebergTableRow).where(
-        or_(IcebergTableRow.table_uuid.is_(None), IcebergTableRow.location.is_(None)))))
+        IcebergTableRow.table_uuid.is_(None))))
 
 
 def set_identity(session: Session, namespace: str, name: str, *, version: int,
-                 table_uuid: str, location: str) -> None:
-    session.execute(update(IcebergTableRow).where(
+                 table_uuid: str) -> bool:
+    return session.execute(update(IcebergTableRow).where(
         IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
         IcebergTableRow.version == version,
-    ).values(table_uuid=table_uuid, location=location))
+    ).values(table_uuid=table_uuid).returning(IcebergTableRow.version)).first() is not None
 
 
 def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str, str],
                    now_ms: int) -> bool:
+    """Move the pointer to its new name. Its version moves too: a commit or a drop that read
+    the table under one name never lands on another table that takes that name meanwhile."""
     result = session.execute(
         update(IcebergTableRow)
         .where(IcebergTableRow.namespace == source[0], IcebergTableRow.name == source[1])
-        .values(namespace=target[0], name=target[1], updated_at=now_ms)
+        .values(namespace=target[0], name=target[1], updated_at=now_ms,
+                version=IcebergTableRow.version + 1)
         .returning(IcebergTableRow.version))
     return result.first() is not None
 

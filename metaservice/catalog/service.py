@@ -35,6 +35,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.table import CommitTableRequest
 from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AssertCreate, update_table_metadata
 from sqlalchemy.orm import Session
@@ -326,29 +327,45 @@ def _existing_table_namespace(levels: Sequence[str], table: str) -> str:
     return levels[0]
 
 
-def _claim_location(session: Session, catalog: CatalogSite, name: TableName, location_key: str,
-                    table_uuid: str | None, *, exclude_self: bool) -> None:
-    """Refuse a location another table's lies inside of, or contains, and an identity another
-    table has (SPEC §11, Trust). Runs under ``repo.lock_locations``."""
-    this = (name.database, name.table) if exclude_self else None
-    if table_uuid is not None:
-        holder = repo.table_with_uuid(session, table_uuid)
-        if holder is not None and (this is None or holder != f"{this[0]}.{this[1]}"):
-            raise RefusedError(
-                TABLE_ALREADY_REGISTERED,
-                f"the catalog already has this table (table-uuid {table_uuid}) as {holder}",
-                {"table": holder}, status_code=409, type_="AlreadyExistsException")
-    overlapping = repo.tables_overlapping(session, location_key, exclude=this)
-    if overlapping:
+def _claim_locations(session: Session, name: TableName, keys: list[str], table_uuid: str,
+                     *, replaces: bool, now_ms: int, status: int = 409) -> None:
+    """Refuse an identity another table has, and a location lying inside (or containing) one
+    another table claims; then claim ``keys`` for the table (SPEC §11, Trust). Runs under
+    ``repo.lock_locations``. ``replaces``: the table's own pointer may hold the uuid already.
+    ``status``: 409 ``AlreadyExistsException`` for a create or register, 400 for a commit
+    (whose 409 clients would retry)."""
+    type_ = "AlreadyExistsException" if status == 409 else None
+    holder = repo.table_with_uuid(session, table_uuid)
+    if holder is not None and not (replaces and holder == f"{name.database}.{name.table}"):
         raise RefusedError(
             TABLE_ALREADY_REGISTERED,
-            f"the location of {name} overlaps that of {', '.join(sorted(overlapping))}: no "
-            "table's location lies inside another's", {"tables": sorted(overlapping)},
-            status_code=409, type_="AlreadyExistsException")
+            f"the catalog already has this table (table-uuid {table_uuid}) as {holder}",
+            {"table": holder}, status_code=status, type_=type_)
+    for key in keys:
+        overlapping = repo.claims_overlapping(session, key, table_uuid)
+        if overlapping:
+            claim, other = overlapping[0]
+            raise RefusedError(
+                TABLE_ALREADY_REGISTERED,
+                f"{key} (a location of {name}) overlaps {claim}, a location of {other}: no "
+                "table's files lie inside another's", {"table": other, "location": claim},
+                status_code=status, type_=type_)
+    repo.add_claims(session, table_uuid, keys, now_ms)
+
+
+def _refuse_planted(session: Session, name: TableName, principal: Principal) -> None:
+    """A name that a running job writes is given a table only by a principal that owns the
+    job (or an admin): nobody else plants the table the job will write (SPEC §11, Trust)."""
+    row = tables_repo.find_table(session, name)
+    if (row is not None and row.writer_job is not None
+            and not _acts_for_job(session, principal, row.writer_job)):
+        raise not_table_owner(
+            f"{name} is the sink of running job {row.writer_job!r} of another token: only its "
+            "token (or an admin) creates it", table=str(name), job=row.writer_job)
 
 
 def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
-                 levels: Sequence[str], request: Any,
+                 levels: Sequence[str], request: Any, principal: Principal,
                  guard: idempotency.Guard | None = None) -> LoadedTable:
     """Create a table (its first metadata file and its pointer), or with ``stage-create`` only
     answer the metadata it would have: the table is created by the commit that asserts it does
@@ -382,7 +399,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
             location=location.rstrip("/"), properties=properties)
     except (ValueError, ValidationError, KeyError, TypeError, RecursionError) as exc:
         raise BadRequestError(f"invalid table: {_reason(exc)}") from exc
-    location_key = catalog.warehouse.confine_table(metadata)
+    keys = catalog.warehouse.confine_table(metadata)
     if request.stage_create:
         return LoadedTable(metadata, None)
     metadata_location = catalog.warehouse.new_metadata_location(metadata, 0)
@@ -394,11 +411,11 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         _namespace(session, namespace)
         if repo.get_pointer(session, namespace, name.table) is not None:
             raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
-        _claim_location(session, catalog, name, location_key, str(metadata.table_uuid),
-                        exclude_self=False)
+        _refuse_planted(session, name, principal)
+        _claim_locations(session, name, keys, str(metadata.table_uuid), replaces=False,
+                         now_ms=ctx.clock.now_ms())
         if not repo.insert_pointer(session, namespace, name.table, metadata_location,
-                                   ctx.clock.now_ms(), table_uuid=str(metadata.table_uuid),
-                                   location=location_key):
+                                   ctx.clock.now_ms(), table_uuid=str(metadata.table_uuid)):
             raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
@@ -423,7 +440,7 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         metadata = catalog.warehouse.read(metadata_location)
     except MetadataFileError as exc:
         raise BadRequestError(f"cannot register {metadata_location}: {exc}") from None
-    location_key = catalog.warehouse.confine_table(metadata)
+    keys = catalog.warehouse.confine_table(metadata)
     now = ctx.clock.now_ms()
     with database.transaction(write=True) as session:
         if guard is not None:
@@ -434,19 +451,25 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         if existing is not None:
             if not overwrite:
                 raise AlreadyExistsError(f"table already exists: {namespace}.{qualified.table}")
+            _refuse_planted(session, qualified, principal)
+            if principal.role != Role.admin:
+                raise domain_errors.ForbiddenError(
+                    f"registering over {qualified} ends that table, as a drop does: it needs "
+                    "the admin role", table=str(qualified))
             _end_table(session, qualified, principal, existing)
-        _claim_location(session, catalog, qualified, location_key, str(metadata.table_uuid),
-                        exclude_self=existing is not None)
+        _refuse_planted(session, qualified, principal)
+        # A table replaced above released its uuid's claims, not its pointer row: the row is
+        # replaced in place, so its uuid may be the one registered.
+        _claim_locations(session, qualified, keys, str(metadata.table_uuid),
+                         replaces=False, now_ms=now)
         if existing is not None:
             if not repo.swap_pointer(session, namespace, qualified.table,
                                      expected_version=existing.version,
                                      metadata_location=metadata_location, now_ms=now,
-                                     table_uuid=str(metadata.table_uuid),
-                                     location=location_key):
+                                     table_uuid=str(metadata.table_uuid)):
                 raise CommitFailedError(f"{qualified} changed concurrently; retry")
         elif not repo.insert_pointer(session, namespace, qualified.table, metadata_location,
-                                     now, table_uuid=str(metadata.table_uuid),
-                                     location=location_key):
+                                     now, table_uuid=str(metadata.table_uuid)):
             raise AlreadyExistsError(f"table already exists: {namespace}.{qualified.table}")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
@@ -455,11 +478,20 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
     return LoadedTable(metadata, metadata_location)
 
 
+@dataclass(frozen=True)
+class EndedTable:
+    """What is left of a table once it ended: its cut files, and the locations it claimed
+    (a purge deletes files under them only)."""
+
+    cut_files: list[str]
+    claims: list[str]
+
+
 def _end_table(session: Session, name: TableName, principal: Principal,
-               pointer: IcebergTableRow) -> list[str]:
+               pointer: IcebergTableRow) -> EndedTable:
     """A drop's (and an overwriting register's) end of a table in MetaService: its barrier
-    history, leases, read-session entries, rollback plans and cut files go (SPEC §11, Trust).
-    Refused while a running job reads or writes it. Answers its cut files' locations."""
+    history, leases, read-session entries, rollback plans, cut files and location claims go
+    (SPEC §11, Trust). Refused while a running job reads or writes it."""
     row = tables_repo.find_table(session, name, for_update=True)
     if row is not None:
         jobs = repo.running_jobs_of(session, row.id)
@@ -475,35 +507,38 @@ def _end_table(session: Session, name: TableName, principal: Principal,
                 "unregister them first", {"table": str(name), "jobs": sorted(jobs)})
         repo.delete_table_row(session, row.id)
     if pointer.table_uuid is None:
-        return []
-    return repo.take_cut_files(session, pointer.table_uuid)
+        return EndedTable([], [])
+    return EndedTable(repo.take_cut_files(session, pointer.table_uuid),
+                      repo.release_claims(session, pointer.table_uuid))
 
 
 @dataclass(frozen=True)
 class DroppedTable:
     """What a purge deletes once the drop committed: the files of the table's last metadata
-    file under its location, and the cut files its views served."""
+    file under the locations it claimed, and the cut files its read sessions served."""
 
     metadata_location: str
-    location: str
+    claims: list[str]
     cut_files: list[str]
 
 
 def drop_table(database: Database, catalog: CatalogSite, levels: Sequence[str], table: str,
                principal: Principal, guard: idempotency.Guard | None = None) -> DroppedTable:
-    """Drop the pointer and end the table (its history, leases, cut files); answers what a
-    purge deletes."""
+    """Drop the pointer and end the table (its history, leases, cut files, claims); answers
+    what a purge deletes. The pointer goes only if it is still the one read (a rename moves
+    its version), so a drop never ends another table that took the name meanwhile."""
     namespace = namespace_name(levels)
     name = table_name(catalog, namespace, table)
     with database.transaction(write=False) as session:
         pointer = _pointer(session, namespace, table)
         version, metadata_location = pointer.version, pointer.metadata_location
         table_uuid = pointer.table_uuid
-    table_location = None
+    claims: list[str] = []
     if table_uuid is None:  # a row older than its identity: the file tells
         try:
             metadata = read_metadata(catalog, metadata_location)
-            table_uuid, table_location = str(metadata.table_uuid), metadata.location
+            table_uuid = str(metadata.table_uuid)
+            claims = catalog.warehouse.confine_table(metadata)
         except Exception:  # noqa: BLE001 - an unreadable metadata file does not stop a drop
             logger.warning("catalog_drop_metadata_unreadable",
                            extra={"location": metadata_location})
@@ -515,20 +550,15 @@ def drop_table(database: Database, catalog: CatalogSite, levels: Sequence[str], 
             raise CommitFailedError(f"{name} changed concurrently, or is gone; retry")
         if dropped.table_uuid is None and table_uuid is not None:
             dropped.table_uuid = table_uuid
-        cut_files = _end_table(session, name, principal, dropped)
+        ended = _end_table(session, name, principal, dropped)
         if guard is not None:
             guard.finish(session, {})
-    if table_location is None:
-        try:
-            table_location = read_metadata(catalog, metadata_location).location
-        except Exception:  # noqa: BLE001 - nothing of it will be purged
-            table_location = ""
     logger.info("catalog_table_dropped", extra={"namespace": namespace, "table": table})
-    return DroppedTable(metadata_location, table_location, cut_files)
+    return DroppedTable(metadata_location, ended.claims or claims, ended.cut_files)
 
 
 def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
-                 source_levels: Sequence[str], source_table: str,
+                 principal: Principal, source_levels: Sequence[str], source_table: str,
                  target_levels: Sequence[str], target_table: str) -> None:
     """Rename the pointer, and MetaService's record of the table with it (its barriers follow
     it). A table a running job reads or writes keeps its name: the job knows it by that name."""
@@ -538,6 +568,7 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     _namespace(session, target.database)
     if repo.get_pointer(session, target.database, target.table) is not None:
         raise AlreadyExistsError(f"table already exists: {target.database}.{target.table}")
+    _refuse_planted(session, target, principal)
     row = tables_repo.find_table(session, source, for_update=True)
     if row is not None:
         jobs = repo.running_jobs_of(session, row.id)
@@ -565,7 +596,9 @@ class StagedCommit:
     metadata: TableMetadata
     metadata_location: str
     changed: bool
-    location_key: str | None = None  # set when the commit creates the table or moves it
+    # The locations the table claims after the commit, when it creates the table or claims
+    # one it did not (set-location, a write.*.path property); None otherwise.
+    claims: list[str] | None = None
     # Cut files of the snapshots the commit removed: deleted once it committed.
     removed_cut_files: list[str] = field(default_factory=list)
 
@@ -622,29 +655,31 @@ def _stage(catalog: CatalogSite, name: TableName, pointer: IcebergTableRow | Non
         raise BadRequestError(f"invalid update of {name}: {_reason(exc)}") from exc
     if base is not None and metadata.table_uuid != base.table_uuid:
         raise BadRequestError(f"invalid update of {name}: a table's uuid never changes")
-    location_key = catalog.warehouse.confine_table(metadata)
-    moved = base is None or metadata.location != base.location
+    if metadata.refs.get(MAIN_BRANCH) is not None and (
+            metadata.refs[MAIN_BRANCH].snapshot_ref_type != SnapshotRefType.BRANCH):
+        raise RefusedError(HEAD_NOT_FORWARD, f"main of {name} is a branch; it cannot become a tag",
+                           {"table": str(name)})
+    claims = catalog.warehouse.confine_table(metadata)
+    moved = base is None or set(claims) != set(catalog.warehouse.confine_table(base))
     version = (MetastoreCatalog._parse_metadata_version(pointer.metadata_location) + 1
                if pointer is not None else 0)
     location = catalog.warehouse.new_metadata_location(metadata, version)
     catalog.warehouse.write(metadata, location)
     return StagedCommit(name, base, pointer.version if pointer is not None else None, metadata,
-                        location, True, location_key if moved else None)
+                        location, True, claims if moved else None)
 
 
 def _swap(session: Session, ctx: ServiceContext, staged: StagedCommit) -> None:
     name, now = staged.name, ctx.clock.now_ms()
     uuid = str(staged.metadata.table_uuid)
     if staged.base_version is None:
-        assert staged.location_key is not None
         if not repo.insert_pointer(session, name.database, name.table,
-                                   staged.metadata_location, now, table_uuid=uuid,
-                                   location=staged.location_key):
+                                   staged.metadata_location, now, table_uuid=uuid):
             raise CommitFailedError(f"table already exists: {name.database}.{name.table}")
     elif not repo.swap_pointer(session, name.database, name.table,
                                expected_version=staged.base_version,
                                metadata_location=staged.metadata_location, now_ms=now,
-                               table_uuid=uuid, location=staged.location_key):
+                               table_uuid=uuid):
         raise CommitFailedError(f"{name} was changed by a concurrent commit; refresh and retry")
 
 
@@ -673,16 +708,18 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     with database.transaction(write=True) as session:
         if guard is not None:
             guard.claim(session)
-        if any(one.location_key is not None for one in changed):
+        if any(one.claims is not None for one in changed):
             repo.lock_locations(session)
-            for one in changed:
-                if one.location_key is not None:
-                    if one.base is None:
-                        _namespace(session, one.name.database)
-                    _claim_location(session, catalog, one.name, one.location_key,
-                                    str(one.metadata.table_uuid),
-                                    exclude_self=one.base is not None)
+        # Table by table in name order: each new claim is checked against the claims of the
+        # tables before it in this transaction too.
         for one in sorted(changed, key=lambda s: s.name):
+            if one.claims is not None:
+                if one.base is None:
+                    _namespace(session, one.name.database)
+                    _refuse_planted(session, one.name, principal)
+                _claim_locations(session, one.name, one.claims, str(one.metadata.table_uuid),
+                                 replaces=one.base is not None, now_ms=ctx.clock.now_ms(),
+                                 status=400)
             _swap(session, ctx, one)
         for one in changed:
             _apply_rules(session, ctx, one, commit_changes(one.base, one.metadata), principal)
@@ -711,8 +748,10 @@ def _apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
     name = staged.name
     try:
         row = tables_repo.find_table(session, name, for_update=not changes.matters)
-        if row is not None and row.writer_job is not None:
-            _check_derived_update(session, row, name, changes, principal)
+        derived = row is not None and row.writer_job is not None
+        if derived:
+            assert row is not None
+            _check_derived_update(session, row, staged, changes, principal)
         if not changes.matters:
             return
         if changes.main_removed:
@@ -734,7 +773,12 @@ def _apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
         head = changes.new_head
         if head is not None:
             barrier = _barrier(head.barrier)
-            if changes.compaction and _same_rows(staged, head.snapshot_id, head.parent_id):
+            # Compaction is maintenance: an admin's, or (of a derived table) its job owner's.
+            maintainer = principal.role == Role.admin or (
+                derived and row is not None and row.writer_job is not None
+                and _owns_job(session, principal, row.writer_job))
+            if (changes.compaction and maintainer
+                    and _same_rows(staged, head.snapshot_id, head.parent_id)):
                 assert head.parent_id is not None
                 _take_over(session, name, replaced=head.parent_id,
                            replacement=head.snapshot_id)
@@ -743,10 +787,10 @@ def _apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
                     raise domain_errors.ForbiddenError(
                         f"job {head.job!r} was registered by another token", job=head.job)
                 barriers_service.commit(session, ctx, head.job, name, barrier=barrier,
-                                        snapshot_id=head.snapshot_id)
+                                        snapshot_id=head.snapshot_id, via_catalog=True)
             else:
                 barriers_service.report_root(session, ctx, name, snapshot_id=head.snapshot_id,
-                                             barrier=barrier)
+                                             barrier=barrier, via_catalog=True)
         if changes.removed_snapshots:
             _expire(session, ctx, name, changes.removed_snapshots)
             # No live session serves a removed snapshot (its lease would have refused the
@@ -761,22 +805,65 @@ def _apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
         raise
 
 
-def _check_derived_update(session: Session, row: TableRow, name: TableName,
+def _owns_job(session: Session, principal: Principal, job: str) -> bool:
+    """Whether ``principal`` is the token that registered ``job`` (with authentication off,
+    every caller and every job have no name, and so match; a job registered that way has no
+    owner, and any writer acts for it, as SPEC §9 lets it)."""
+    row = session.get(JobRow, job)
+    return row is None or row.owner is None or row.owner == principal.name
+
+
+def _check_derived_update(session: Session, row: TableRow, staged: StagedCommit,
                           changes: CommitChanges, principal: Principal) -> None:
-    """A table a running job writes changes only through that job's owner (its barrier
-    commits, and metadata changes that add no snapshot) or an admin's maintenance (SPEC §11,
-    Trust)."""
-    job = row.writer_job
+    """A table a running job writes changes only through the token that owns that job (its
+    barrier commits, and metadata changes that add no snapshot) or an admin's maintenance and
+    commits for the job (SPEC §11, Trust): an admin that does not own the job changes neither
+    its schema, spec, sort order, location nor its own properties."""
+    name, job = staged.name, row.writer_job
     assert job is not None
-    if not _acts_for_job(session, principal, job):
-        raise not_table_owner(
-            f"{name} is written by running job {job!r}: only the token that registered it "
-            "(or an admin's maintenance) changes it", table=str(name), job=job)
+    if not _owns_job(session, principal, job):
+        if principal.role != Role.admin:
+            raise not_table_owner(
+                f"{name} is written by running job {job!r}: only the token that registered it "
+                "(or an admin's maintenance) changes it", table=str(name), job=job)
+        changed = _metadata_changes(staged.base, staged.metadata)
+        if changed:
+            raise not_table_owner(
+                f"{name} is written by running job {job!r}: an admin's commit there is "
+                f"maintenance (compaction, expiration), not a change of {', '.join(changed)}",
+                table=str(name), job=job)
     if changes.side_snapshots:
         raise domain_errors.TableHasWriterError(
             f"{name} is written by running job {job!r}: only its barrier commits add snapshots "
             f"(snapshot(s) {changes.side_snapshots} are not on main)",
             table=str(name), writer=job)
+
+
+def _metadata_changes(base: TableMetadata | None, new: TableMetadata) -> list[str]:
+    """What a commit changes of a table besides its snapshots and ``main``: its location,
+    schema, partition spec, sort order, format, other refs, and properties other than
+    MetaService's own (``metaservice.*``, which barrier commits set)."""
+    if base is None:
+        return ["the table"]
+    def own(properties: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in properties.items() if not k.startswith("metaservice.")}
+
+    def refs(metadata: TableMetadata) -> dict[str, Any]:
+        return {k: v for k, v in metadata.refs.items() if k != MAIN_BRANCH}
+
+    checks = {
+        "location": base.location != new.location,
+        "schema": (base.current_schema_id, len(base.schemas))
+        != (new.current_schema_id, len(new.schemas)),
+        "partition spec": (base.default_spec_id, len(base.partition_specs))
+        != (new.default_spec_id, len(new.partition_specs)),
+        "sort order": (base.default_sort_order_id, len(base.sort_orders))
+        != (new.default_sort_order_id, len(new.sort_orders)),
+        "format version": base.format_version != new.format_version,
+        "refs": refs(base) != refs(new),
+        "properties": own(base.properties) != own(new.properties),
+    }
+    return [what for what, differs in checks.items() if differs]
 
 
 def _same_rows(staged: StagedCommit, snapshot_id: int, parent_id: int | None) -> bool:
@@ -855,22 +942,32 @@ def _check_rollback(session: Session, name: TableName, snapshot_id: int) -> None
             "rollback plan that targets it", table=str(name), snapshot_id=snapshot_id)
 
 
-def fill_identities(database: Database, catalog: CatalogSite) -> int:
-    """Give rows older than revision 0010 their table-uuid and location key (read from their
-    metadata files outside any transaction); answers how many were filled."""
+def fill_identities(database: Database, catalog: CatalogSite, now_ms: int) -> int:
+    """Give rows older than revision 0010 their table-uuid and the claims of their locations
+    (read from their metadata files outside any transaction); answers how many were filled.
+    A table whose uuid or locations another has already is left without (and logged)."""
     with database.transaction(write=False) as session:
         rows = [(r.namespace, r.name, r.version, r.metadata_location)
                 for r in repo.pointers_without_identity(session)]
     filled = 0
-    for namespace, name, version, location in rows:
+    for namespace, table, version, location in rows:
         try:
             metadata = read_metadata(catalog, location)
-            key = catalog.warehouse.key(metadata.location, "table location")
+            keys = catalog.warehouse.confine_table(metadata)
         except Exception:  # noqa: BLE001 - left as it is; logged
             logger.warning("catalog_identity_unreadable", extra={"location": location})
             continue
-        with database.transaction(write=True) as session:
-            repo.set_identity(session, namespace, name, version=version,
-                              table_uuid=str(metadata.table_uuid), location=key)
+        try:
+            with database.transaction(write=True) as session:
+                repo.lock_locations(session)
+                if not repo.set_identity(session, namespace, table, version=version,
+                                         table_uuid=str(metadata.table_uuid)):
+                    continue  # committed meanwhile: its commit recorded the identity
+                _claim_locations(session, table_name(catalog, namespace, table), keys,
+                                 str(metadata.table_uuid), replaces=True, now_ms=now_ms)
+        except RefusedError as exc:
+            logger.warning("catalog_identity_conflict",
+                           extra={"table": f"{namespace}.{table}", "code": exc.code})
+            continue
         filled += 1
     return filled

@@ -24,6 +24,7 @@ import io as _io
 import logging
 import os
 import posixpath
+import re
 import stat
 import tempfile
 import threading
@@ -40,7 +41,11 @@ from pyiceberg.table.locations import SimpleLocationProvider
 from pyiceberg.table.metadata import TableMetadata
 
 from metaservice.catalog import views
-from metaservice.catalog.errors import ServiceUnavailableError, outside_warehouse
+from metaservice.catalog.errors import (
+    BadRequestError,
+    ServiceUnavailableError,
+    outside_warehouse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +62,12 @@ LOCATION_PROPERTIES = ("write.data.path", "write.metadata.path", "write.folder-s
                        "write.object-storage.path")
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
 def _has_scheme(location: str) -> bool:
-    return "://" in location
+    """Whether a location names a scheme (``s3://…``, ``file:/…``), as a URL does."""
+    return _SCHEME.match(location) is not None
 
 
 class MetadataFileError(ValueError):
@@ -67,11 +76,14 @@ class MetadataFileError(ValueError):
 
 
 def _local_path(location: str) -> str | None:
-    """The path of a location on the local file system, None for an object store's."""
+    """The path of a location on the local file system (``/p``, ``file:/p``, ``file:///p``),
+    None for an object store's."""
     if not _has_scheme(location):
         return location
     parsed = urlparse(location)
-    return parsed.path if parsed.scheme == "file" and parsed.netloc in ("", "localhost") else None
+    if parsed.scheme.lower() != "file" or parsed.netloc not in ("", "localhost"):
+        return None
+    return parsed.path if parsed.path.startswith("/") else None
 
 
 def _sync(path: str) -> None:
@@ -138,7 +150,8 @@ class Warehouse:
             return "file://" + os.path.realpath(os.path.abspath(local))
         parsed = urlparse(location)
         scheme = _SCHEME_ALIASES.get(parsed.scheme.lower(), parsed.scheme.lower())
-        if not scheme or not parsed.netloc or parsed.query or parsed.fragment:
+        if (not scheme or scheme == "file" or not parsed.netloc or parsed.query
+                or parsed.fragment):
             return None
         path = posixpath.normpath("/" + parsed.path) if parsed.path else "/"
         path = "/" + path.lstrip("/")
@@ -170,15 +183,24 @@ class Warehouse:
         path = posixpath.normpath("/" + parsed.path).lstrip("/")
         return f"{parsed.scheme}://{parsed.netloc}/{path}".rstrip("/")
 
-    def confine_table(self, metadata: TableMetadata) -> str:
-        """The key of a table's location, once it and every location property of the table lie
-        inside the warehouse."""
+    def confine_table(self, metadata: TableMetadata) -> list[str]:
+        """The keys of the locations a table's files may lie under (its location and its
+        ``write.*.path`` properties), once each lies inside the warehouse. A table's location
+        lies at least two levels below the warehouse root (``<root>/<namespace>/<table>``), so
+        that no table claims the root or a namespace's default directory."""
         key = self.key(metadata.location, "table location")
+        root = self._roots[0]
+        if key == root or inside(root, key.rsplit("/", 1)[0]):
+            raise outside_warehouse(
+                f"table location {metadata.location[:300]!r} is the warehouse root or a "
+                f"namespace's directory in it: a table lies in {self.root}/<namespace>/<table> "
+                "or deeper", location=metadata.location[:300])
+        keys = [key]
         for name in LOCATION_PROPERTIES:
             value = metadata.properties.get(name)
             if value is not None:
-                self.key(value, f"table property {name}")
-        return key
+                keys.append(self.key(value, f"table property {name}"))
+        return keys
 
     # -- files -------------------------------------------------------------------------------
 
@@ -198,11 +220,22 @@ class Warehouse:
         return location
 
     def write(self, metadata: TableMetadata, location: str) -> None:
-        """Write a new metadata file (never overwrites one)."""
+        """Write a new metadata file (never overwrites one), no larger than the catalog reads.
+
+        Raises:
+            BadRequestError: the metadata is larger than ``max_metadata_bytes``.
+        """
         self.key(location, "metadata location")
-        if not _has_scheme(location):
-            os.makedirs(os.path.dirname(location), exist_ok=True)
-        ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))
+        content = metadata.model_dump_json().encode("utf-8")
+        if len(content) > self.max_metadata_bytes:
+            raise BadRequestError(
+                f"the table's metadata would be {len(content)} bytes, more than the catalog "
+                f"reads ({self.max_metadata_bytes}, METASERVICE_MAX_METADATA_BYTES)")
+        local = _local_path(location)
+        if local is not None:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+        with self.io(location).new_output(location).create(overwrite=False) as stream:
+            stream.write(Compressor.get_compressor(location).bytes_compressor()(content))
         self._files.put(location, metadata)
 
     def write_shared(self, metadata: TableMetadata, location: str) -> None:
@@ -287,8 +320,16 @@ class Warehouse:
         if len(content) > self.max_metadata_bytes:
             raise MetadataFileError(f"{location} is larger than {self.max_metadata_bytes} bytes")
         try:
-            return FromByteStream.table_metadata(
-                _io.BytesIO(content), compression=Compressor.get_compressor(location))
+            with Compressor.get_compressor(location).stream_decompressor(
+                    _io.BytesIO(content)) as stream:
+                text = stream.read(self.max_metadata_bytes + 1)
+        except Exception as exc:  # noqa: BLE001 - not what its name says it is
+            raise MetadataFileError(f"{location} cannot be decompressed: {exc}") from None
+        if len(text) > self.max_metadata_bytes:
+            raise MetadataFileError(
+                f"{location} inflates to larger than {self.max_metadata_bytes} bytes")
+        try:
+            return FromByteStream.table_metadata(_io.BytesIO(text))
         except Exception as exc:  # noqa: BLE001 - any content that is not table metadata
             raise MetadataFileError(
                 f"{location} is not Iceberg table metadata: {str(exc)[:300]}") from None
@@ -316,13 +357,12 @@ class Warehouse:
                 logger.warning("cut_file_not_deleted", extra={"location": location},
                                exc_info=True)
 
-    def purge(self, metadata_location: str, table_location: str) -> None:
-        """Delete every file of a dropped table under its own location: data, manifests,
-        manifest lists, metadata. A file a manifest names elsewhere is another's, and stays.
-        Runs after the drop committed; a file that cannot be read or deleted is logged and
-        left, and the purge goes on."""
+    def purge(self, metadata_location: str, claims: Sequence[str]) -> None:
+        """Delete every file of a dropped table under the locations it claimed (as they were
+        recorded, each file's path resolved now): data, manifests, manifest lists, metadata. A
+        file a manifest names elsewhere is another's, and stays. Runs after the drop committed;
+        a file that cannot be read or deleted is logged and left, and the purge goes on."""
         try:
-            own = self.key(table_location, "table location")
             metadata = self.read(metadata_location)
         except Exception:  # noqa: BLE001 - the table is dropped either way
             logger.warning("purge_unreadable_metadata", extra={"location": metadata_location})
@@ -333,7 +373,7 @@ class Warehouse:
             kept = []
             for path in paths:
                 key = self._key(path)
-                if key is not None and inside(key, own):
+                if key is not None and any(inside(key, claim) for claim in claims):
                     kept.append(path)
                 else:
                     logger.warning("purge_skipped_foreign_file", extra={"location": path[:300]})

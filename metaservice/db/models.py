@@ -307,10 +307,7 @@ class IcebergTableRow(Base):
     is the compare-and-swap counter of every pointer swap (SPEC §11)."""
 
     __tablename__ = "catalog_tables"
-    __table_args__ = (
-        Index("ux_catalog_tables_table_uuid", "table_uuid", unique=True),
-        Index("ux_catalog_tables_location", "location", unique=True),
-    )
+    __table_args__ = (Index("ux_catalog_tables_table_uuid", "table_uuid", unique=True),)
 
     namespace: Mapped[str] = mapped_column(String(128), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
@@ -318,11 +315,21 @@ class IcebergTableRow(Base):
     version: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     updated_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
-    # The table's identity (its metadata's table-uuid) and location, normalised: no two tables
-    # share either (SPEC §11, Trust). Null only for a row older than both, until the server's
-    # next start fills them.
+    # The table's identity (its metadata's table-uuid): no two tables share it (SPEC §11,
+    # Trust). Null only for a row older than it, until the server's next start fills it.
     table_uuid: Mapped[str | None] = mapped_column(String(36))
-    location: Mapped[str | None] = mapped_column(String(2048))
+
+
+class CatalogLocationRow(Base):
+    """A location a catalog table's files may lie under (its location, each it had before, its
+    ``write.*.path`` properties), normalised as ``Warehouse.key`` gives it. Claimed by the table
+    until it is dropped; no claim lies inside another table's (SPEC §11, Trust)."""
+
+    __tablename__ = "catalog_locations"
+
+    location: Mapped[str] = mapped_column(String(2048), primary_key=True)
+    table_uuid: Mapped[str] = mapped_column(String(36), nullable=False, index=True)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
 
 class ReadSessionRow(Base):

@@ -187,7 +187,7 @@ def test_a_drop_and_purge_of_a_table_never_hits_another_of_its_name(
             fired.append(True)
             pointer = type(pointer)(**{c: getattr(pointer, c) for c in (
                 "namespace", "name", "metadata_location", "version", "created_at",
-                "updated_at", "table_uuid", "location")})  # detached copy of what was read
+                "updated_at", "table_uuid")})  # detached copy of what was read
             _swap_names_while(lake)
         return pointer
 

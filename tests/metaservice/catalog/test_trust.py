@@ -485,17 +485,19 @@ def test_racing_creates_of_nested_locations_never_both_win(lake: Lake) -> None:
 
 def test_a_table_older_than_its_recorded_identity_gets_it_at_start(
         lake: Lake, database: Database, warehouse: Path) -> None:
-    from sqlalchemy import update
+    from sqlalchemy import delete, update
 
     from metaservice.catalog.service import CatalogSite, fill_identities
     from metaservice.catalog.storage import Warehouse
-    from metaservice.db.models import IcebergTableRow
+    from metaservice.db.models import CatalogLocationRow, IcebergTableRow
 
     lake.catalogs["w1"].create_namespace("db")
     table = lake.catalogs["w1"].create_table("db.t", schema=SCHEMA)
     with database.transaction(write=True) as session:  # as revision 0010 leaves older rows
-        session.execute(update(IcebergTableRow).values(table_uuid=None, location=None))
-    assert fill_identities(database, CatalogSite("lake", Warehouse(str(warehouse)))) == 1
+        session.execute(update(IcebergTableRow).values(table_uuid=None))
+        session.execute(delete(CatalogLocationRow))
+    site = CatalogSite("lake", Warehouse(str(warehouse)))
+    assert fill_identities(database, site, 0) == 1
     with database.transaction(write=False) as session:
         row = session.get(IcebergTableRow, ("db", "t"))
         assert row is not None and row.table_uuid == str(table.metadata.table_uuid)
