@@ -460,19 +460,10 @@ def figures_from_arrow(data: dict[str, Any]) -> Figures:
 # -- the reads: DuckDB through the catalog's views --------------------------------------------
 
 
-DUCKDB_EXTENSIONS = ("httpfs", "avro", "iceberg")
 STRONG_VIEW = f"{CATALOG}@strong"
 SPARK_SQL_NOTE = ("Spark SQL reads the same views with pyspark 3.5 and Apache Iceberg's Spark "
                   "runtime (a catalog with warehouse lake@strong); pyspark 4 has no Iceberg "
                   "runtime, so DuckDB reads them here.")
-
-
-def _duckdb_extension(name: str) -> Path:
-    """The extension file of the ``duckdb-extension-<name>`` distribution (no download)."""
-    import importlib
-
-    package = importlib.import_module(f"duckdb_extension_{name}")
-    return next(Path(package.__path__[0]).rglob(f"{name}.duckdb_extension"))
 
 
 @dataclass
@@ -490,16 +481,14 @@ class DuckDB:
     (the head). Every read attaches anew, so that it sees the newest cut (a view's session keeps
     its cut) or the newest snapshots, and detaches at the end."""
 
-    def __init__(self, url: str, extension_dir: Path) -> None:
+    def __init__(self, url: str) -> None:
         import duckdb
+
+        from metaservice.duckdb_offline import connect
 
         self.url = url
         self.error = duckdb.Error
-        self.connection = duckdb.connect()
-        self.connection.execute(f"SET extension_directory='{extension_dir}'")
-        for name in DUCKDB_EXTENSIONS:
-            self.connection.execute(f"INSTALL '{_duckdb_extension(name)}'")
-            self.connection.execute(f"LOAD {name}")
+        self.connection = connect()  # the extensions from their packages: nothing downloaded
         self._attachments = 0
 
     def read(self, warehouse: str) -> Read:
@@ -771,7 +760,7 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
                                  f"{jobs.triggers[job]})")
             _wait_for_first_trigger(jobs, job)
         _wait_for_sinks(console, client, jobs, stream.last_barrier)
-        duck = DuckDB(url, base / "duckdb-extensions")
+        duck = DuckDB(url)
         console.say("reads", f"DuckDB attaches '{STRONG_VIEW}' (a new read session, one cut) "
                              f"and '{CATALOG}' (the head) for every report; no code of "
                              "MetaService's in the reads")
