@@ -276,11 +276,35 @@ class SyntheticStream:
 # -- Spark ------------------------------------------------------------------------------------
 
 
+# Spark's own log from the JVM's start, before the session exists to be told setLogLevel: the
+# warnings Spark's default configuration prints there about the machine (a hostname that resolves
+# to loopback, no native Hadoop library) are left out. (The root stays at WARN: at any other
+# level, pyspark announces "Setting default log level".)
+SPARK_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.hostname.name = org.apache.spark.util.Utils
+logger.hostname.level = error
+logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop.level = error
+"""
+
+
 def start_spark(local_dir: Path) -> Any:
-    """A local[2] session whose scratch space (``SPARK_LOCAL_DIRS``) is ``local_dir`` unless
-    configured otherwise, so that the demo's directory holds everything it writes."""
+    """A local[2] session on loopback whose scratch space (``SPARK_LOCAL_DIRS``) is
+    ``local_dir`` unless configured otherwise, so that the demo's directory holds everything it
+    writes, and whose log shows errors only."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_DIRS", str(local_dir))  # spark.local.dir, unwarned
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local[2] needs no other address
+    local_dir.mkdir(parents=True, exist_ok=True)
+    log4j2 = local_dir / "log4j2.properties"
+    log4j2.write_text(SPARK_LOG4J2)
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("metaservice-demo")
@@ -293,7 +317,8 @@ def start_spark(local_dir: Path) -> Any:
              # a query's stop() waits at most this long for its micro-batch (default: forever)
              .config("spark.sql.streaming.stopTimeout", "15000")
              # tiny data: the client compiler and a serial GC start the JVM twice as fast
-             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                     f"-Dlog4j2.configurationFile={log4j2.as_uri()}")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
