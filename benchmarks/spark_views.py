@@ -65,7 +65,7 @@ def spark_driver(log: Path) -> Any:
     missing = [str(p) for p in (rig.PYTHON, *rig.JARS) if not p.exists()]
     if missing:
         raise RuntimeError(f"the Spark 3.5 rig is missing ({', '.join(missing)}): set it up with "
-                           "bash tests/engines/spark35/install.sh")
+                           "bash engines/spark35/install.sh")
     return rig.SparkDriver(log)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from metaservice import __version__
 from metaservice.auth.endpoints import router as auth_router
@@ -30,6 +31,8 @@ from metaservice.settings import Settings, get_settings
 from metaservice.ui.endpoints import router as ui_router
 from metaservice.versions.endpoints import router as versions_router
 
+DOCS_ASSETS = "/docs/assets"
+
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
                database: Database | None = None) -> FastAPI:
@@ -38,7 +41,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     settings = settings or get_settings()
     database = database or Database(
         build_engine(settings.database_url, sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms))
-    app = FastAPI(
+    # /docs and /redoc with their scripts and styles served from the fastapi-offline package,
+    # not from a CDN: the API reference works where the server has no internet.
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS,
         title="MetaService",
         version=__version__,
         description="Consistent versions across Iceberg tables written by many Spark jobs: "

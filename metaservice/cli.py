@@ -1,4 +1,5 @@
-"""The ``metaservice`` command: serve, and manage the database schema."""
+"""The metaservice command: serve the REST API, manage its database schema and tokens, run
+the demo, open DuckDB on the catalog."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ try:
     from sqlalchemy.exc import SQLAlchemyError
 
     from metaservice.settings import Settings
+
+    _SERVER_MISSING: str | None = None
 except ModuleNotFoundError as _missing:  # the base install: the client and the plugin alone
-    raise SystemExit(f"metaservice: error: the server needs the server extra ({_missing.name} "
-                     "is missing): pip install 'metaservice[server]'") from None
+    _SERVER_MISSING = _missing.name
 
 logger = logging.getLogger("metaservice")
 
@@ -92,8 +94,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
     gc.collect()
     gc.freeze()
     # Our handler formats uvicorn's records too (log_config=None keeps uvicorn from replacing it).
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                log_config=None, workers=1, timeout_keep_alive=settings.keep_alive_seconds)
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                    log_config=None, workers=1, timeout_keep_alive=settings.keep_alive_seconds)
+    finally:
+        # Closing the connections checkpoints SQLite's write-ahead log: after Ctrl-C or SIGTERM
+        # only the database file is left, no -wal or -shm beside it.
+        app.state.database.dispose()
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
@@ -116,6 +123,8 @@ def cmd_db_current(args: argparse.Namespace) -> None:
     head = head_revision()
     state = "up to date" if current == head else f"head is {head}: run `metaservice db upgrade`"
     print(f"{current or '(empty)'} ({state})")
+    if current != head:  # scripts and health checks can tell by the exit status
+        sys.exit(1)
 
 
 def _write_transaction(settings: Settings):  # type: ignore[no-untyped-def]
@@ -190,6 +199,15 @@ def cmd_demo(args: argparse.Namespace) -> None:
         sys.exit(code)
 
 
+def cmd_duckdb(args: argparse.Namespace) -> None:
+    from metaservice.duckdb_offline import ExtensionMissingError, exec_shell
+
+    try:
+        exec_shell(args.arguments)
+    except ExtensionMissingError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metaservice", description=__doc__)
     parser.add_argument("--database-url", help="overrides METASERVICE_DATABASE_URL")
@@ -225,6 +243,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="a streaming pipeline on Spark and Iceberg, kept "
                                        "consistent (needs the spark extra)")
     build_demo_parser(demo).set_defaults(func=cmd_demo)
+
+    # Everything after `duckdb` is DuckDB's own (`-c SQL`, a database file, `-help`, ...).
+    duckdb = sub.add_parser(
+        "duckdb", prefix_chars="+", add_help=False,
+        help="DuckDB's shell with its Iceberg extension loaded from the installed packages (no "
+             "download; needs the spark extra); the arguments are duckdb's")
+    duckdb.add_argument("arguments", nargs=argparse.REMAINDER)
+    duckdb.set_defaults(func=cmd_duckdb, server=False)
     return parser
 
 
@@ -232,6 +258,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
+    if _SERVER_MISSING is not None and getattr(args, "server", True):
+        print(f"metaservice: error: the server needs the server extra ({_SERVER_MISSING} is "
+              "missing): pip install 'metaservice[server]'", file=sys.stderr)
+        sys.exit(2)
     try:
         args.func(args)
     except CommandError as exc:

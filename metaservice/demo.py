@@ -276,11 +276,35 @@ class SyntheticStream:
 # -- Spark ------------------------------------------------------------------------------------
 
 
+# Spark's own log from the JVM's start, before the session exists to be told setLogLevel: the
+# warnings Spark's default configuration prints there about the machine (a hostname that resolves
+# to loopback, no native Hadoop library) are left out. (The root stays at WARN: at any other
+# level, pyspark announces "Setting default log level".)
+SPARK_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.hostname.name = org.apache.spark.util.Utils
+logger.hostname.level = error
+logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop.level = error
+"""
+
+
 def start_spark(local_dir: Path) -> Any:
-    """A local[2] session whose scratch space (``SPARK_LOCAL_DIRS``) is ``local_dir`` unless
-    configured otherwise, so that the demo's directory holds everything it writes."""
+    """A local[2] session on loopback whose scratch space (``SPARK_LOCAL_DIRS``) is
+    ``local_dir`` unless configured otherwise, so that the demo's directory holds everything it
+    writes, and whose log shows errors only."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_DIRS", str(local_dir))  # spark.local.dir, unwarned
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local[2] needs no other address
+    local_dir.mkdir(parents=True, exist_ok=True)
+    log4j2 = local_dir / "log4j2.properties"
+    log4j2.write_text(SPARK_LOG4J2)
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("metaservice-demo")
@@ -293,7 +317,8 @@ def start_spark(local_dir: Path) -> Any:
              # a query's stop() waits at most this long for its micro-batch (default: forever)
              .config("spark.sql.streaming.stopTimeout", "15000")
              # tiny data: the client compiler and a serial GC start the JVM twice as fast
-             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                     f"-Dlog4j2.configurationFile={log4j2.as_uri()}")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -460,19 +485,10 @@ def figures_from_arrow(data: dict[str, Any]) -> Figures:
 # -- the reads: DuckDB through the catalog's views --------------------------------------------
 
 
-DUCKDB_EXTENSIONS = ("httpfs", "avro", "iceberg")
 STRONG_VIEW = f"{CATALOG}@strong"
 SPARK_SQL_NOTE = ("Spark SQL reads the same views with pyspark 3.5 and Apache Iceberg's Spark "
                   "runtime (a catalog with warehouse lake@strong); pyspark 4 has no Iceberg "
                   "runtime, so DuckDB reads them here.")
-
-
-def _duckdb_extension(name: str) -> Path:
-    """The extension file of the ``duckdb-extension-<name>`` distribution (no download)."""
-    import importlib
-
-    package = importlib.import_module(f"duckdb_extension_{name}")
-    return next(Path(package.__path__[0]).rglob(f"{name}.duckdb_extension"))
 
 
 @dataclass
@@ -490,16 +506,14 @@ class DuckDB:
     (the head). Every read attaches anew, so that it sees the newest cut (a view's session keeps
     its cut) or the newest snapshots, and detaches at the end."""
 
-    def __init__(self, url: str, extension_dir: Path) -> None:
+    def __init__(self, url: str) -> None:
         import duckdb
+
+        from metaservice.duckdb_offline import connect
 
         self.url = url
         self.error = duckdb.Error
-        self.connection = duckdb.connect()
-        self.connection.execute(f"SET extension_directory='{extension_dir}'")
-        for name in DUCKDB_EXTENSIONS:
-            self.connection.execute(f"INSTALL '{_duckdb_extension(name)}'")
-            self.connection.execute(f"LOAD {name}")
+        self.connection = connect()  # the extensions from their packages: nothing downloaded
         self._attachments = 0
 
     def read(self, warehouse: str) -> Read:
@@ -771,7 +785,7 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
                                  f"{jobs.triggers[job]})")
             _wait_for_first_trigger(jobs, job)
         _wait_for_sinks(console, client, jobs, stream.last_barrier)
-        duck = DuckDB(url, base / "duckdb-extensions")
+        duck = DuckDB(url)
         console.say("reads", f"DuckDB attaches '{STRONG_VIEW}' (a new read session, one cut) "
                              f"and '{CATALOG}' (the head) for every report; no code of "
                              "MetaService's in the reads")

@@ -35,8 +35,8 @@ def test_the_readme_test_command_installs_the_browser() -> None:
 def test_the_readme_test_command_installs_spark_3_5_with_the_iceberg_runtime() -> None:
     """Without it the catalog's Spark tests would skip on a new user's machine."""
     steps = [step.strip() for step in _readme_commands()[1].split("&&")]
-    assert "bash tests/engines/spark35/install.sh" in steps
-    assert steps.index("bash tests/engines/spark35/install.sh") < steps.index(
+    assert "bash engines/spark35/install.sh" in steps
+    assert steps.index("bash engines/spark35/install.sh") < steps.index(
         ".venv/bin/python -m pytest")
-    assert (ROOT / "tests" / "engines" / "spark35" / "install.sh").is_file()
+    assert (ROOT / "engines" / "spark35" / "install.sh").is_file()
     assert "METASERVICE_REQUIRE_SPARK_JVM=1" in (ROOT / ".ci" / "run").read_text()

@@ -1,6 +1,9 @@
-"""The README works as written: its curl walk-through against a real `metaservice serve`, and
-the Spark example it quotes is the file in `examples/` (which tests/spark_plugin/test_examples.py
-runs).
+"""The README works as written, offline, followed in order on one real `metaservice serve`: the
+curl walk-through, then the built-in catalog's pyiceberg and DuckDB blocks (views included);
+the Spark examples it quotes are the files in `examples/`, and Spark 3.5's section runs through
+`engines/spark35/install.sh` (as do docs/engines.md's blocks, one script in order). The From Spark
+section's commands run in tests/spark_plugin/test_examples.py. Every section with a code block
+is covered by one of these (``test_every_code_block_is_run``).
 
 The walk-through's bash blocks run in order in one bash process, each command exactly as
 written; the only change is the server's address (`http://127.0.0.1:8000` becomes the test
@@ -16,14 +19,21 @@ checked against the real answer:
   the server adds never breaks a check.
 - ``# 204`` is a status alone.
 - A command with no status shown must answer 2xx.
+
+Python blocks run in this interpreter (the README's ``.venv/bin/python``); a comment under a
+``print(...)`` is what it prints (a prefix of the line). SQL blocks run in ``metaservice duckdb``
+(with ``-csv -noheader``, to read its answers): a ``-- values`` comment on a SELECT is its row, a
+``-- refused`` one a statement that must fail.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,6 +50,9 @@ WALKTHROUGH_SECTIONS = ("A two-job pipeline in curl", "Barriers and consistent v
                         "Leases and safe expiration in curl",
                         "Operators: delay, rollback, dashboard, metrics")
 README_URL = "http://127.0.0.1:8000"
+CATALOG_SECTION = "The built-in Iceberg catalog"
+SPARK35_SECTION = "Spark 3.5 and the Iceberg runtime, offline"
+ENGINES = ROOT / "docs" / "engines.md"
 
 _MORE_KEY = "\u2026more"
 _ANY = "\u2026any"
@@ -284,18 +297,85 @@ def server_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
     else:
         request.getfixturevalue("database")  # the session's PostgreSQL schema, wiped
         database_url = request.getfixturevalue("database_url")
-    server = ServerProcess(database_url, tmp_path / "server.log")
+    server = ServerProcess(database_url, tmp_path / "server.log",
+                           env={"METASERVICE_WAREHOUSE": str(tmp_path / "warehouse")})
     server.start()
     yield server.url
     server.kill()
 
 
-def test_the_curl_walkthrough_answers_as_the_readme_shows(server_url: str,
-                                                          tmp_path: Path) -> None:
+def user_environment() -> dict[str, str]:
+    """The test session's environment without its catalog and server settings (a user's shell
+    has neither until the README sets them)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYICEBERG_CATALOG__", "METASERVICE_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def printed(block: str) -> list[str]:
+    """The comments under a ``print(...)`` line of a Python block: what it prints."""
+    lines = block.splitlines()
+    shown = []
+    for before, line in zip(lines, lines[1:], strict=False):
+        if "print(" in before and line.startswith("# "):
+            shown.append(line[2:])
+    return shown
+
+
+def run_python(block: str, url: str, cwd: Path) -> str:
+    done = subprocess.run([sys.executable, "-c", block.replace(README_URL, url)], cwd=cwd,
+                          env=user_environment(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"README block:\n{block}\nstderr:\n{done.stderr[-4000:]}"
+    out = done.stdout.splitlines()
+    for line in printed(block):
+        assert any(o.startswith(line) for o in out), (
+            f"the README shows {line!r}; the block printed:\n{done.stdout}")
+    return done.stdout
+
+
+def run_sql(block: str, url: str, cwd: Path) -> None:
+    """The block in `metaservice duckdb`, as a user pipes it in."""
+    done = subprocess.run([sys.executable, "-m", "metaservice", "duckdb", "-csv", "-noheader"],
+                          input=block.replace(README_URL, url), cwd=cwd, env=user_environment(),
+                          capture_output=True, text=True, timeout=300)
+    statements = [line for line in block.splitlines() if line.strip()]
+    refused = [line for line in statements if "-- refused" in line]
+    rows = [line.split("--", 1)[1].strip().replace(", ", ",") for line in statements
+            if line.startswith("SELECT") and "--" in line]
+    where = f"README block:\n{block}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert done.returncode == (1 if refused else 0), where
+    assert done.stdout.split() == rows, where
+    if refused:
+        assert "table_has_writer" in done.stderr, where
+    else:
+        assert done.stderr == "", where
+
+
+def run_catalog_section(text: str, url: str, cwd: Path) -> None:
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", sections(text)[CATALOG_SECTION],
+                        flags=re.MULTILINE | re.DOTALL)
+    assert [language for language, _ in blocks] == ["python", "sql", "python", "sql"]
+    for language, block in blocks:
+        if language == "python":
+            run_python(block, url, cwd)
+        else:
+            run_sql(block, url, cwd)
+
+
+def test_the_readme_in_order_on_one_server(server_url: str, tmp_path: Path) -> None:
+    """The curl walk-through answers as shown, and the built-in catalog's blocks then run as
+    written on the same server: nothing the walk-through leaves behind gets in their way."""
+    text = README.read_text()
+    check_walkthrough_answers(text, server_url, tmp_path)
+    run_catalog_section(text, server_url, tmp_path)
+
+
+def check_walkthrough_answers(text: str, server_url: str, tmp_path: Path) -> None:
     for tool in ("bash", "curl", "jq"):
         if shutil.which(tool) is None:
             pytest.fail(f"the README's walk-through needs {tool} (install it)")
-    steps = walkthrough(README.read_text())
+    steps = walkthrough(text)
     assert sum(1 for s in steps if s.answer) >= 20, "the walk-through shows its answers"
     answers, variables = run_walkthrough(steps, server_url, tmp_path)
     # Barriers are real times: the walk-through's lags are seconds, not decades.
@@ -324,3 +404,108 @@ def test_the_readme_quotes_the_spark_example_verbatim() -> None:
     spark = sections(README.read_text())["From Spark"]
     assert example in code_blocks(spark, ("python",)), (
         "README's From Spark section must quote examples/spark_batch_job.py verbatim")
+
+
+# -- Spark 3.5 with the Iceberg runtime: the README's section and docs/engines.md ---------------
+
+
+@pytest.fixture
+def sqlite_server_url(tmp_path: Path) -> Iterator[str]:
+    """A server on SQLite alone: what Spark does is the same on both backends."""
+    server = ServerProcess(f"sqlite:///{tmp_path / 'metaservice.db'}", tmp_path / "server.log",
+                           env={"METASERVICE_WAREHOUSE": str(tmp_path / "warehouse")})
+    server.start()
+    yield server.url
+    server.kill()
+
+
+def spark35_rig() -> Path:
+    """`.venv-spark35/bin/python`, as engines/spark35/install.sh leaves it (skip or fail
+    without it, as the catalog's Spark tests do)."""
+    from tests.engines.spark35.rig import JARS, PYTHON, unavailable
+
+    for path in (PYTHON, *JARS):
+        if not path.exists():
+            unavailable(f"{path} is missing")
+    return PYTHON
+
+
+def test_the_readme_quotes_the_spark35_example_verbatim() -> None:
+    example = (ROOT / "examples" / "spark35_sql_job.py").read_text()
+    assert example in code_blocks(sections(README.read_text())[SPARK35_SECTION], ("python",))
+
+
+@pytest.mark.spark_jvm
+def test_the_spark35_section_runs_as_written(sqlite_server_url: str) -> None:
+    """The install command (which does nothing when the client is there) and the job, against
+    the server that `METASERVICE_URL` names, as the README's From Spark section exported it."""
+    spark35_rig()
+    [block] = code_blocks(sections(README.read_text())[SPARK35_SECTION], ("bash",))
+    done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + block], cwd=ROOT,
+                          env={**user_environment(), "METASERVICE_URL": sqlite_server_url},
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr[-5000:]}"
+    shown = [line[2:] for line in block.splitlines() if line.startswith("# ")]
+    assert len(shown) == 3
+    for line in shown:
+        assert any(out.startswith(line) for out in done.stdout.splitlines()), (
+            f"the README shows {line!r}; the run printed:\n{done.stdout}")
+
+
+def properties(block: str, url: str) -> dict[str, str]:
+    """A ``properties`` block's settings, with its example host replaced by the server's."""
+    result = {}
+    for line in block.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, value = line.split(None, 1)
+            result[key] = value.strip().replace("http://host:8000", url).replace(README_URL, url)
+    return result
+
+
+@pytest.mark.spark_jvm
+def test_the_engines_page_runs_as_one_script(sqlite_server_url: str, tmp_path: Path) -> None:
+    """docs/engines.md's Spark blocks in order, in one Spark 3.5 session configured by its
+    properties blocks (the runtime comes from .venv-spark35's spark-defaults.conf, as its
+    "Without Maven Central" says); the README's From Spark properties are the same catalogs."""
+    python = spark35_rig()
+    server_url = sqlite_server_url
+    text = ENGINES.read_text()
+    config: dict[str, str] = {}
+    for block in code_blocks(text, ("properties",)):
+        config.update(properties(block, server_url))
+    readme = properties(code_blocks(sections(README.read_text())["From Spark"],
+                                    ("properties",))[0], server_url)
+    assert readme.items() <= config.items(), "the README's catalogs are the page's"
+    for offline in ("spark.jars.packages", "spark.sql.extensions"):  # in spark-defaults.conf
+        config.pop(offline)
+    script = "\n".join(block.replace("http://host:8000", server_url)
+                       for block in code_blocks(text, ("python",)))
+    submit = " ".join(f"--conf {key}={value}" for key, value in config.items())
+    done = subprocess.run([str(python), "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=900,
+                          env={**user_environment(), "SPARK_LOCAL_IP": "127.0.0.1",
+                               "PYSPARK_SUBMIT_ARGS": f"{submit} pyspark-shell"})
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr[-5000:]}"
+    # the views' joins: two orders, counted 2, at the job's barrier
+    assert done.stdout.count("|     2|      2|") == 2, done.stdout
+
+
+# -- coverage -------------------------------------------------------------------------------
+
+# Where each README section's code blocks run (the set-up commands: .ci/run and
+# tests/spark_plugin/test_demo.py).
+RUN_BY = {
+    "": "test_ci_runs_the_readme.py, tests/spark_plugin/test_demo.py",
+    **dict.fromkeys(WALKTHROUGH_SECTIONS, "test_the_readme_in_order_on_one_server"),
+    "From Spark": "tests/spark_plugin/test_examples.py, test_the_engines_page_runs_as_one_script",
+    CATALOG_SECTION: "test_the_readme_in_order_on_one_server",
+    SPARK35_SECTION: "test_the_spark35_section_runs_as_written",
+}
+
+
+def test_every_code_block_is_run() -> None:
+    text = README.read_text()
+    with_code = {"" if title == "" else title
+                 for title, body in [("", text.split("\n## ", 1)[0]), *sections(text).items()]
+                 if code_blocks(body, ("bash", "sh", "python", "sql", "properties"))}
+    assert with_code == set(RUN_BY), "a README section's code blocks run in no test"

@@ -88,6 +88,19 @@ def compute_weak_cut(exactness: Exactness, requested: Iterable[TableState]) -> i
                                      min(t.latest for t in states))  # type: ignore[type-var]
 
 
+def tables_holding_back(component: Iterable[TableState]) -> list[TableState]:
+    """The tables that keep a component with no strong cut from having one: those with no
+    barrier yet and those catching up; when there are none (every table has barriers, yet they
+    share none at which all are exact), the ones whose ``latest`` is the least, which bound the
+    cut. Sorted by name."""
+    states = sorted(component, key=lambda t: t.name)
+    held = [t for t in states if t.latest is None or t.catching_up]
+    if held or not states:
+        return held
+    least = min(t.latest for t in states)  # type: ignore[type-var]
+    return [t for t in states if t.latest == least]
+
+
 def tables_behind(requested: Iterable[TableState], barrier: int) -> list[str]:
     """The tables whose ``latest`` is below ``barrier`` (an explicit barrier is not complete)."""
     return sorted(t.name for t in requested if t.latest is None or t.latest < barrier)

@@ -8,6 +8,7 @@ floors (``versions/catching_up.py``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from metaservice.versions.cuts import (
     compute_strong_cut,
     compute_weak_cut,
     tables_behind,
+    tables_holding_back,
     tables_not_exact,
 )
 from metaservice.versions.exactness import Exactness
@@ -77,7 +79,7 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
         if consistency == Consistency.weak:
             cuts = _weak_cuts(history, exactness, names, states)
         else:
-            cuts = _strong_cuts(history, exactness, names)
+            cuts = _strong_cuts(ctx, history, exactness, names)
     snaps = barriers_repo.snaps(session, {found[n].id: cuts[n] for n in names})
     result: dict[str, Version] = {}
     missing: list[str] = []
@@ -122,7 +124,7 @@ def component_cut(history: DatabaseHistory, exactness: Exactness,
     return compute_strong_cut(exactness, (history.table_state(n) for n in sorted(component)))
 
 
-def _strong_cuts(history: DatabaseHistory, exactness: Exactness,
+def _strong_cuts(ctx: ServiceContext, history: DatabaseHistory, exactness: Exactness,
                  names: list[str]) -> dict[str, int]:
     components = {history.topology.component(n) for n in names}
     history.load(set().union(*components))
@@ -130,6 +132,7 @@ def _strong_cuts(history: DatabaseHistory, exactness: Exactness,
     cuts: dict[str, int] = {}
     catching: list[str] = []
     unaligned: list[str] = []
+    holding_back: list[TableState] = []
     for component in components:
         cut = quick.get(component) or component_cut(history, exactness, component)
         members = [n for n in names if n in component]
@@ -138,6 +141,7 @@ def _strong_cuts(history: DatabaseHistory, exactness: Exactness,
         catching += behind
         if cut.barrier is None:
             unaligned += [n for n in members if n not in behind]
+            holding_back += tables_holding_back(history.table_state(n) for n in component)
             continue
         for n in members:
             cuts[n] = cut.barrier
@@ -146,10 +150,57 @@ def _strong_cuts(history: DatabaseHistory, exactness: Exactness,
             f"{', '.join(sorted(catching))} joined a pipeline behind its strong cut and is "
             "catching up", tables=sorted(catching))
     if unaligned:
+        held = [_holding_back(ctx, history, t) for t in holding_back]
         raise errors.NoVersionError(
             f"no barrier yet at which every table of the pipeline of {', '.join(unaligned)} "
-            "is exact", tables=sorted(unaligned))
+            "is exact: " + "; ".join(reason for reason, _ in held),
+            tables=sorted(unaligned), holding_back=[detail for _, detail in held])
     return cuts
+
+
+def _holding_back(ctx: ServiceContext, history: DatabaseHistory,
+                  state: TableState) -> tuple[str, dict[str, object]]:
+    """Why ``state`` keeps its component from a strong cut, said of that table and its writer
+    (the job that has not produced, and since when), and the same as the error's details."""
+    if state.latest is None:
+        what = f"{state.name} has no barrier yet"
+    elif state.catching_up:
+        what = f"{state.name} is catching up (latest barrier {state.latest})"
+    else:
+        what = f"{state.name} is the furthest behind (latest barrier {state.latest})"
+    writer = history.topology.writer(state.name)
+    since = None
+    if writer is None:
+        who = "it is a root table (ingestion reports its barriers)"
+    else:
+        # imported here: the jobs' service imports the barrier protocol, which imports this
+        from metaservice.jobs import service as jobs_service
+
+        since = jobs_service.get(history.session, ctx, writer.job).job.started_at
+        who = f"its writer, job {writer.job}, has been running since {_utc(since)}"
+        if since is not None:
+            who += f" ({_duration(ctx.clock.now_ms() - since)})"
+        if state.latest is None:
+            who += " without committing a barrier"
+    return f"{what}; {who}", {"table": state.name, "latest_barrier": state.latest,
+                              "catching_up": state.catching_up,
+                              "writer_job": None if writer is None else writer.job,
+                              "writer_started_at": since}
+
+
+def _utc(ms: int | None) -> str:
+    if ms is None:
+        return "an unknown time"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def _duration(ms: int) -> str:
+    seconds = max(0, ms) // 1000
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
 
 
 def _cuts_at_least_latest(history: DatabaseHistory,

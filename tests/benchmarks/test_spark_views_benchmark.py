@@ -32,7 +32,7 @@ def test_the_benchmark_at_a_tiny_size(tmp_path: Path) -> None:
 
 def test_a_missing_rig_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(rig, "PYTHON", tmp_path / "no-venv" / "bin" / "python")
-    with pytest.raises(RuntimeError, match="bash tests/engines/spark35/install.sh"):
+    with pytest.raises(RuntimeError, match="bash engines/spark35/install.sh"):
         spark_views.spark_driver(tmp_path / "driver.log")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,11 +20,14 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def test_db_upgrade_then_current(tmp_path: Path) -> None:
+    """`db current` fails (1) until the database is at the newest revision."""
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    assert run_cli("--database-url", url, "db", "current").stdout.startswith("(empty)")
+    empty = run_cli("--database-url", url, "db", "current")
+    assert empty.returncode == 1 and empty.stdout.startswith("(empty)"), empty
     upgraded = run_cli("--database-url", url, "db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "up to date" in run_cli("--database-url", url, "db", "current").stdout
+    current = run_cli("--database-url", url, "db", "current")
+    assert current.returncode == 0 and "up to date" in current.stdout, current
 
 
 def test_unreachable_database_is_one_clear_line() -> None:
@@ -60,6 +64,50 @@ def test_serve_migrates_and_becomes_ready(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_serve_stopped_by_ctrl_c_leaves_the_database_file_alone(tmp_path: Path) -> None:
+    """SQLite's -wal and -shm files go when the server stops: its connections are closed."""
+    port = free_port()
+    env = {**os.environ, "METASERVICE_DATABASE_URL": f"sqlite:///{tmp_path / 's.db'}"}
+    process = subprocess.Popen([sys.executable, "-m", "metaservice", "serve", "--port", str(port)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.1)
+        assert httpx.post(f"http://127.0.0.1:{port}/register/source/j/lake/db/t").status_code \
+            == 200
+        assert (tmp_path / "s.db-wal").exists()  # written through the write-ahead log
+    finally:
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=30)
+    assert code == 0  # a graceful stop
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+
+
+def test_duckdb_opens_with_the_iceberg_extension_and_downloads_nothing(tmp_path: Path) -> None:
+    """`metaservice duckdb` is DuckDB's shell; the extensions come from their packages (the
+    same helper the demo and the catalog's DuckDB tests use), none from DuckDB's repository or
+    its home-directory cache."""
+    home = tmp_path / "home"
+    home.mkdir()
+    shell = run_cli("duckdb", "-csv", "-c",
+                    "SELECT extension_name, loaded, installed FROM duckdb_extensions() "
+                    "WHERE extension_name IN ('avro', 'httpfs', 'iceberg') ORDER BY 1",
+                    env={"HOME": str(home)})
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout.split() == ["extension_name,loaded,installed", "avro,true,false",
+                                    "httpfs,true,false", "iceberg,true,false"]
+    assert list(home.iterdir()) == []
+    failed = run_cli("duckdb", "-c", "SELECT * FROM nowhere")
+    assert failed.returncode == 1 and "nowhere" in failed.stderr
 
 
 def test_serving_beyond_loopback_without_authentication_is_refused(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The README's "From Spark" commands, run as a user runs them: `examples/spark_batch_job.py`
-alone, then twice against a real `metaservice serve` with a kept warehouse, then
+alone, then twice against a real `metaservice serve` with a kept warehouse (the server the
+README's curl walk-through ran on before, as a user following it in order has it), then
 `metaservice-maintenance` on what it wrote.
 
 The README's bash blocks run exactly as written in a scratch directory that looks like a fresh
@@ -11,7 +12,6 @@ command must appear in what it printed.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +19,15 @@ from pathlib import Path
 import pytest
 
 from tests.metaservice.test_durability import ServerProcess
-from tests.test_readme import README, README_URL, code_blocks, sections
+from tests.test_readme import (
+    README,
+    README_URL,
+    code_blocks,
+    run_walkthrough,
+    sections,
+    user_environment,
+    walkthrough,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -43,15 +51,6 @@ def clone_like(directory: Path) -> Path:
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     return directory
-
-
-def user_environment() -> dict[str, str]:
-    """The test session's environment without its catalog and server settings (a user's shell
-    has neither until the README sets them)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYICEBERG_CATALOG__", "METASERVICE_"))}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
 
 
 def run_block(block: str, cwd: Path, url: str | None = None) -> str:
@@ -82,6 +81,8 @@ def test_run_twice_against_a_server_then_maintenance(tmp_path: Path) -> None:
     server = ServerProcess(f"sqlite:///{tmp_path / 'metaservice.db'}", tmp_path / "server.log")
     server.start()
     try:
+        (tmp_path / "walkthrough").mkdir()
+        run_walkthrough(walkthrough(README.read_text()), server.url, tmp_path / "walkthrough")
         work = clone_like(tmp_path / "clone")
         out = run_block(spark_blocks()[1], work, server.url)
     finally:

@@ -25,7 +25,7 @@ JARS = (ROOT / ".cache" / "spark35" / "iceberg-spark-runtime-3.5_2.12-1.10.2.jar
 
 
 def unavailable(message: str) -> NoReturn:
-    missing(message + " (set it up with: bash tests/engines/spark35/install.sh)",
+    missing(message + " (set it up with: bash engines/spark35/install.sh)",
             required_by="METASERVICE_REQUIRE_SPARK_JVM")
 
 

@@ -3,26 +3,17 @@ the other's commits, and DuckDB's INSERT INTO a root table completes a barrier (
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import httpx
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
+from metaservice.duckdb_offline import connect
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.pipeline import FanOut
 from tests.metaservice.catalog.test_pyiceberg import SCHEMA, barriers, head, rows
 from tests.metaservice.jobs.test_jobs import plan
 
 duckdb = pytest.importorskip("duckdb")
-EXTENSIONS = ("avro", "httpfs", "iceberg")
-
-
-def _extension_file(name: str) -> Path:
-    package = importlib.import_module(f"duckdb_extension_{name}")
-    return next(Path(package.__path__[0]).rglob(f"{name}.duckdb_extension"))
-
 
 def attach(connection, server: ServerThread, warehouse: str, alias: str) -> None:  # type: ignore[no-untyped-def]
     connection.execute(f"ATTACH '{warehouse}' AS {alias} (TYPE iceberg, "
@@ -30,13 +21,10 @@ def attach(connection, server: ServerThread, warehouse: str, alias: str) -> None
 
 
 @pytest.fixture
-def duck(server: ServerThread, tmp_path: Path):  # type: ignore[no-untyped-def]
-    """A DuckDB connection with the catalog attached as ``lake``."""
-    connection = duckdb.connect()
-    connection.execute(f"SET extension_directory='{tmp_path / 'extensions'}'")
-    for name in EXTENSIONS:
-        connection.execute(f"INSTALL '{_extension_file(name)}'")
-        connection.execute(f"LOAD {name}")
+def duck(server: ServerThread):  # type: ignore[no-untyped-def]
+    """A DuckDB connection (the extensions loaded from their packages, as the demo and
+    ``metaservice duckdb`` load them) with the catalog attached as ``lake``."""
+    connection = connect()
     attach(connection, server, "lake", "lake")
     yield connection
     connection.close()

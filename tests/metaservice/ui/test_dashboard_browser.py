@@ -40,7 +40,10 @@ CHROMEDRIVER = os.environ.get("METASERVICE_CHROMEDRIVER", "/usr/bin/chromedriver
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                  "--window-size=1400,1000")
+                  "--window-size=1400,1000",
+                  # offline, as on a machine with no internet: no host name resolves but
+                  # loopback's, so an asset from anywhere else fails to load
+                  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
 T0 = 1_700_000_000_000
 BROWSER_TZ = "Asia/Kathmandu"  # UTC+05:45: neither hours nor minutes agree with UTC
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Spark 3.5 with the stock Apache Iceberg Spark runtime, for the catalog's Spark tests
-# (pytest -m spark_jvm): a virtualenv .venv-spark35/ with pyspark 3.5 (it cannot live beside
-# pyspark 4 in .venv) and, in .cache/spark35/, iceberg-spark-runtime-3.5_2.12 1.10.2 plus a small
-# jar of the classes that copy of the runtime lacks.
+# Spark 3.5 with the stock Apache Iceberg Spark runtime, offline: the Spark client of the
+# README's "Spark 3.5" section and of the catalog's Spark tests (pytest -m spark_jvm). It makes
+# a virtualenv .venv-spark35/ with pyspark 3.5 (it cannot live beside pyspark 4 in .venv) and
+# the plugin's base install, and puts in .cache/spark35/ iceberg-spark-runtime-3.5_2.12 1.10.2
+# plus a small jar of the classes that copy of the runtime lacks. Both jars and Iceberg's SQL
+# extensions go into that pyspark's conf/spark-defaults.conf, so every SparkSession, pyspark or
+# spark-submit of .venv-spark35 has the runtime with no option (a job configures only its
+# catalogs; with SPARK_HOME set elsewhere, pass the jars in spark.jars instead).
 #
 # The runtime comes from the PyPI wheel snowpark-connect-deps-iceberg, whose copy leaves out the
 # runtime's relocated Jackson and Apache HttpClient 5 classes. They are rebuilt here, offline:
@@ -11,7 +15,7 @@
 # pyspark ships. Needs python3, Java 17 with javac, and apt-get (no root: `apt-get download`).
 # Idempotent: does nothing when everything is there.
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 
 PYSPARK=3.5.9
 ICEBERG_WHEEL=snowpark-connect-deps-iceberg==1.0.3
@@ -21,7 +25,7 @@ VENV=.venv-spark35
 CACHE=.cache/spark35
 RUNTIME=$CACHE/iceberg-spark-runtime-3.5_2.12-1.10.2.jar
 EXTRAS=$CACHE/iceberg-spark-runtime-shaded-extras.jar
-HERE=tests/engines/spark35
+HERE=engines/spark35
 
 have_pyspark() {
     [ -x $VENV/bin/python ] && $VENV/bin/python -c \
@@ -36,7 +40,19 @@ have_plugin() {
 }
 ROOT=$PWD
 
-if have_pyspark && have_plugin && [ -s $RUNTIME ] && [ -s $EXTRAS ]; then
+# Spark's defaults for every session of the virtualenv: the runtime and its SQL extensions.
+defaults() {
+    echo "spark.jars $ROOT/$RUNTIME,$ROOT/$EXTRAS"
+    echo "spark.sql.extensions org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+}
+spark_defaults() {
+    echo "$($VENV/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/conf/spark-defaults.conf"
+}
+have_defaults() {
+    have_pyspark && [ "$(cat "$(spark_defaults)" 2>/dev/null)" = "$(defaults)" ]
+}
+
+if have_pyspark && have_plugin && [ -s $RUNTIME ] && [ -s $EXTRAS ] && have_defaults; then
     echo "install spark35: pyspark $PYSPARK in $VENV, Iceberg runtime in $CACHE"
     exit 0
 fi
@@ -84,4 +100,8 @@ if [ ! -s $EXTRAS ]; then
     java -cp "$WORK/classes:$ASM" Relocate "$WORK/extras.jar" "$WORK"/jars/*.jar
     mv "$WORK/extras.jar" $EXTRAS
 fi
+
+CONF=$(spark_defaults)
+mkdir -p "$(dirname "$CONF")"
+defaults > "$CONF"
 echo "install spark35: pyspark $PYSPARK in $VENV, Iceberg runtime in $CACHE"
