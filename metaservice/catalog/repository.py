@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from metaservice.catalog.sql_view_repository import refuse_view_name
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
@@ -86,7 +87,8 @@ def list_tables(session: Session, namespace: str) -> list[str]:
 def insert_pointer(session: Session, namespace: str, name: str, metadata_location: str,
                    now_ms: int, *, table_uuid: str, location: str) -> bool:
     """Create the pointer at version 1; False when the table exists (race-safe). ``location``
-    is the table location's key (``Warehouse.key``)."""
+    is the table location's key (``Warehouse.key``). A name a view has is refused (409)."""
+    refuse_view_name(session, namespace, name)
     stmt = _insert(session)(IcebergTableRow).values(
         namespace=namespace, name=name, metadata_location=metadata_location, version=1,
         created_at=now_ms, updated_at=now_ms, table_uuid=table_uuid, location=location,
@@ -177,6 +179,7 @@ def set_identity(session: Session, namespace: str, name: str, *, version: int,
 
 def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str, str],
                    now_ms: int) -> bool:
+    refuse_view_name(session, *target)
     result = session.execute(
         update(IcebergTableRow)
         .where(IcebergTableRow.namespace == source[0], IcebergTableRow.name == source[1])
