@@ -75,6 +75,17 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("POST", "/iceberg/v1/{prefix}/{path:path}"): Role.reader,
     ("PUT", "/iceberg/v1/{prefix}/{path:path}"): Role.reader,
     ("DELETE", "/iceberg/v1/{prefix}/{path:path}"): Role.reader,
+    # Its Iceberg views (the SQL objects): as its tables, reads a reader, changes a writer, drops
+    # an admin; under a read session's prefix, reads only.
+    ("GET", "/iceberg/v1/namespaces/{namespace}/views"): Role.reader,
+    ("GET", "/iceberg/v1/namespaces/{namespace}/views/{view}"): Role.reader,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/views"): Role.writer,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/views/{view}"): Role.writer,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/register-view"): Role.writer,
+    ("POST", "/iceberg/v1/views/rename"): Role.writer,
+    ("DELETE", "/iceberg/v1/namespaces/{namespace}/views/{view}"): Role.admin,
+    ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}/views"): Role.reader,
+    ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}/views/{view}"): Role.reader,
 }
 
 _PARAM = re.compile(r"\{[^}]*\}")

@@ -36,6 +36,8 @@ from metaservice.catalog.errors import (
 )
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES
 from metaservice.catalog.service import CatalogSite, LoadedTable
+from metaservice.catalog.sql_view_endpoints import ENDPOINTS as SQL_VIEW_ENDPOINTS
+from metaservice.catalog.sql_view_endpoints import sql_view_router
 from metaservice.catalog.storage import Warehouse
 from metaservice.context import ServiceContext
 from metaservice.db.session import Database
@@ -115,6 +117,7 @@ ENDPOINTS = [
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/transactions/commit",
+    *SQL_VIEW_ENDPOINTS,
 ]
 
 
@@ -541,6 +544,7 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
         ["kind"], registry=app.state.metrics.registry)
     _install_error_rendering(app)
     app.include_router(router)
+    app.include_router(sql_view_router)
     app.include_router(view_router)
 
     def fill_identities() -> None:

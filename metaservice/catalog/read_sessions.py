@@ -140,7 +140,9 @@ def ensure_live(session: Session, ctx: ServiceContext, prefix: str,
 
 def _live_session(session: Session, ctx: ServiceContext, prefix: str, principal: Principal, *,
                   lock: bool) -> tuple[ReadSessionRow, LeaseRow]:
-    session_id = prefix.removeprefix(PREFIX) if prefix.startswith(PREFIX) else None
+    # A NUL byte names no session (and PostgreSQL cannot even compare it).
+    session_id = (prefix.removeprefix(PREFIX)
+                  if prefix.startswith(PREFIX) and "\x00" not in prefix else None)
     found = repo.get_read_session(session, session_id, lock=lock) if session_id else None
     if (found is None or found[1].expires_at <= ctx.clock.now_ms()
             or not leases_service.visible_to(found[1], principal)):

@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from metaservice.catalog.sql_view_repository import refuse_view_name
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
@@ -95,7 +96,9 @@ def list_tables(session: Session, namespace: str, after: str | None = None,
 
 def insert_pointer(session: Session, namespace: str, name: str, metadata_location: str,
                    now_ms: int, *, table_uuid: str) -> bool:
-    """Create the pointer at version 1; False when the table exists (race-safe)."""
+    """Create the pointer at version 1; False when the table exists (race-safe). A name a
+    view has is refused (409)."""
+    refuse_view_name(session, namespace, name)
     stmt = _insert(session)(IcebergTableRow).values(
         namespace=namespace, name=name, metadata_location=metadata_location, version=1,
         created_at=now_ms, updated_at=now_ms, table_uuid=table_uuid,
@@ -199,6 +202,7 @@ def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str,
                    now_ms: int) -> bool:
     """Move the pointer to its new name. Its version moves too: a commit or a drop that read
     the table under one name never lands on another table that takes that name meanwhile."""
+    refuse_view_name(session, *target)
     result = session.execute(
         update(IcebergTableRow)
         .where(IcebergTableRow.namespace == source[0], IcebergTableRow.name == source[1])

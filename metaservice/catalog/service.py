@@ -46,6 +46,7 @@ from metaservice.auth.service import Principal
 from metaservice.barriers import service as barriers_service
 from metaservice.catalog import idempotency, pages, read_sessions, views
 from metaservice.catalog import repository as repo
+from metaservice.catalog import sql_view_repository as view_repo
 from metaservice.catalog.changes import CommitChanges, commit_changes
 from metaservice.catalog.errors import (
     HEAD_NOT_FORWARD,
@@ -162,7 +163,7 @@ def load_namespace(session: Session, levels: Sequence[str]) -> dict[str, str]:
 def drop_namespace(session: Session, levels: Sequence[str]) -> None:
     name = namespace_name(levels)
     _namespace(session, name)
-    if repo.count_tables(session, name):
+    if repo.count_tables(session, name) or view_repo.count_views(session, name):
         raise NamespaceNotEmptyError(f"namespace {name} is not empty")
     repo.drop_namespace(session, name)
 

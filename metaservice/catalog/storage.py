@@ -294,7 +294,34 @@ class Warehouse:
         self._files.put(location, metadata)
         return metadata
 
+    def read_bytes(self, location: str, what: str = "metadata file") -> bytes:
+        """The content of a file inside the warehouse that is read as a metadata file: a regular
+        file of at most ``max_metadata_bytes`` (stored, and inflated when its name says it is
+        gzip-compressed), read within ``read_seconds`` (an Iceberg view's metadata file, say).
+
+        Raises:
+            RefusedError: 400 ``location_outside_warehouse``.
+            MetadataFileError: not a regular file, or too large.
+            ServiceUnavailableError: not read in time.
+        """
+        self.key(location, what)
+        future = self._readers.submit(self._read_content, location)
+        try:
+            return future.result(timeout=self.read_seconds)
+        except FutureTimeout:
+            future.cancel()
+            raise ServiceUnavailableError(
+                f"{what} {location} was not read within {self.read_seconds:g} s") from None
+
     def _read_file(self, location: str) -> TableMetadata:
+        content = self._read_content(location)
+        try:
+            return FromByteStream.table_metadata(_io.BytesIO(content))
+        except Exception as exc:  # noqa: BLE001 - any content that is not table metadata
+            raise MetadataFileError(
+                f"{location} is not Iceberg table metadata: {str(exc)[:300]}") from None
+
+    def _read_content(self, location: str) -> bytes:
         local = _local_path(location)
         if local is not None:
             try:
@@ -328,11 +355,7 @@ class Warehouse:
         if len(text) > self.max_metadata_bytes:
             raise MetadataFileError(
                 f"{location} inflates to larger than {self.max_metadata_bytes} bytes")
-        try:
-            return FromByteStream.table_metadata(_io.BytesIO(text))
-        except Exception as exc:  # noqa: BLE001 - any content that is not table metadata
-            raise MetadataFileError(
-                f"{location} is not Iceberg table metadata: {str(exc)[:300]}") from None
+        return text  # type: ignore[no-any-return]
 
     def cut_location(self, head_location: str, snapshot_id: int, barrier: int, kind: str,
                      served: TableMetadata) -> str:

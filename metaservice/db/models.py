@@ -332,6 +332,24 @@ class CatalogLocationRow(Base):
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
 
+class IcebergViewRow(Base):
+    """An Iceberg view's pointer in the built-in catalog (the SQL object of the Iceberg view
+    specification): its current metadata file. ``version`` is the compare-and-swap counter of
+    its commits; ``view_uuid`` its identity, which no two views share. A view never has the name
+    of a table of its namespace."""
+
+    __tablename__ = "catalog_views"
+    __table_args__ = (Index("ux_catalog_views_view_uuid", "view_uuid", unique=True),)
+
+    namespace: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    metadata_location: Mapped[str] = mapped_column(String(2048), nullable=False)
+    version: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    view_uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    updated_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
 class ReadSessionRow(Base):
     """A read session of a catalog view (SPEC §12). Its lease (same id) holds every snapshot the
     session serves and gives its term: the session lives while its lease does, and goes with

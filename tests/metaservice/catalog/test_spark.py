@@ -209,3 +209,51 @@ def test_open_view_opens_a_new_read_session_under_the_same_name(
     with pytest.raises(SparkError, match="no catalog 'nowhere'") as refused:
         spark.open_view(view, catalog="nowhere")
     assert refused.value.type == "CatalogConfigError"
+
+
+def test_spark_creates_selects_replaces_renames_and_drops_an_iceberg_view(
+        spark: SparkDriver, lake: str, catalog: RestCatalog, server: ServerThread) -> None:
+    """Iceberg views (the SQL objects) through the catalog: Spark's ``CREATE VIEW``, a
+    ``SELECT`` from it, ``CREATE OR REPLACE VIEW`` (a commit of a new version), ``ALTER VIEW …
+    RENAME TO`` and ``DROP VIEW``; pyiceberg reads what Spark wrote; a read session lists and
+    loads the view and refuses to change it."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.orders (id bigint, amount bigint) USING iceberg")
+    spark.append(f"{lake}.db.orders", COLUMNS, [(1, 10), (2, 20)], **tags(None, 100))
+    spark.sql(f"CREATE VIEW {lake}.db.big (id COMMENT 'order id') COMMENT 'large orders' AS "
+              f"SELECT id FROM {lake}.db.orders WHERE amount > 15")
+    assert spark.sql(f"SHOW VIEWS IN {lake}.db") == [["db", "big", False]]
+    assert spark.sql(f"SELECT * FROM {lake}.db.big") == [[2]]
+    view = catalog.load_view("db.big")
+    assert view.sql_for("spark").sql == f"SELECT id FROM {lake}.db.orders WHERE amount > 15"
+    assert view.properties["comment"] == "large orders"
+    assert view.schema().find_field("id").doc == "order id"
+
+    spark.sql(f"CREATE OR REPLACE VIEW {lake}.db.big AS "
+              f"SELECT id, amount FROM {lake}.db.orders WHERE amount > 5")
+    assert spark.sql(f"SELECT * FROM {lake}.db.big ORDER BY id") == [[1, 10], [2, 20]]
+    replaced = catalog.load_view("db.big")
+    assert replaced.uuid() == view.uuid()
+    assert [v.version_id for v in replaced.versions] == [1, 2]
+    assert replaced.current_version().version_id == 2
+    assert len(replaced.metadata.schemas) == 2
+    strong = f"{lake}_strong"
+    spark.catalog(strong, type="rest", uri=f"{server.url}/iceberg", warehouse="lake@strong")
+    assert spark.sql(f"SHOW VIEWS IN {strong}.db") == [["db", "big", False]]
+    assert spark.sql(f"SELECT * FROM {strong}.db.big ORDER BY id") == [[1, 10], [2, 20]]
+    with pytest.raises(SparkError, match="read-only view"):
+        spark.sql(f"DROP VIEW {strong}.db.big")
+
+    # A view and a table never share a name.
+    with pytest.raises(SparkError, match="already exists"):
+        spark.sql(f"CREATE VIEW {lake}.db.orders AS SELECT 1 AS id")
+    with pytest.raises(SparkError, match="already exists"):
+        spark.sql(f"CREATE TABLE {lake}.db.big (id bigint) USING iceberg")
+
+    spark.sql(f"ALTER VIEW {lake}.db.big RENAME TO {lake}.db.large")
+    assert spark.sql(f"SHOW VIEWS IN {lake}.db") == [["db", "large", False]]
+    assert spark.sql(f"SELECT count(*) FROM {lake}.db.large") == [[2]]
+    spark.sql(f"DROP VIEW {lake}.db.large")
+    assert spark.sql(f"SHOW VIEWS IN {lake}.db") == []
+    assert not catalog.view_exists("db.large")
+    assert spark.sql(f"SELECT count(*) FROM {lake}.db.orders") == [[2]]

@@ -1,0 +1,323 @@
+"""The catalog's Iceberg views (the SQL objects of the Iceberg view specification): list, create,
+load, commit (replace), rename, drop, exists and register.
+
+A view is a pointer in the database (``catalog_views``) to its current metadata file in the
+warehouse, as a table is. The same trust rules hold (SPEC §11, Trust):
+
+- every file the server writes or reads for a view lies inside the warehouse (the view's
+  location, its ``write.metadata.path``, a registered metadata file), and is read only if it is
+  a regular file under the size cap, within the time limit;
+- files are read and written outside any transaction; then one write transaction re-checks what
+  the read saw and swaps the pointer by compare-and-swap on its version: a lost race (or a
+  requirement that no longer holds) is the one 409 ``CommitFailedException``;
+- a view and a table never share a name in one namespace (``sql_view_repository``);
+- a register of a file of a view the catalog has already (same view-uuid) is refused;
+- every other bad request is a 4xx in the Iceberg error model.
+
+What a create or a commit makes of the metadata is ``sql_views`` (pure).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from pyiceberg.catalog.rest import CreateViewRequest
+from pyiceberg.view.metadata import ViewMetadata
+from sqlalchemy.orm import Session
+
+from metaservice.catalog import repository as repo
+from metaservice.catalog import sql_view_repository as view_repo
+from metaservice.catalog import sql_views
+from metaservice.catalog.errors import (
+    AlreadyExistsError,
+    BadRequestError,
+    CommitFailedError,
+    IcebergError,
+    NoSuchNamespaceError,
+    RefusedError,
+)
+from metaservice.catalog.service import (
+    NAMESPACE_LOCATION,
+    CatalogSite,
+    existing_namespace_name,
+    namespace_name,
+    table_name,
+)
+from metaservice.catalog.storage import MetadataFileError, Warehouse, _Recent
+from metaservice.context import ServiceContext
+from metaservice.db.models import IcebergViewRow
+from metaservice.db.session import Database
+from metaservice.names import NAME_PART_PATTERN
+
+logger = logging.getLogger(__name__)
+
+VIEW_ALREADY_REGISTERED = "view_already_registered"
+
+
+class NoSuchViewError(IcebergError):
+    status_code = 404
+    type = "NoSuchViewException"
+
+
+@dataclass(frozen=True)
+class LoadedView:
+    metadata: ViewMetadata
+    metadata_location: str
+
+
+# -- files -----------------------------------------------------------------------------------
+
+# Metadata files are written once and never changed: those read are kept by location.
+_files: _Recent[tuple[str, str], ViewMetadata] = _Recent()
+
+
+def _is_local(location: str) -> bool:
+    return "://" not in location or location.startswith("file:")
+
+
+def read_file(warehouse: Warehouse, location: str) -> ViewMetadata:
+    """The view metadata file at ``location``, inside the warehouse.
+
+    Raises:
+        RefusedError: 400 ``location_outside_warehouse``.
+        MetadataFileError: not a regular file, too large, or not view metadata.
+        ServiceUnavailableError: not read in time.
+    """
+    warehouse.key(location, "view metadata file")
+    cached = _files.get((warehouse.root, location))
+    if cached is not None:
+        return cached
+    content = warehouse.read_bytes(location, "view metadata file")  # inflated, capped
+    try:
+        metadata = ViewMetadata.model_validate_json(content)
+    except Exception as exc:  # noqa: BLE001 - any content that is not view metadata
+        raise MetadataFileError(
+            f"{location} is not Iceberg view metadata: {_reason(exc)}") from None
+    _files.put((warehouse.root, location), metadata)
+    return metadata
+
+
+def write_file(warehouse: Warehouse, metadata: ViewMetadata, location: str) -> None:
+    """Write a new view metadata file (never overwrites one)."""
+    warehouse.key(location, "view metadata location")
+    if _is_local(location):
+        path = location.removeprefix("file://").removeprefix("file:")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    with warehouse.io(location).new_output(location).create(overwrite=False) as stream:
+        stream.write(metadata.model_dump_json().encode())
+    _files.put((warehouse.root, location), metadata)
+
+
+def _confine(warehouse: Warehouse, metadata: ViewMetadata) -> None:
+    """The view's location and every location property lie inside the warehouse."""
+    warehouse.key(metadata.location, "view location")
+    for name in sql_views.LOCATION_PROPERTIES:
+        value = metadata.properties.get(name)
+        if value is not None:
+            warehouse.key(value, f"view property {name}")
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0] if exc.errors() else {"msg": str(exc), "loc": ()}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    return str(exc)[:300] or type(exc).__name__
+
+
+# -- names -----------------------------------------------------------------------------------
+
+
+_NAME_PART = re.compile(NAME_PART_PATTERN)
+
+
+def _existing_view_namespace(levels: Sequence[str], view: str) -> str:
+    """The namespace of a view a request names; a name this catalog cannot hold (NUL bytes
+    included, which PostgreSQL cannot even compare) names no view (404)."""
+    if len(levels) != 1 or not _NAME_PART.match(levels[0]) or not _NAME_PART.match(view):
+        raise NoSuchViewError(f"view does not exist: {'.'.join([*levels, view])[:300]}")
+    return levels[0]
+
+
+def _view(session: Session, namespace: str, name: str) -> IcebergViewRow:
+    row = view_repo.get_view(session, namespace, name)
+    if row is None:
+        raise NoSuchViewError(f"view does not exist: {namespace}.{name}")
+    return row
+
+
+def _namespace(session: Session, name: str) -> dict[str, Any]:
+    row = repo.get_namespace(session, name)
+    if row is None:
+        raise NoSuchNamespaceError(f"namespace does not exist: {name}")
+    return dict(row.properties)
+
+
+def _refuse_taken(session: Session, namespace: str, name: str) -> None:
+    """409 when a table or a view has the name."""
+    if repo.get_pointer(session, namespace, name) is not None:
+        raise AlreadyExistsError(f"a table named {namespace}.{name} exists: a table and a view "
+                                 "never share a name")
+    if view_repo.get_view(session, namespace, name) is not None:
+        raise AlreadyExistsError(f"view already exists: {namespace}.{name}")
+
+
+# -- routes ----------------------------------------------------------------------------------
+
+
+def list_views(session: Session, levels: Sequence[str]) -> list[str]:
+    namespace = existing_namespace_name(levels)
+    _namespace(session, namespace)
+    return view_repo.list_views(session, namespace)
+
+
+def view_exists(session: Session, levels: Sequence[str], view: str) -> None:
+    _view(session, _existing_view_namespace(levels, view), view)
+
+
+def load_view(database: Database, catalog: CatalogSite, levels: Sequence[str],
+              view: str) -> LoadedView:
+    namespace = _existing_view_namespace(levels, view)
+    with database.transaction(write=False) as session:
+        location = _view(session, namespace, view).metadata_location
+    return LoadedView(read_file(catalog.warehouse, location), location)
+
+
+def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
+                levels: Sequence[str], request: CreateViewRequest) -> LoadedView:
+    """Create a view: its first metadata file, then its pointer."""
+    namespace = namespace_name(levels)
+    name = table_name(catalog, namespace, request.name).table
+    with database.transaction(write=False) as session:
+        namespace_location = str(_namespace(session, namespace).get(NAMESPACE_LOCATION, ""))
+        _refuse_taken(session, namespace, name)
+    warehouse = catalog.warehouse
+    if request.location:
+        location = warehouse.confine(request.location, "view location")
+    elif namespace_location:
+        location = f"{warehouse.confine(namespace_location, 'namespace location')}/{name}"
+    else:
+        location = warehouse.default_table_location(namespace, name)
+    try:
+        metadata = sql_views.new_view(request.view_schema, request.view_version, location,
+                                      dict(request.properties), ctx.clock.now_ms())
+    except (sql_views.ViewRuleError, ValidationError) as exc:
+        raise BadRequestError(f"invalid view {namespace}.{name}: {_reason(exc)}") from exc
+    _confine(warehouse, metadata)
+    metadata_location = sql_views.metadata_file_location(metadata, None)
+    write_file(warehouse, metadata, metadata_location)
+    with database.transaction(write=True) as session:
+        view_repo.lock_name(session, namespace, name)
+        _namespace(session, namespace)
+        _refuse_taken(session, namespace, name)
+        if not view_repo.insert_view(session, namespace, name, metadata_location,
+                                     metadata.view_uuid, ctx.clock.now_ms()):
+            raise AlreadyExistsError(f"view already exists: {namespace}.{name}")
+    logger.info("catalog_view_created", extra={"view": f"{namespace}.{name}",
+                                               "location": metadata_location})
+    return LoadedView(metadata, metadata_location)
+
+
+def parse_commit(body: Any) -> sql_views.CommitViewRequest:
+    try:
+        return sql_views.CommitViewRequest.model_validate(body)
+    except (ValidationError, RecursionError) as exc:
+        raise BadRequestError(f"invalid view commit: {_reason(exc)}") from exc
+
+
+def commit_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
+                levels: Sequence[str], view: str,
+                request: sql_views.CommitViewRequest) -> LoadedView:
+    """Apply a commit's updates to the view's current metadata, once its requirements hold:
+    read and write files first, then swap the pointer by compare-and-swap."""
+    namespace = _existing_view_namespace(levels, view)
+    with database.transaction(write=False) as session:
+        row = _view(session, namespace, view)
+        version, location = row.version, row.metadata_location
+    base = read_file(catalog.warehouse, location)
+    try:
+        updated = sql_views.commit(base, request.requirements, list(request.updates),
+                                   ctx.clock.now_ms())
+    except sql_views.RequirementFailed as exc:
+        raise CommitFailedError(f"requirement failed for view {namespace}.{view}: "
+                                f"{exc}") from exc
+    except (sql_views.ViewRuleError, ValidationError) as exc:
+        raise BadRequestError(f"invalid update of view {namespace}.{view}: "
+                              f"{_reason(exc)}") from exc
+    if updated is None:
+        return LoadedView(base, location)
+    _confine(catalog.warehouse, updated)
+    new_location = sql_views.metadata_file_location(updated, location)
+    write_file(catalog.warehouse, updated, new_location)
+    with database.transaction(write=True) as session:
+        if not view_repo.swap_view(session, namespace, view, expected_version=version,
+                                   metadata_location=new_location, now_ms=ctx.clock.now_ms()):
+            raise CommitFailedError(f"view {namespace}.{view} was changed by a concurrent "
+                                    "commit, or dropped; refresh and retry")
+    logger.info("catalog_view_commit", extra={"view": f"{namespace}.{view}",
+                                              "location": new_location})
+    return LoadedView(updated, new_location)
+
+
+def rename_view(session: Session, ctx: ServiceContext, catalog: CatalogSite,
+                source_levels: Sequence[str], source: str,
+                target_levels: Sequence[str], target: str) -> None:
+    source_namespace = _existing_view_namespace(source_levels, source)
+    target_namespace = namespace_name(target_levels)
+    target = table_name(catalog, target_namespace, target).table
+    _view(session, source_namespace, source)
+    _namespace(session, target_namespace)
+    view_repo.lock_name(session, target_namespace, target)
+    _refuse_taken(session, target_namespace, target)
+    if not view_repo.rename_view(session, (source_namespace, source),
+                                 (target_namespace, target), ctx.clock.now_ms()):
+        raise NoSuchViewError(f"view does not exist: {source_namespace}.{source}")
+    logger.info("catalog_view_renamed", extra={"view": f"{source_namespace}.{source}",
+                                               "target": f"{target_namespace}.{target}"})
+
+
+def drop_view(session: Session, levels: Sequence[str], view: str) -> None:
+    """Forget the view (its metadata files stay where they are)."""
+    namespace = _existing_view_namespace(levels, view)
+    if not view_repo.delete_view(session, namespace, view):
+        raise NoSuchViewError(f"view does not exist: {namespace}.{view}")
+    logger.info("catalog_view_dropped", extra={"view": f"{namespace}.{view}"})
+
+
+def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
+                  levels: Sequence[str], name: str, metadata_location: str) -> LoadedView:
+    """Point a new view at an existing metadata file inside the warehouse. The file is read
+    before any transaction; a file of a view the catalog has already (same view-uuid) is
+    refused."""
+    namespace = namespace_name(levels)
+    name = table_name(catalog, namespace, name).table
+    catalog.warehouse.key(metadata_location, "view metadata file")
+    with database.transaction(write=False) as session:
+        _namespace(session, namespace)
+    try:
+        metadata = read_file(catalog.warehouse, metadata_location)
+        view_uuid = sql_views.check(metadata).view_uuid
+    except (MetadataFileError, sql_views.ViewRuleError) as exc:
+        raise BadRequestError(f"cannot register {metadata_location[:300]}: {exc}") from None
+    _confine(catalog.warehouse, metadata)
+    with database.transaction(write=True) as session:
+        view_repo.lock_name(session, namespace, name)
+        _namespace(session, namespace)
+        _refuse_taken(session, namespace, name)
+        holder = view_repo.view_with_uuid(session, view_uuid)
+        if holder is not None or not view_repo.insert_view(
+                session, namespace, name, metadata_location, view_uuid, ctx.clock.now_ms()):
+            holder = holder or view_repo.view_with_uuid(session, view_uuid) or "another view"
+            raise RefusedError(
+                VIEW_ALREADY_REGISTERED,
+                f"the catalog already has this view (view-uuid {view_uuid}) as {holder}",
+                {"view": holder}, status_code=409, type_="AlreadyExistsException")
+    logger.info("catalog_view_registered", extra={"view": f"{namespace}.{name}",
+                                                  "location": metadata_location})
+    return LoadedView(metadata, metadata_location)
