@@ -160,7 +160,7 @@ def claims_overlapping(session: Session, location: str,
                or_(column == location,
                    func.substr(column, 1, len(location) + 1) == location + "/",
                    func.substr(literal(location), 1, func.length(column) + 1) == column + "/")))
-    return [(claim, f"{ns}.{name}" if ns is not None else "a table being dropped")
+    return [(claim, f"{ns}.{name}" if ns is not None else "another table or view")
             for claim, ns, name in session.execute(statement)]
 
 

@@ -413,6 +413,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         if repo.get_pointer(session, namespace, name.table) is not None:
             raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
         _refuse_planted(session, name, principal)
+        repo.refuse_view_name(session, namespace, name.table)
         _claim_locations(session, name, keys, str(metadata.table_uuid), replaces=False,
                          now_ms=ctx.clock.now_ms())
         if not repo.insert_pointer(session, namespace, name.table, metadata_location,
@@ -459,6 +460,7 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
                     "the admin role", table=str(qualified))
             _end_table(session, qualified, principal, existing)
         _refuse_planted(session, qualified, principal)
+        repo.refuse_view_name(session, namespace, qualified.table)
         # A table replaced above released its uuid's claims, not its pointer row: the row is
         # replaced in place, so its uuid may be the one registered.
         _claim_locations(session, qualified, keys, str(metadata.table_uuid),
@@ -718,6 +720,7 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                 if one.base is None:
                     _namespace(session, one.name.database)
                     _refuse_planted(session, one.name, principal)
+                    repo.refuse_view_name(session, one.name.database, one.name.table)
                 _claim_locations(session, one.name, one.claims, str(one.metadata.table_uuid),
                                  replaces=one.base is not None, now_ms=ctx.clock.now_ms(),
                                  status=400)

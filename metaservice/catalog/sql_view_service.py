@@ -114,13 +114,29 @@ def write_file(warehouse: Warehouse, metadata: ViewMetadata, location: str) -> N
     _files.put((warehouse.root, location), metadata)
 
 
-def _confine(warehouse: Warehouse, metadata: ViewMetadata) -> None:
-    """The view's location and every location property lie inside the warehouse."""
-    warehouse.key(metadata.location, "view location")
+def _confine(warehouse: Warehouse, metadata: ViewMetadata) -> list[str]:
+    """The keys of the view's location and location properties, once each lies inside the
+    warehouse, as a table's must (``Warehouse.confine_table``)."""
     for name in sql_views.LOCATION_PROPERTIES:
         value = metadata.properties.get(name)
         if value is not None:
             warehouse.key(value, f"view property {name}")
+    return warehouse.confine_table(metadata)  # type: ignore[arg-type]
+
+
+def _claim(session: Session, view: str, keys: list[str], view_uuid: str, now_ms: int) -> None:
+    """A view claims its locations as a table does: none lies inside another table's or
+    view's, so no purge reaches its files (SPEC §11, Trust)."""
+    repo.lock_locations(session)
+    for key in keys:
+        overlapping = repo.claims_overlapping(session, key, view_uuid)
+        if overlapping:
+            claim, other = overlapping[0]
+            raise RefusedError(
+                VIEW_ALREADY_REGISTERED,
+                f"{key} (a location of view {view}) overlaps {claim}, a location of {other}",
+                {"location": claim}, status_code=409, type_="AlreadyExistsException")
+    repo.add_claims(session, view_uuid, keys, now_ms)
 
 
 def _reason(exc: BaseException) -> str:
@@ -209,13 +225,16 @@ def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                                       dict(request.properties), ctx.clock.now_ms())
     except (sql_views.ViewRuleError, ValidationError) as exc:
         raise BadRequestError(f"invalid view {namespace}.{name}: {_reason(exc)}") from exc
-    _confine(warehouse, metadata)
+    keys = _confine(warehouse, metadata)
     metadata_location = sql_views.metadata_file_location(metadata, None)
     write_file(warehouse, metadata, metadata_location)
     with database.transaction(write=True) as session:
+        repo.lock_locations(session)  # before the name's lock, as a table's create takes them
         view_repo.lock_name(session, namespace, name)
         _namespace(session, namespace)
         _refuse_taken(session, namespace, name)
+        _claim(session, f"{namespace}.{name}", keys, str(metadata.view_uuid),
+               ctx.clock.now_ms())
         if not view_repo.insert_view(session, namespace, name, metadata_location,
                                      metadata.view_uuid, ctx.clock.now_ms()):
             raise AlreadyExistsError(f"view already exists: {namespace}.{name}")
@@ -252,10 +271,14 @@ def commit_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                               f"{_reason(exc)}") from exc
     if updated is None:
         return LoadedView(base, location)
-    _confine(catalog.warehouse, updated)
+    keys = _confine(catalog.warehouse, updated)
+    moved = set(keys) != set(_confine(catalog.warehouse, base))
     new_location = sql_views.metadata_file_location(updated, location)
     write_file(catalog.warehouse, updated, new_location)
     with database.transaction(write=True) as session:
+        if moved:
+            _claim(session, f"{namespace}.{view}", keys, str(updated.view_uuid),
+                   ctx.clock.now_ms())
         if not view_repo.swap_view(session, namespace, view, expected_version=version,
                                    metadata_location=new_location, now_ms=ctx.clock.now_ms()):
             raise CommitFailedError(f"view {namespace}.{view} was changed by a concurrent "
@@ -285,8 +308,11 @@ def rename_view(session: Session, ctx: ServiceContext, catalog: CatalogSite,
 def drop_view(session: Session, levels: Sequence[str], view: str) -> None:
     """Forget the view (its metadata files stay where they are)."""
     namespace = _existing_view_namespace(levels, view)
+    row = _view(session, namespace, view)
+    view_uuid = str(row.view_uuid)
     if not view_repo.delete_view(session, namespace, view):
         raise NoSuchViewError(f"view does not exist: {namespace}.{view}")
+    repo.release_claims(session, view_uuid)
     logger.info("catalog_view_dropped", extra={"view": f"{namespace}.{view}"})
 
 
@@ -305,12 +331,15 @@ def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         view_uuid = sql_views.check(metadata).view_uuid
     except (MetadataFileError, sql_views.ViewRuleError) as exc:
         raise BadRequestError(f"cannot register {metadata_location[:300]}: {exc}") from None
-    _confine(catalog.warehouse, metadata)
+    keys = _confine(catalog.warehouse, metadata)
     with database.transaction(write=True) as session:
+        repo.lock_locations(session)  # before the name's lock, as a table's create takes them
         view_repo.lock_name(session, namespace, name)
         _namespace(session, namespace)
         _refuse_taken(session, namespace, name)
         holder = view_repo.view_with_uuid(session, view_uuid)
+        if holder is None:
+            _claim(session, f"{namespace}.{name}", keys, str(view_uuid), ctx.clock.now_ms())
         if holder is not None or not view_repo.insert_view(
                 session, namespace, name, metadata_location, view_uuid, ctx.clock.now_ms()):
             holder = holder or view_repo.view_with_uuid(session, view_uuid) or "another view"

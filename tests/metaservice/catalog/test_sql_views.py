@@ -294,7 +294,9 @@ def test_register_refuses_files_that_are_no_view_or_a_view_the_catalog_has(
                             400, "BadRequestException")
     assert "not a regular file" in message and time.monotonic() - began < 10
     # A view of its own, gzip-compressed as Java's clients write them, is registered.
-    other = {**view["metadata"], "view-uuid": str(uuid.uuid4())}
+    # (At a location of its own: no two views or tables share one.)
+    other = {**view["metadata"], "view-uuid": str(uuid.uuid4()),
+             "location": str(warehouse / "db" / "other")}
     compressed = warehouse / "db" / "00007-other.gz.metadata.json"
     compressed.write_bytes(gzip.compress(json.dumps(other).encode()))
     registered = ok(db.post(register, json={"name": "r", "metadata-location": str(compressed)}))
