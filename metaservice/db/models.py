@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Text,
     UniqueConstraint,
     text,
 )
@@ -367,3 +368,32 @@ class CutFileRow(Base):
     table_uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     snapshot_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+# -- OpenLineage (SPEC §8): events waiting to be delivered -------------------------------------
+
+
+class LineageOutboxRow(Base):
+    """An OpenLineage event, written in the transaction of the hand-out, commit, root report or
+    abort it describes, and deleted once delivered. ``id`` orders the events of one job (they
+    are written under the job's row lock, or its root table's); a sender claims a job's oldest
+    events until ``claimed_until``, so a crashed sender's claim lapses and another delivers them
+    (at least once)."""
+
+    __tablename__ = "lineage_outbox"
+    __table_args__ = (Index("ix_lineage_outbox_job_id", "job", "id"),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    # The OpenLineage job's name (its namespace is in the payload).
+    job: Mapped[str] = mapped_column(String(400), nullable=False)
+    event_type: Mapped[str] = mapped_column(String(16), nullable=False)
+    barrier: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    payload: Mapped[str] = mapped_column(Text, nullable=False)  # the RunEvent's JSON
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0,
+                                          server_default=text("0"))
+    next_attempt_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    claimed_until: Mapped[int | None] = mapped_column(BigInteger)
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    last_error: Mapped[str | None] = mapped_column(String(500))
