@@ -1,4 +1,5 @@
-"""lineage outbox: OpenLineage events written with the change they describe, until delivered
+"""lineage outbox: OpenLineage events written with the change they describe, until delivered,
+and each OpenLineage job's delivery state
 
 Revision ID: 0011
 Revises: 0010
@@ -17,6 +18,17 @@ depends_on = None
 
 def upgrade() -> None:
     op.create_table(
+        "lineage_outbox_jobs",
+        sa.Column("job", sa.String(length=400), nullable=False),
+        sa.Column("attempts", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("next_attempt_at", sa.BigInteger(), server_default=sa.text("0"),
+                  nullable=False),
+        sa.Column("claimed_until", sa.BigInteger(), nullable=True),
+        sa.Column("claimed_by", sa.String(length=64), nullable=True),
+        sa.Column("last_error", sa.String(length=500), nullable=True),
+        sa.PrimaryKeyConstraint("job", name=op.f("pk_lineage_outbox_jobs")),
+    )
+    op.create_table(
         "lineage_outbox",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
                   autoincrement=True, nullable=False),
@@ -25,11 +37,8 @@ def upgrade() -> None:
         sa.Column("barrier", sa.BigInteger(), nullable=False),
         sa.Column("payload", sa.Text(), nullable=False),
         sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.Column("attempts", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("next_attempt_at", sa.BigInteger(), nullable=False),
-        sa.Column("claimed_until", sa.BigInteger(), nullable=True),
-        sa.Column("claimed_by", sa.String(length=64), nullable=True),
-        sa.Column("last_error", sa.String(length=500), nullable=True),
+        sa.ForeignKeyConstraint(["job"], ["lineage_outbox_jobs.job"],
+                                name=op.f("fk_lineage_outbox_job_lineage_outbox_jobs")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_lineage_outbox")),
     )
     op.create_index("ix_lineage_outbox_job_id", "lineage_outbox", ["job", "id"], unique=False)
@@ -38,3 +47,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_lineage_outbox_job_id", table_name="lineage_outbox")
     op.drop_table("lineage_outbox")
+    op.drop_table("lineage_outbox_jobs")
