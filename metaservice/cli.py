@@ -175,7 +175,7 @@ def cmd_token_revoke(args: argparse.Namespace) -> None:
 
 
 def cmd_lineage(args: argparse.Namespace) -> None:
-    """Where the OpenLineage outbox stands: events waiting, those whose delivery failed, and per
+    """Where the OpenLineage outbox stands: events waiting, jobs whose delivery failed, and per
     job the next event to deliver."""
     from metaservice.clock import SystemClock
     from metaservice.lineage import repository as outbox_repo
@@ -195,15 +195,15 @@ def cmd_lineage(args: argparse.Namespace) -> None:
     print(f"OpenLineage: {configured}")
     oldest = ("" if standing.oldest_created_at is None
               else f", oldest {_age(now - standing.oldest_created_at)} old")
-    print(f"outbox: {standing.pending} pending, {standing.failing} failing{oldest}")
+    print(f"outbox: {standing.pending} events pending, {standing.failing_jobs} jobs failing"
+          f"{oldest}")
     if jobs:
         print("job\tpending\tnext event\tage\tattempts\tnext try\tlast error")
     for job in jobs:
-        retry = "now" if job.head_next_attempt_at <= now else \
-            f"in {_age(job.head_next_attempt_at - now)}"
+        retry = "now" if job.next_attempt_at <= now else f"in {_age(job.next_attempt_at - now)}"
         print(f"{job.job}\t{job.pending}\t{job.head_event_type} {job.head_barrier}\t"
-              f"{_age(now - job.head_created_at)}\t{job.head_attempts}\t{retry}\t"
-              f"{job.head_last_error or '-'}")
+              f"{_age(now - job.head_created_at)}\t{job.attempts}\t{retry}\t"
+              f"{job.last_error or '-'}")
 
 
 def _age(ms: int) -> str:
@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.set_defaults(func=cmd_token_revoke)
 
     lineage = sub.add_parser("lineage", help="where the OpenLineage outbox stands: events "
-                                             "pending and failing, per job the next to deliver")
+                                             "pending, per job the next to deliver")
     lineage.add_argument("--jobs", type=int, default=20, help="jobs listed (default 20)")
     lineage.set_defaults(func=cmd_lineage)
 

@@ -7,12 +7,13 @@ transport the client has (http, file, kafka, console, composite …) delivers.
 ``OPENLINEAGE_DISABLED=true``, or none of these, means no OpenLineage at all: the server writes
 no events. Jobs are in the namespace ``OPENLINEAGE_NAMESPACE`` (default ``metaservice``).
 
-One :class:`OutboxSender` thread runs in each server process. A cycle claims the oldest events
-of a few jobs (``repository.claim``: the same job's events in order, whichever process claims
-them), emits them one by one, then deletes those delivered; it gives back what it could not
-send before its claim is four-fifths through. An event that fails stays, with
-its job's later ones, and is retried after a backoff (1 s, doubling, at most
-``max_backoff_seconds``); a receiver that is down delays delivery and nothing else. A crash
+One :class:`OutboxSender` thread runs in each server process. A cycle claims a few jobs and
+their oldest events (``repository.claim``: one sender at a time per job, so a job's events go
+out in order whichever process claims them), emits them one by one, then deletes those
+delivered and gives the jobs back (what it could not send before its claim is four-fifths
+through waits for the next cycle). An event that fails stays, with its job's later ones, and
+the job is tried again after a backoff (1 s, doubling, at most ``max_backoff_seconds``); a
+receiver that is down delays delivery and nothing else. A crash
 between delivery and deletion delivers the event again (at least once): a redelivered event
 is the same JSON, with the same run id.
 """
@@ -23,6 +24,7 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,7 +136,7 @@ class OutboxSender:
                  clock: Clock | None = None, poll_seconds: float = 0.5,
                  claim_seconds: float = 60.0, jobs_per_cycle: int = 50,
                  events_per_job: int = 100, max_backoff_seconds: float = 60.0,
-                 name: str | None = None) -> None:
+                 duty: float = 0.5, name: str | None = None) -> None:
         self.database = database
         self.emit = emit
         self.clock = clock or SystemClock()
@@ -143,6 +145,7 @@ class OutboxSender:
         self.jobs_per_cycle = jobs_per_cycle
         self.events_per_job = events_per_job
         self.max_backoff_ms = int(max_backoff_seconds * 1000)
+        self.duty = duty
         self.name = name or f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.counts = SenderCounts()
         self._stop = threading.Event()
@@ -163,23 +166,20 @@ class OutboxSender:
         if not claimed:
             return 0
         delivered: list[int] = []
-        released: list[int] = []
-        failures: list[tuple[int, str, int]] = []
-        failed_jobs: set[str] = set()
-        # Stop well before the claim lapses: past it, another sender may take these events.
+        failures: dict[str, tuple[str, int]] = {}
+        # Stop well before the claim lapses: past it, another sender may take these jobs.
         deadline = now + self.claim_ms * 8 // 10
         for event in claimed:
-            if (event.job in failed_jobs or self._stop.is_set()
+            if (event.job in failures or self._stop.is_set()
                     or self.clock.now_ms() > deadline):
-                released.append(event.id)  # after a failure its job waits, in order
-                continue
+                continue  # after a failure its job waits, in order
+            started = time.perf_counter()
             try:
                 self.emit(json.loads(event.payload))
             except Exception as exc:  # noqa: BLE001 - any transport error: retried later
-                failed_jobs.add(event.job)
                 backoff = min(self.max_backoff_ms, 1000 * 2 ** min(event.attempts, 20))
-                failures.append((event.id, f"{type(exc).__name__}: {exc}",
-                                 self.clock.now_ms() + backoff))
+                failures[event.job] = (f"{type(exc).__name__}: {exc}",
+                                       self.clock.now_ms() + backoff)
                 self.counts.failed += 1
                 logger.warning("lineage_delivery_failed",
                                extra={"job": event.job, "event_id": event.id,
@@ -187,13 +187,21 @@ class OutboxSender:
                 continue
             delivered.append(event.id)
             self.counts.sent += 1
+            self._pace(time.perf_counter() - started)
         with self.database.transaction(write=True) as session:
             outbox_repo.delete_delivered(session, delivered)
-            outbox_repo.release(session, released, self.name)
-            for event_id, error, retry_at in failures:
-                outbox_repo.record_failure(session, event_id, self.name, error=error,
+            outbox_repo.release(session, {e.job for e in claimed} - set(failures), self.name)
+            for job, (error, retry_at) in failures.items():
+                outbox_repo.record_failure(session, job, self.name, error=error,
                                            retry_at_ms=retry_at)
         return len(delivered)
+
+    def _pace(self, busy: float) -> None:
+        """Rest as long as the delivery took, times ``(1 - duty) / duty``: the client's work
+        (serialising, HTTP) holds the interpreter lock, and a thread that never rests makes
+        each request of the server wait for it."""
+        if self.duty < 1:
+            self._stop.wait(busy * (1 - self.duty) / self.duty)
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -8,8 +8,8 @@ Two kinds:
   consistency type (``strong``, ``weak``, ``barrier``) and outcome, lease operations.
 - **Computed at scrape** from the database (a collector): table lag and job local lag
   (SPEC §7), the recent hop latency per job, active leases and the snapshots they hold, tables
-  fenced by a rollback, and the OpenLineage outbox: events pending, those whose last delivery
-  failed, the age of the oldest; with the events this process's sender delivered and the
+  fenced by a rollback, and the OpenLineage outbox: events pending, jobs whose last delivery
+  failed, the age of the oldest event; with the events this process's sender delivered and the
   deliveries that failed.
 
 Each app has its own registry (several apps live in one test process); a multi-process
@@ -246,9 +246,9 @@ class PipelineCollector(Collector):
              "Tables fenced by an applied rollback plan not completed yet.", fenced),
             ("metaservice_lineage_events_pending",
              "OpenLineage events in the outbox, not delivered yet.", float(outbox.pending)),
-            ("metaservice_lineage_events_failing",
-             "Pending OpenLineage events whose last delivery failed (retried with backoff).",
-             float(outbox.failing)),
+            ("metaservice_lineage_jobs_failing",
+             "OpenLineage jobs whose last delivery failed: their events wait, retried with "
+             "backoff.", float(outbox.failing_jobs)),
             ("metaservice_lineage_oldest_pending_seconds",
              "Age of the oldest OpenLineage event not delivered yet (0: none).",
              0 if outbox.oldest_created_at is None

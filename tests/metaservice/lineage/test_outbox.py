@@ -121,10 +121,10 @@ def test_a_failing_delivery_holds_back_its_job_only_and_is_retried(database: Dat
     assert delivered == [("up", 0), ("up", 1)]
     with database.transaction(write=False) as session:
         [head] = outbox_repo.job_standings(session, 10)
-        assert outbox_repo.standing(session).failing == 1
-    assert (head.job, head.pending, head.head_attempts) == ("down", 3, 1)
-    assert head.head_next_attempt_at == 1_000_000 + 1000
-    assert "receiver unreachable" in (head.head_last_error or "")
+        assert outbox_repo.standing(session).failing_jobs == 1
+    assert (head.job, head.pending, head.attempts) == ("down", 3, 1)
+    assert head.next_attempt_at == 1_000_000 + 1000
+    assert "receiver unreachable" in (head.last_error or "")
     failing.clear()
     assert sender.run_once() == 0  # not before its backoff
     clock.advance(1001)
@@ -132,6 +132,8 @@ def test_a_failing_delivery_holds_back_its_job_only_and_is_retried(database: Dat
     assert delivered[2:] == [("down", 0), ("down", 1), ("down", 2)]
     assert pending(database) == 0
     assert (sender.counts.sent, sender.counts.failed) == (5, 1)
+    with database.transaction(write=False) as session:  # delivered: the job's failures reset
+        assert outbox_repo.standing(session).failing_jobs == 0
 
 
 def test_the_backoff_doubles_up_to_its_bound(database: Database) -> None:
@@ -148,7 +150,7 @@ def test_the_backoff_doubles_up_to_its_bound(database: Database) -> None:
         sender.run_once()
         with database.transaction(write=False) as session:
             [head] = outbox_repo.job_standings(session, 1)
-        waits.append(head.head_next_attempt_at - clock.now_ms())
+        waits.append(head.next_attempt_at - clock.now_ms())
     assert waits == [1000, 2000, 4000, 5000, 5000]
 
 
@@ -180,7 +182,7 @@ def test_metrics_show_the_outbox(database: Database, settings: Settings, clock: 
         app.state.lineage_sender.run_once()
         text = http.get("/metrics").text
         assert "metaservice_lineage_events_pending 2.0" in text
-        assert "metaservice_lineage_events_failing 1.0" in text
+        assert "metaservice_lineage_jobs_failing 1.0" in text
         assert "metaservice_lineage_delivery_failures_total 1.0" in text
         assert "metaservice_lineage_events_sent_total 0.0" in text
         assert "metaservice_lineage_oldest_pending_seconds " in text
@@ -189,16 +191,14 @@ def test_metrics_show_the_outbox(database: Database, settings: Settings, clock: 
 def test_the_cli_shows_where_the_outbox_stands(database: Database, database_url: str) -> None:
     write_events(database, {"nightly": 2, "hourly": 1})
     with database.transaction(write=True) as session:
-        [first, *_] = outbox_repo.claim(session, sender="s", now_ms=10, claim_ms=1, jobs=1,
-                                        per_job=1)
-        outbox_repo.record_failure(session, first.id, "s", error="HTTPError: 503",
+        outbox_repo.record_failure(session, "nightly", "s", error="HTTPError: 503",
                                    retry_at_ms=2**62)
     result = run_cli("--database-url", database_url, "lineage",
                      env={"OPENLINEAGE_URL": "http://127.0.0.1:9"})
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "OpenLineage: configured"
-    assert lines[1].startswith("outbox: 3 pending, 1 failing, oldest ")
+    assert lines[1].startswith("outbox: 3 events pending, 1 jobs failing, oldest ")
     assert lines[2].startswith("job\tpending\tnext event")
     nightly = lines[3].split("\t")
     assert nightly[:3] == ["nightly", "2", "COMPLETE 0"]
