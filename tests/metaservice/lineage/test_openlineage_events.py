@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from jsonschema import Draft202012Validator
+from sqlalchemy import select
 
 from metaservice.app import create_app
 from metaservice.clock import ManualClock
@@ -240,3 +241,44 @@ def test_the_events_validate_against_the_openlineage_json_schemas(
     assert len(receiver.events) == 11
     for event in receiver.events:
         check_with_json_schemas(event, [schema])
+
+
+def written_events(database: Database) -> list[dict[str, Any]]:
+    from metaservice.db.models import LineageOutboxRow
+
+    with database.transaction(write=False) as session:
+        return [json.loads(p) for p in session.scalars(
+            select(LineageOutboxRow.payload).order_by(LineageOutboxRow.id))]
+
+
+def test_invalidation_unregister_and_jobs_without_sources_have_their_events(
+        pipeline_app: Callable[[dict[str, str]], Any], database: Database) -> None:
+    app = pipeline_app({"OPENLINEAGE__TRANSPORT__TYPE": "console"})
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
+        plan(http, "ingest", [], ["lake.db.raw"])
+        plan(http, "a", ["lake.db.raw"], ["lake.db.clean"])
+        assert http.post("/jobs/ingest/start").status_code == 200
+        for snapshot, barrier in ((1, 100), (2, 200)):
+            assert http.post("/commit/ingest/lake/db/raw",
+                             json={"barrier": barrier, "snapshot_id": snapshot}).status_code == 200
+        assert http.post("/jobs/a/start", json={"from": "latest"}).json()["barrier"] == 200
+        plan_id = http.post("/rollback-plans",
+                            json={"table": "lake.db.raw", "barrier": 100}).json()["id"]
+        assert http.post(f"/rollback-plans/{plan_id}/apply").status_code == 200
+        answer = http.post("/jobs/a/barriers/next", json={"after": None}).json()
+        assert answer["action"] == "abort"
+        assert http.post(f"/rollback-plans/{plan_id}/complete").status_code == 200
+        assert http.post("/jobs/a/barriers/next", json={}).json()["action"] == "process"
+        assert http.post("/unregister/a").status_code == 200
+    events = written_events(database)
+    ingest = [e for e in events if e["job"]["name"] == "ingest"]
+    assert [(e["eventType"], versions(e["outputs"])) for e in ingest] == [
+        ("COMPLETE", {f"{CATALOG_URI} db.raw": "1"}), ("COMPLETE", {f"{CATALOG_URI} db.raw": "2"})]
+    a = [e for e in events if e["job"]["name"] == "a"]
+    assert [shape(e)[:2] for e in a] == [("START", 200), ("FAIL", 200), ("START", 100),
+                                         ("FAIL", 100)]
+    assert a[1]["run"]["facets"]["errorMessage"]["message"] == answer["reason"]
+    assert a[3]["run"]["facets"]["errorMessage"]["message"] == "job unregistered"
+    assert a[0]["run"]["runId"] == a[1]["run"]["runId"] != a[2]["run"]["runId"]
+    for event in events:
+        check_with_client_models(event, {ol.BARRIER_FACET})
