@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
@@ -23,6 +26,7 @@ from metaservice.jobs.endpoints import router as jobs_router
 from metaservice.leases.endpoints import router as leases_router
 from metaservice.limits import BodySizeLimit, TokenBucket
 from metaservice.lineage.endpoints import router as lineage_router
+from metaservice.lineage.sender import OutboxSender, client_from_environment, naming_from
 from metaservice.observability.endpoints import router as observability_router
 from metaservice.observability.metrics import install_metrics
 from metaservice.rollback.endpoints import router as rollback_router
@@ -34,10 +38,28 @@ from metaservice.versions.endpoints import router as versions_router
 DOCS_ASSETS = "/docs/assets"
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """The OpenLineage sender runs while the server does (when OpenLineage is configured)."""
+    sender: OutboxSender | None = app.state.lineage_sender
+    if sender is not None:
+        sender.start()
+    try:
+        yield
+    finally:
+        if sender is not None:
+            sender.stop()
+
+
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
-               database: Database | None = None) -> FastAPI:
+               database: Database | None = None,
+               openlineage_client: object | None = None) -> FastAPI:
     """Build the app. The database schema must already be migrated (``metaservice db upgrade``
-    or ``metaservice serve``, which migrates first)."""
+    or ``metaservice serve``, which migrates first).
+
+    OpenLineage events are written and sent when ``openlineage_client`` is given, or else when
+    the environment configures the OpenLineage client (``lineage/sender.py``); the sender
+    thread starts with the server's lifespan (``app.state.lineage_sender``)."""
     settings = settings or get_settings()
     database = database or Database(
         build_engine(settings.database_url, sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms))
@@ -51,10 +73,19 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
                     "lineage, timestamp barriers, snapshot leases, delay and rollback plans.",
         responses=ERROR_RESPONSES,
         dependencies=[Depends(authorize)],
+        lifespan=_lifespan,
     )
     app.state.settings = settings
     app.state.database = database
     app.state.context = ServiceContext(settings=settings, clock=clock or SystemClock())
+    client = openlineage_client if openlineage_client is not None else client_from_environment()
+    app.state.lineage_sender = None
+    if client is not None:
+        app.state.context.lineage = naming_from(settings)
+        app.state.lineage_sender = OutboxSender.with_client(
+            database, client, poll_seconds=settings.lineage_poll_seconds,
+            claim_seconds=settings.lineage_claim_seconds,
+            max_backoff_seconds=settings.lineage_max_backoff_seconds)
     app.state.token_cache = TokenCache()
     app.state.rate_limiter = (
         TokenBucket(settings.rate_limit_per_second, settings.rate_limit_burst)

@@ -1,5 +1,5 @@
-"""The metaservice command: serve the REST API, manage its database schema and tokens, run
-the demo, open DuckDB on the catalog."""
+"""The ``metaservice`` command: serve the REST API, manage its database schema and tokens, run
+the demo, open DuckDB on the catalog, and show where the OpenLineage outbox stands."""
 
 from __future__ import annotations
 
@@ -182,6 +182,47 @@ def cmd_token_revoke(args: argparse.Namespace) -> None:
     print(f"revoked token {args.name!r}")
 
 
+def cmd_lineage(args: argparse.Namespace) -> None:
+    """Where the OpenLineage outbox stands: events waiting, jobs whose delivery failed, and per
+    job the next event to deliver."""
+    from metaservice.clock import SystemClock
+    from metaservice.lineage import repository as outbox_repo
+    from metaservice.lineage.sender import configured_in_environment
+
+    settings = _settings(args)
+    try:
+        with _write_transaction(settings) as session:
+            standing = outbox_repo.standing(session)
+            jobs = outbox_repo.job_standings(session, args.jobs)
+    except SQLAlchemyError as exc:
+        raise CommandError(f"cannot read the outbox: {_first_line(exc)} "
+                           "(is the database migrated? `metaservice db upgrade`)") from None
+    now = SystemClock().now_ms()
+    configured = ("configured" if configured_in_environment()
+                  else "not configured here (no events are written)")
+    print(f"OpenLineage: {configured}")
+    oldest = ("" if standing.oldest_created_at is None
+              else f", oldest {_age(now - standing.oldest_created_at)} old")
+    print(f"outbox: {standing.pending} events pending, {standing.failing_jobs} jobs failing"
+          f"{oldest}")
+    if jobs:
+        print("job\tpending\tnext event\tage\tattempts\tnext try\tlast error")
+    for job in jobs:
+        retry = "now" if job.next_attempt_at <= now else f"in {_age(job.next_attempt_at - now)}"
+        print(f"{job.job}\t{job.pending}\t{job.head_event_type} {job.head_barrier}\t"
+              f"{_age(now - job.head_created_at)}\t{job.attempts}\t{retry}\t"
+              f"{job.last_error or '-'}")
+
+
+def _age(ms: int) -> str:
+    seconds = max(0, ms) / 1000
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}min"
+    return f"{seconds / 3600:.1f}h"
+
+
 def _first_line(exc: Exception) -> str:
     return str(getattr(exc, "orig", exc)).strip().splitlines()[0]
 
@@ -237,6 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = token_sub.add_parser("revoke", help="revoke a token by name")
     revoke.add_argument("name")
     revoke.set_defaults(func=cmd_token_revoke)
+
+    lineage = sub.add_parser("lineage", help="where the OpenLineage outbox stands: events "
+                                             "pending, per job the next to deliver")
+    lineage.add_argument("--jobs", type=int, default=20, help="jobs listed (default 20)")
+    lineage.set_defaults(func=cmd_lineage)
 
     from metaservice.demo import build_parser as build_demo_parser
 

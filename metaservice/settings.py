@@ -73,6 +73,23 @@ class Settings(BaseSettings):
                     "with no retry) reuse pooled connections, and one closed by the server as "
                     "it is reused fails a job's request with 'connection reset' (uvicorn's "
                     "default is 5 s)")
+    public_url: str | None = Field(
+        default=None, pattern=r"^https?://[^\s]+$",
+        description="the URL clients reach this server at, for the names it gives out "
+                    "(OpenLineage events name its Iceberg catalog and facet schema by it); "
+                    "default http://<host>:<port>")
+    lineage_poll_seconds: float = Field(
+        default=0.5, gt=0, le=60,
+        description="when OpenLineage is configured: how often an idle sender looks for "
+                    "events to deliver")
+    lineage_claim_seconds: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="a sender's claim on the events it is delivering: a crashed server's "
+                    "events are delivered by another (or by it, restarted) once it lapses")
+    lineage_max_backoff_seconds: float = Field(
+        default=60.0, gt=0, le=3600,
+        description="the longest wait before an event whose delivery failed is tried again "
+                    "(1 s, doubling up to this)")
     read_session_seconds: float = Field(
         default=3600.0, gt=0, le=30 * 86_400,
         description="a catalog view's read session (lake@strong) lasts this long after its last "

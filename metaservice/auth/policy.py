@@ -3,7 +3,8 @@
 Roles are ordered: ``reader`` < ``writer`` < ``admin``. Reads, versions and leases need a reader;
 the barrier protocol and root reports a writer; tokens, expirations and rollbacks an admin.
 The Iceberg catalog's reads need a reader, its commits a writer, its drops an admin.
-Probes, metrics, the API documents and the dashboard page are public. A route that is not in
+Probes, metrics, the API documents, the dashboard page and the schema of the OpenLineage
+run facet are public. A route that is not in
 :data:`ROUTE_ROLES` needs ``admin`` if it changes anything and ``reader`` otherwise, so a new
 mutating route is never left open by accident.
 """
@@ -33,6 +34,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("GET", "/redoc"): PUBLIC,
     ("GET", "/ui"): PUBLIC,
     ("GET", "/ui/{path:path}"): PUBLIC,
+    # The JSON schema of MetaService's OpenLineage run facet, named in every event it sends.
+    ("GET", "/openlineage/facets/1-0-0/MetaServiceBarrierRunFacet.json"): PUBLIC,
     # Token administration reads need an admin too.
     ("GET", "/admin/tokens"): Role.admin,
     # Readers: versions and leases change nothing but usage records.

@@ -27,6 +27,7 @@ from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow, 
 from metaservice.delay.formulas import hop_latency
 from metaservice.expirations import handout
 from metaservice.jobs import repository as jobs_repo
+from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
 from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
@@ -159,8 +160,9 @@ def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snaps
         barrier = assigned_barrier(ctx, table)
     checks = barriers_repo.commit_checks(session, table.id, barrier, snapshot_id)
     _refuse_fenced(table, checks)
-    record_completed_barrier(session, ctx, table, checks, barrier=barrier,
-                             snapshot_id=snapshot_id, writer_job=None, writer_run=None)
+    if record_completed_barrier(session, ctx, table, checks, barrier=barrier,
+                                snapshot_id=snapshot_id, writer_job=None, writer_run=None):
+        lineage_emission.root_reported(session, ctx, str(name), barrier, snapshot_id)
     return Completed(str(name), barrier, snapshot_id)
 
 
@@ -250,6 +252,7 @@ def _pin(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Table
         progress.state, progress.attempts = "in_progress", progress.attempts + 1
         progress.snapshots, progress.previous = snapshots, previous
     session.flush()
+    lineage_emission.barrier_handed_out(session, ctx, job)
     logger.info("barrier_pinned", extra={"job": job.name, "barrier": barrier, "run": job.run})
     return pinned_position(job)
 
@@ -390,6 +393,7 @@ def next_barrier(session: Session, ctx: ServiceContext, name: str, after: int | 
         progress = barriers_repo.progress(session, job.name, job.run, job.pinned_barrier)
         if progress is not None:
             progress.state = "invalidated"
+        lineage_emission.barrier_failed(session, ctx, job, job.pin_invalidated_reason)
         _clear_pin(job)
         return position
     if _sinks_fenced(session, name):  # a rollback is under way: nothing is written meanwhile
@@ -482,8 +486,10 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
     job.updated_at = now
     if has_sources:
         _finish_if_all_sinks_committed(session, ctx, job, sinks, target)
-    elif job.last_committed_barrier is None or target > job.last_committed_barrier:
-        job.last_committed_barrier = target
+    else:
+        lineage_emission.sink_committed(session, ctx, job, str(table_name), target, snapshot_id)
+        if job.last_committed_barrier is None or target > job.last_committed_barrier:
+            job.last_committed_barrier = target
     return Completed(str(table_name), target, snapshot_id)
 
 
@@ -496,6 +502,7 @@ def _finish_if_all_sinks_committed(session: Session, ctx: ServiceContext, job: J
         if progress is not None:
             progress.state, progress.finished_at = "committed", ctx.clock.now_ms()
         job.last_committed_barrier = barrier
+        lineage_emission.barrier_completed(session, ctx, job, barrier)
         _clear_pin(job)
         logger.info("barrier_committed", extra={"job": job.name, "barrier": barrier})
 
@@ -513,6 +520,7 @@ def abort(session: Session, ctx: ServiceContext, name: str, barrier: int,
     job = _running_job(session, name)
     progress = barriers_repo.progress(session, name, job.run, barrier)
     if job.pinned_barrier == barrier:
+        lineage_emission.barrier_failed(session, ctx, job, reason)
         _clear_pin(job)
         job.updated_at = ctx.clock.now_ms()
         if progress is not None:

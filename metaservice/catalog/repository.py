@@ -95,26 +95,29 @@ def list_tables(session: Session, namespace: str, after: str | None = None,
 
 
 def insert_pointer(session: Session, namespace: str, name: str, metadata_location: str,
-                   now_ms: int, *, table_uuid: str) -> bool:
+                   now_ms: int, *, table_uuid: str, location: str) -> bool:
     """Create the pointer at version 1; False when the table exists (race-safe). A name a
-    view has is refused (409)."""
+    view has is refused (409). ``location`` is the table location's key (``Warehouse.key``)."""
     refuse_view_name(session, namespace, name)
     stmt = _insert(session)(IcebergTableRow).values(
         namespace=namespace, name=name, metadata_location=metadata_location, version=1,
-        created_at=now_ms, updated_at=now_ms, table_uuid=table_uuid,
+        created_at=now_ms, updated_at=now_ms, table_uuid=table_uuid, location=location,
     ).on_conflict_do_nothing(index_elements=["namespace", "name"]).returning(
         IcebergTableRow.version)
     return session.execute(stmt).first() is not None
 
 
 def swap_pointer(session: Session, namespace: str, name: str, *, expected_version: int,
-                 metadata_location: str, now_ms: int, table_uuid: str | None = None) -> bool:
+                 metadata_location: str, now_ms: int, table_uuid: str | None = None,
+                 location: str | None = None) -> bool:
     """Compare-and-swap: point at ``metadata_location`` if the version is still the one read
-    (and record the table's identity, when given)."""
+    (and record the table's identity and location key, when given)."""
     values: dict[str, object] = {"metadata_location": metadata_location,
                                  "version": expected_version + 1, "updated_at": now_ms}
     if table_uuid is not None:
         values["table_uuid"] = table_uuid
+    if location is not None:
+        values["location"] = location
     result = session.execute(
         update(IcebergTableRow)
         .where(IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
@@ -191,11 +194,12 @@ def pointers_without_identity(session: Session) -> list[IcebergTableRow]:
 
 
 def set_identity(session: Session, namespace: str, name: str, *, version: int,
-                 table_uuid: str) -> bool:
+                 table_uuid: str, location: str) -> bool:
     return session.execute(update(IcebergTableRow).where(
         IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
         IcebergTableRow.version == version,
-    ).values(table_uuid=table_uuid).returning(IcebergTableRow.version)).first() is not None
+    ).values(table_uuid=table_uuid, location=location).returning(
+        IcebergTableRow.version)).first() is not None
 
 
 def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str, str],

@@ -417,7 +417,8 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         _claim_locations(session, name, keys, str(metadata.table_uuid), replaces=False,
                          now_ms=ctx.clock.now_ms())
         if not repo.insert_pointer(session, namespace, name.table, metadata_location,
-                                   ctx.clock.now_ms(), table_uuid=str(metadata.table_uuid)):
+                                   ctx.clock.now_ms(), table_uuid=str(metadata.table_uuid),
+                                   location=keys[0]):
             raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
@@ -469,10 +470,11 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
             if not repo.swap_pointer(session, namespace, qualified.table,
                                      expected_version=existing.version,
                                      metadata_location=metadata_location, now_ms=now,
-                                     table_uuid=str(metadata.table_uuid)):
+                                     table_uuid=str(metadata.table_uuid), location=keys[0]):
                 raise CommitFailedError(f"{qualified} changed concurrently; retry")
         elif not repo.insert_pointer(session, namespace, qualified.table, metadata_location,
-                                     now, table_uuid=str(metadata.table_uuid)):
+                                     now, table_uuid=str(metadata.table_uuid),
+                                     location=keys[0]):
             raise AlreadyExistsError(f"table already exists: {namespace}.{qualified.table}")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
@@ -675,14 +677,17 @@ def _stage(catalog: CatalogSite, name: TableName, pointer: IcebergTableRow | Non
 def _swap(session: Session, ctx: ServiceContext, staged: StagedCommit) -> None:
     name, now = staged.name, ctx.clock.now_ms()
     uuid = str(staged.metadata.table_uuid)
+    location = staged.claims[0] if staged.claims else None
     if staged.base_version is None:
+        assert location is not None
         if not repo.insert_pointer(session, name.database, name.table,
-                                   staged.metadata_location, now, table_uuid=uuid):
+                                   staged.metadata_location, now, table_uuid=uuid,
+                                   location=location):
             raise CommitFailedError(f"table already exists: {name.database}.{name.table}")
     elif not repo.swap_pointer(session, name.database, name.table,
                                expected_version=staged.base_version,
                                metadata_location=staged.metadata_location, now_ms=now,
-                               table_uuid=uuid):
+                               table_uuid=uuid, location=location):
         raise CommitFailedError(f"{name} was changed by a concurrent commit; refresh and retry")
 
 
@@ -965,7 +970,8 @@ def fill_identities(database: Database, catalog: CatalogSite, now_ms: int) -> in
             with database.transaction(write=True) as session:
                 repo.lock_locations(session)
                 if not repo.set_identity(session, namespace, table, version=version,
-                                         table_uuid=str(metadata.table_uuid)):
+                                         table_uuid=str(metadata.table_uuid),
+                                         location=keys[0]):
                     continue  # committed meanwhile: its commit recorded the identity
                 _claim_locations(session, table_name(catalog, namespace, table), keys,
                                  str(metadata.table_uuid), replaces=True, now_ms=now_ms)

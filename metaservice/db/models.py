@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Text,
     UniqueConstraint,
     text,
 )
@@ -318,6 +319,8 @@ class IcebergTableRow(Base):
     # The table's identity (its metadata's table-uuid): no two tables share it (SPEC §11,
     # Trust). Null only for a row older than it, until the server's next start fills it.
     table_uuid: Mapped[str | None] = mapped_column(String(36))
+    # Its current location, normalised (``Warehouse.key``): what lineage names it by.
+    location: Mapped[str | None] = mapped_column(String(2048))
 
 
 class CatalogLocationRow(Base):
@@ -408,3 +411,43 @@ class IdempotencyKeyRow(Base):
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     expires_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+# -- OpenLineage (SPEC §8): events waiting to be delivered -------------------------------------
+
+
+class LineageOutboxRow(Base):
+    """An OpenLineage event, written in the transaction of the hand-out, commit, root report or
+    abort it describes, and deleted once delivered. ``id`` orders the events of one job: they
+    are written under the job's row lock (or its root table's)."""
+
+    __tablename__ = "lineage_outbox"
+    __table_args__ = (Index("ix_lineage_outbox_job_id", "job", "id"),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    # The OpenLineage job's name (its namespace is in the payload).
+    job: Mapped[str] = mapped_column(
+        String(400), ForeignKey("lineage_outbox_jobs.job"), nullable=False)
+    event_type: Mapped[str] = mapped_column(String(16), nullable=False)
+    barrier: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    payload: Mapped[str] = mapped_column(Text, nullable=False)  # the RunEvent's JSON
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class LineageOutboxJobRow(Base):
+    """One row per OpenLineage job that ever had an event: its delivery state. A sender claims
+    a job (until ``claimed_until``) and delivers its events in order; a failed delivery makes
+    the job wait until ``next_attempt_at``. A crashed sender's claim lapses and another sender
+    delivers (at least once). Rows are few (one per job and root table) and kept."""
+
+    __tablename__ = "lineage_outbox_jobs"
+
+    job: Mapped[str] = mapped_column(String(400), primary_key=True)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0,
+                                          server_default=text("0"))
+    next_attempt_at: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0,
+                                                 server_default=text("0"))
+    claimed_until: Mapped[int | None] = mapped_column(BigInteger)
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    last_error: Mapped[str | None] = mapped_column(String(500))

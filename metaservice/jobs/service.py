@@ -20,6 +20,7 @@ from metaservice.barriers.service import (
 from metaservice.context import ServiceContext
 from metaservice.db.models import JobRow
 from metaservice.jobs import repository as jobs_repo
+from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
 from metaservice.topology.graph import JobEdges
@@ -215,6 +216,7 @@ def unregister(session: Session, ctx: ServiceContext, name: str,
         if progress is not None and progress.state == "in_progress":
             progress.state = "aborted"
             progress.last_abort_reason = "job unregistered"
+            lineage_emission.barrier_failed(session, ctx, job, "job unregistered")
     job.pinned_barrier = job.pinned_after = job.pinned_at = None
     job.pinned_snapshots = job.pinned_previous = None
     job.pin_invalidated_reason = None

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import orjson
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from metaservice.deps import Context, ReadSession
-from metaservice.lineage import service
+from metaservice.lineage import openlineage, service
 from metaservice.lineage.schemas import LineageOut, SnapshotLineage, TableLineageOut
+from metaservice.lineage.sender import naming_from
 from metaservice.names import TableName
 from metaservice.path_params import BarrierPath, CatalogPath, DatabasePath, TablePath
 from metaservice.schemas import TextInt
@@ -61,3 +62,15 @@ def get_snapshot_lineage(catalog: CatalogPath, database: DatabasePath, table: Ta
                          session: ReadSession, ctx: Context) -> SnapshotLineage:
     """Exactly which source snapshots produced the table's snapshot at the barrier."""
     return service.snapshot_lineage(session, ctx, TableName(catalog, database, table), barrier)
+
+
+@router.get(openlineage.BARRIER_FACET_PATH, operation_id="openlineage_barrier_facet_schema",
+            response_class=Response,
+            responses={200: {"content": {"application/schema+json": {}},
+                             "description": "a JSON schema (draft 2020-12)"}})
+def openlineage_barrier_facet_schema(request: Request) -> Response:
+    """The JSON schema of ``metaservice_barrier``, the run facet of MetaService's OpenLineage
+    events (its ``_schemaURL``)."""
+    url = naming_from(request.app.state.settings).barrier_facet_schema_url
+    return Response(orjson.dumps(openlineage.barrier_facet_schema(url)),
+                    media_type="application/schema+json")

@@ -8,7 +8,9 @@ Two kinds:
   consistency type (``strong``, ``weak``, ``barrier``) and outcome, lease operations.
 - **Computed at scrape** from the database (a collector): table lag and job local lag
   (SPEC §7), the recent hop latency per job, active leases and the snapshots they hold, tables
-  fenced by a rollback.
+  fenced by a rollback, and the OpenLineage outbox: events pending, jobs whose last delivery
+  failed, the age of the oldest event; with the events this process's sender delivered and the
+  deliveries that failed.
 
 Each app has its own registry (several apps live in one test process); a multi-process
 deployment is scraped per process (the scrape-time gauges read the shared database, so every
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
@@ -33,6 +35,8 @@ from metaservice.db.models import LeaseRow, LeaseSnapshotRow, RollbackFenceRow
 from metaservice.db.session import Database
 from metaservice.delay import formulas
 from metaservice.delay import repository as delay_repo
+from metaservice.lineage import repository as outbox_repo
+from metaservice.lineage.sender import OutboxSender
 
 logger = logging.getLogger(__name__)
 
@@ -169,9 +173,11 @@ def _error_code(body: bytes) -> str | None:
 class PipelineCollector(Collector):
     """Gauges computed from the database at each scrape."""
 
-    def __init__(self, database: Database, context: ServiceContext) -> None:
+    def __init__(self, database: Database, context: ServiceContext,
+                 lineage_sender: OutboxSender | None = None) -> None:
         self.database = database
         self.context = context
+        self.lineage_sender = lineage_sender
 
     def describe(self) -> Iterable[Metric]:
         return []  # computed at scrape; nothing to describe up front
@@ -199,6 +205,7 @@ class PipelineCollector(Collector):
                 .join(LeaseRow, LeaseRow.id == LeaseSnapshotRow.lease_id)
                 .where(LeaseRow.expires_at > now)) or 0
             fenced = session.scalar(select(func.count()).select_from(RollbackFenceRow)) or 0
+            outbox = outbox_repo.standing(session)
         latest = {t.name: t.latest_barrier for t in tables}
 
         table_lag = GaugeMetricFamily("metaservice_table_lag_seconds",
@@ -230,25 +237,47 @@ class PipelineCollector(Collector):
         yield local
         yield hop
 
-        for metric, help_text, value in (
+        for metric, help_text, amount in (
             ("metaservice_running_jobs", "Jobs in the topology.", len(topology.jobs)),
             ("metaservice_tables", "Tables known to the service.", len(tables)),
             ("metaservice_leases_active", "Leases not expired.", active),
             ("metaservice_leased_snapshots", "Snapshots held by leases not expired.", leased),
             ("metaservice_rollback_fenced_tables",
              "Tables fenced by an applied rollback plan not completed yet.", fenced),
+            ("metaservice_lineage_events_pending",
+             "OpenLineage events in the outbox, not delivered yet.", float(outbox.pending)),
+            ("metaservice_lineage_jobs_failing",
+             "OpenLineage jobs whose last delivery failed: their events wait, retried with "
+             "backoff.", float(outbox.failing_jobs)),
+            ("metaservice_lineage_oldest_pending_seconds",
+             "Age of the oldest OpenLineage event not delivered yet (0: none).",
+             0 if outbox.oldest_created_at is None
+             else max(0, now - outbox.oldest_created_at) / 1000),
             ("metaservice_pipeline_metrics_up", "1 when the scrape-time gauges could be computed.",
              1),
         ):
             gauge = GaugeMetricFamily(metric, help_text)
-            gauge.add_metric([], value)
+            gauge.add_metric([], amount)
             yield gauge
+        counts = self.lineage_sender.counts if self.lineage_sender is not None else None
+        for metric, help_text, value in (
+            ("metaservice_lineage_events_sent",
+             "OpenLineage events this process's sender delivered.",
+             counts.sent if counts else 0),
+            ("metaservice_lineage_delivery_failures",
+             "Deliveries of OpenLineage events that failed in this process (each is retried).",
+             counts.failed if counts else 0),
+        ):
+            counter = CounterMetricFamily(metric, help_text)
+            counter.add_metric([], value)
+            yield counter
 
 
 def install_metrics(app: Any) -> Metrics:
     """Create the app's registry, its middleware and its scrape-time collector."""
     metrics = Metrics()
-    metrics.registry.register(PipelineCollector(app.state.database, app.state.context))
+    metrics.registry.register(PipelineCollector(app.state.database, app.state.context,
+                                                getattr(app.state, "lineage_sender", None)))
     app.state.metrics = metrics
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return metrics

@@ -24,6 +24,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("catalog_tables") as batch:
         batch.add_column(sa.Column("table_uuid", sa.String(length=36), nullable=True))
+        batch.add_column(sa.Column("location", sa.String(length=2048), nullable=True))
     op.create_index("ux_catalog_tables_table_uuid", "catalog_tables", ["table_uuid"],
                     unique=True)
     op.create_table(
@@ -41,4 +42,5 @@ def downgrade() -> None:
     op.drop_table("catalog_locations")
     op.drop_index("ux_catalog_tables_table_uuid", table_name="catalog_tables")
     with op.batch_alter_table("catalog_tables") as batch:
+        batch.drop_column("location")
         batch.drop_column("table_uuid")

@@ -1,0 +1,122 @@
+"""Commit latency with OpenLineage's sender running, and with its receiver down, next to none.
+
+Three ``metaservice serve`` processes, each on a fresh database, run side by side; one
+keep-alive connection reports root snapshots (``POST /tables/lake/ingest/t/barriers``, the
+latest snapshot again at a barrier the service assigns: every answer is a durable commit, and
+with OpenLineage configured an event written to the outbox in its transaction) one after the
+other, for the same time:
+
+- **none**: OpenLineage not configured (the baseline: nothing written, no sender);
+- **delivering**: ``OPENLINEAGE_URL`` names a receiver that takes every event (an HTTP server
+  thread of this process answering 201); the sender delivers while the commits go on;
+- **receiver down**: ``OPENLINEAGE_URL`` names a port nothing listens on, for the whole series
+  (three minutes in full runs): every delivery fails, the events wait, the sender retries.
+
+The series take turns, a few seconds each, round after round, so that other work on a shared
+machine weighs on the three alike.
+
+Goal: the commit latency does not depend on the receiver: p50 and p99 of each series within
+25 % of the baseline's. The notes give the events delivered or waiting at the end.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from benchmarks import _environment as environment
+from benchmarks._report import Result, percentile
+
+PATH = "/tables/lake/ingest/t/barriers"
+BODY = b'{"snapshot_id": 1}'
+
+
+@contextmanager
+def receiver() -> Iterator[tuple[str, list[int]]]:
+    """An OpenLineage HTTP endpoint taking every event; yields its URL and a one-item counter."""
+    received = [0]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            received[0] += 1
+            self.send_response(201)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def pending(database_url: str) -> int:
+    from metaservice.db.engine import build_engine
+    from metaservice.db.session import Database
+    from metaservice.lineage import repository
+
+    database = Database(build_engine(database_url))
+    try:
+        with database.transaction(write=False) as session:
+            return repository.standing(session).pending
+    finally:
+        database.dispose()
+
+
+def run_backend(label: str, make_database, seconds: float,  # type: ignore[no-untyped-def]
+                rounds: int) -> list[Result]:
+    """The three servers run side by side the whole time; the series take turns, round after
+    round, so that the load of a shared machine falls on all three alike."""
+    closed = environment.free_port()
+    samples: dict[str, list[float]] = {"none": [], "live": [], "down": []}
+    with ExitStack() as stack:
+        live_url, received = stack.enter_context(receiver())
+        urls = {name: stack.enter_context(make_database(f"ol_{name}")) for name in samples}
+        envs = {"none": {"OPENLINEAGE_DISABLED": "true"},
+                "live": {"OPENLINEAGE_URL": live_url},
+                "down": {"OPENLINEAGE_URL": f"http://127.0.0.1:{closed}"}}
+        servers = {name: stack.enter_context(
+            environment.server_processes(urls[name], extra_env=envs[name]))[0]
+            for name in samples}
+        started = time.monotonic()
+        for _ in range(rounds):
+            for name, server in servers.items():
+                latencies, _cpu = server.sequential(PATH, seconds, method="POST", body=BODY)
+                samples[name] += latencies
+        down_for = time.monotonic() - started
+        time.sleep(2)  # the live sender catches up
+        left = {name: pending(urls[name]) for name in ("live", "down")}
+    results = []
+    baseline = samples["none"]
+    for name, title, note in (
+        ("live", "sender delivering",
+         f"{received[0]} events received, {left['live']} waiting 2 s after the last series"),
+        ("down", "receiver down",
+         f"receiver down for the whole run ({down_for:.0f} s): {left['down']} events waiting, "
+         "none lost"),
+    ):
+        for p in (50, 99):
+            results.append(Result.compare(
+                f"root report p{p}, {title} ({label})", percentile(samples[name], p), "ms",
+                baseline="no OpenLineage", baseline_value=percentile(baseline, p),
+                goal="within 25 %", met_if=lambda ratio: ratio >= 0.8, higher_is_better=False,
+                notes=f"{len(samples[name])} commits vs {len(baseline)} in {rounds} rounds "
+                      f"of {seconds:.0f} s; {note}"))
+    return results
+
+
+def run(quick: bool) -> list[Result]:
+    seconds, rounds = (3.0, 2) if quick else (10.0, 6)
+    results = run_backend("PostgreSQL", environment.postgres_schema, seconds, rounds) \
+        if environment.postgres_reachable() else []
+    results += run_backend("SQLite", environment.sqlite_file, seconds, rounds)
+    return results
