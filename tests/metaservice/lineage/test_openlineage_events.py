@@ -44,19 +44,35 @@ EXPECTED = {
 }
 
 
-def run_pipeline(http: httpx.Client) -> None:
+def run_pipeline(http: httpx.Client, app: Any = None) -> None:
     """src → j → mid → k → out. Newer source snapshots land before each commit: the events
-    must name the snapshots read at the barrier, not the newest."""
+    must name the snapshots read at the barrier, not the newest. With ``app``, ``src`` is a
+    table of the built-in catalog (``src_in_the_builtin_catalog``): its root snapshots are
+    recorded as the catalog's commits record them."""
     def ok(response: httpx.Response) -> dict[str, Any]:
         assert response.status_code == 200, response.text
         return response.json()
 
+    def report_src(snapshot_id: int, barrier: int) -> None:
+        if app is None:
+            ok(http.post("/tables/lake/db/src/barriers",
+                         json={"snapshot_id": snapshot_id, "barrier": barrier}))
+            return
+        from metaservice.barriers import service as barriers_service
+        from metaservice.names import TableName
+
+        with app.state.database.transaction(write=True) as session:
+            barriers_service.report_root(session, app.state.context,
+                                         TableName.parse("lake.db.src"),
+                                         snapshot_id=snapshot_id, barrier=barrier,
+                                         via_catalog=True)
+
     plan(http, "j", ["lake.db.src"], ["lake.db.mid"])
     plan(http, "k", ["lake.db.mid"], ["lake.db.out"])
-    ok(http.post("/tables/lake/db/src/barriers", json={"snapshot_id": 11, "barrier": 1000}))
-    ok(http.post("/tables/lake/db/src/barriers", json={"snapshot_id": 12, "barrier": 2000}))
+    report_src(11, 1000)
+    report_src(12, 2000)
     assert ok(http.post("/jobs/j/start", json={"from": "latest"}))["barrier"] == 2000
-    ok(http.post("/tables/lake/db/src/barriers", json={"snapshot_id": 13, "barrier": 3000}))
+    report_src(13, 3000)
     ok(http.post("/commit/j/lake/db/mid", json={"barrier": 2000, "snapshot_id": 21}))
     assert ok(http.post("/jobs/k/start", json={"from": "latest"}))["barrier"] == 2000
     assert ok(http.post("/jobs/j/barriers/next", json={"after": 2000}))["barrier"] == 3000
@@ -180,7 +196,7 @@ def test_a_pipeline_s_events_reach_an_http_receiver_named_exactly(
         app = pipeline_app({"OPENLINEAGE_URL": receiver.url})
         src_in_the_builtin_catalog(database)
         with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
-            run_pipeline(http)
+            run_pipeline(http, app)
             assert receiver.events == []  # written, not sent: the sender is not running
             assert outbox_count(database) == 11
             deliver_all(app)
@@ -199,7 +215,7 @@ def test_a_pipeline_s_events_reach_the_file_transport(
                         "OPENLINEAGE__TRANSPORT__APPEND": "true"})
     src_in_the_builtin_catalog(database)
     with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
-        run_pipeline(http)
+        run_pipeline(http, app)
         deliver_all(app)
         schema = served_facet_schema(http)
     events = [json.loads(line) for line in path.read_text().splitlines()]
@@ -235,7 +251,7 @@ def test_the_events_validate_against_the_openlineage_json_schemas(
         app = pipeline_app({"OPENLINEAGE_URL": receiver.url})
         src_in_the_builtin_catalog(database)
         with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
-            run_pipeline(http)
+            run_pipeline(http, app)
             deliver_all(app)
             schema = served_facet_schema(http)
     assert len(receiver.events) == 11
