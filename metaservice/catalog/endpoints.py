@@ -18,14 +18,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter
 from pydantic import ValidationError
-from pyiceberg.catalog.rest import CreateTableRequest, RegisterTableRequest
+from pyiceberg.catalog.rest import RegisterTableRequest
 from pyiceberg.table import CommitTableRequest
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.policy import Role
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
-from metaservice.catalog import read_sessions, service, views
+from metaservice.catalog import read_sessions, service, validation, views
 from metaservice.catalog.errors import (
     BadRequestError,
     ForbiddenError,
@@ -235,8 +235,7 @@ def list_tables(session: ReadSession, namespace: str) -> dict[str, Any]:
 @router.post("/v1/namespaces/{namespace}/tables", operation_id="iceberg_create_table")
 def create_table(request: Request, session: WriteSession, ctx: Context, namespace: str,
                  body: JsonObject) -> Response:
-    parsed = CreateTableRequest.model_validate(
-        {"location": None, "partition-spec": None, "write-order": None, **body})
+    parsed = validation.create_table_request(body)
     return _table_response(service.create_table(session, ctx, _site(request),
                                                 _levels(namespace), parsed))
 

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
 from pyiceberg.catalog import MetastoreCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
@@ -35,7 +34,7 @@ from sqlalchemy.orm import Session
 from metaservice import errors as domain_errors
 from metaservice.auth.service import Principal
 from metaservice.barriers import service as barriers_service
-from metaservice.catalog import read_sessions, views
+from metaservice.catalog import read_sessions, validation, views
 from metaservice.catalog import repository as repo
 from metaservice.catalog.changes import REPLACE, CommitChanges, commit_changes
 from metaservice.catalog.errors import (
@@ -272,8 +271,9 @@ def create_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
             partition_spec=request.partition_spec or UNPARTITIONED_PARTITION_SPEC,
             sort_order=request.write_order or UNSORTED_SORT_ORDER,
             location=location.rstrip("/"), properties=properties)
-    except (ValueError, ValidationError) as exc:
-        raise BadRequestError(f"invalid table: {_reason(exc)}") from exc
+    except validation.INVALID_METADATA as exc:
+        raise BadRequestError(f"invalid table: {validation.describe(exc)}") from exc
+    validation.table_metadata(metadata, catalog.warehouse.root)
     if request.stage_create:
         return LoadedTable(metadata, None)
     metadata_location = catalog.warehouse.new_metadata_location(metadata, 0)
@@ -293,9 +293,10 @@ def register_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     _namespace(session, namespace)
     try:
         metadata = catalog.warehouse.read(metadata_location)
-    except (OSError, ValueError, ValidationError) as exc:
+    except validation.UNREADABLE_METADATA_FILE as exc:
         raise BadRequestError(f"cannot read metadata file {metadata_location}: "
-                              f"{_reason(exc)}") from exc
+                              f"{validation.describe(exc)}") from exc
+    validation.table_metadata(metadata, catalog.warehouse.root)
     now = ctx.clock.now_ms()
     existing = repo.get_pointer(session, namespace, qualified.table)
     if existing is not None:
@@ -379,23 +380,12 @@ class StagedCommit:
     removed_cut_files: list[str] = field(default_factory=list)
 
 
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0] if exc.errors() else {"msg": str(exc), "loc": ()}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return f"{where}: {first['msg']}" if where else str(first["msg"])
-    return str(exc)[:500]
-
-
 def parse_commit(body: Any, *, namespace: str | None = None,
                  table: str | None = None) -> CommitTableRequest:
     """A commit request; a single-table commit may leave out the identifier its path gives."""
     if isinstance(body, dict) and body.get("identifier") is None and table is not None:
         body = {**body, "identifier": {"namespace": [namespace], "name": table}}
-    try:
-        return CommitTableRequest.model_validate(body)
-    except ValidationError as exc:
-        raise BadRequestError(f"invalid commit: {_reason(exc)}") from exc
+    return validation.commit_request(body)
 
 
 def _stage(session: Session, catalog: CatalogSite, namespace: str, table: str,
@@ -422,8 +412,9 @@ def _stage(session: Session, catalog: CatalogSite, namespace: str, table: str,
             metadata_location=pointer.metadata_location if pointer is not None else None)
     except CommitFailedException as exc:
         raise CommitFailedError(f"{name}: {exc}") from exc
-    except (ValueError, ValidationError, KeyError, TypeError) as exc:
-        raise BadRequestError(f"invalid update of {name}: {_reason(exc)}") from exc
+    except validation.INVALID_METADATA as exc:
+        raise BadRequestError(f"invalid update of {name}: {validation.describe(exc)}") from exc
+    validation.table_update(base, metadata, catalog.warehouse.root)
     version = (MetastoreCatalog._parse_metadata_version(pointer.metadata_location) + 1
                if pointer is not None else 0)
     location = catalog.warehouse.new_metadata_location(metadata, version)
