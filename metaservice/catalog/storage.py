@@ -26,7 +26,7 @@ from pyiceberg.catalog import delete_data_files, delete_files
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.serializers import FromInputFile, ToOutputFile
-from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.locations import SimpleLocationProvider
 from pyiceberg.table.metadata import TableMetadata
 
 from metaservice.catalog import views
@@ -99,7 +99,11 @@ class Warehouse:
         return f"{self.root}/{namespace}/{table}"
 
     def new_metadata_location(self, metadata: TableMetadata, version: int) -> str:
-        provider = load_location_provider(metadata.location, metadata.properties)
+        # Metadata files go where every pyiceberg provider puts them (write.metadata.path, else
+        # <location>/metadata). Not through load_location_provider: it would import and call,
+        # here in the server, the class a table property names (write.py-location-provider.impl),
+        # and fail on other properties that only concern data files.
+        provider = SimpleLocationProvider(metadata.location.rstrip("/"), metadata.properties)
         return provider.new_table_metadata_file_location(version)
 
     def write(self, metadata: TableMetadata, location: str) -> None:

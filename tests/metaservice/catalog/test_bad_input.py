@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.table.locations import SimpleLocationProvider
 
 from tests.metaservice.catalog.test_pyiceberg import barriers
 from tests.metaservice.catalog.test_rest_protocol import iceberg_error
@@ -286,3 +287,32 @@ def test_namespace_properties_a_database_cannot_store_are_refused(client: httpx.
     refused(post(f"{NAMESPACES}/db/properties", {"updates": {"owner": text}}))
     refused(post(f"{NAMESPACES}/db/properties", {"updates": {text: "x"}}))
     assert client.get(f"{NAMESPACES}/db").json()["properties"] == {"owner": "me"}
+
+
+# -- a table property naming code --------------------------------------------------------------
+
+
+class RecordingProvider(SimpleLocationProvider):
+    """A location provider that records being built: the server must never build one a table
+    property names (pyiceberg would import any class, ``builtins.exec`` included)."""
+
+    built: list[str] = []
+
+    def __init__(self, table_location: str, table_properties: dict[str, str]) -> None:
+        RecordingProvider.built.append(table_location)
+        super().__init__(table_location, table_properties)
+
+
+def test_the_server_never_builds_the_location_provider_a_table_names(
+        client: httpx.Client, catalog: RestCatalog) -> None:
+    RecordingProvider.built.clear()
+    catalog.create_namespace("db")
+    provider = {"write.py-location-provider.impl": f"{__name__}.RecordingProvider"}
+
+    created = client.post(TABLES, json={"name": "c", "schema": LONG, "properties": provider})
+    assert created.status_code == 200, created.text
+    committed = client.post(f"{TABLES}/c", json={"requirements": [], "updates": [
+        {"action": "set-properties", "updates": {"owner": "me"}}]})
+    assert committed.status_code == 200, committed.text
+
+    assert RecordingProvider.built == []
