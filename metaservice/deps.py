@@ -4,7 +4,7 @@ and rollback), the app-wide authorisation dependency, and their ``Annotated`` al
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
@@ -70,13 +70,19 @@ def _rollback_and_close(session: Session) -> None:
         session.close()
 
 
+_transaction = asynccontextmanager(_session)
+
+
+# ``async with``, not ``async for``: an exception thrown in at ``yield`` reaches _session, which
+# rolls back before the error is answered. (Through ``async for`` it never did: _session was
+# left suspended until garbage collection, its transaction open, on SQLite the write lock held.)
 async def _read_session(request: Request) -> AsyncIterator[Session]:
-    async for session in _session(request, write=False):
+    async with _transaction(request, write=False) as session:
         yield session
 
 
 async def _write_session(request: Request) -> AsyncIterator[Session]:
-    async for session in _session(request, write=True):
+    async with _transaction(request, write=True) as session:
         yield session
 
 
