@@ -18,7 +18,7 @@ from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
 from metaservice.db.session import Database
 from metaservice.delay.endpoints import router as delay_router
-from metaservice.deps import authorize
+from metaservice.deps import authorize, refuse_unstorable_input
 from metaservice.error_handlers import install_error_handlers
 from metaservice.expirations.endpoints import router as expirations_router
 from metaservice.health.endpoints import router as health_router
@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
         description="Consistent versions across Iceberg tables written by many Spark jobs: "
                     "lineage, timestamp barriers, snapshot leases, delay and rollback plans.",
         responses=ERROR_RESPONSES,
-        dependencies=[Depends(authorize)],
+        dependencies=[Depends(refuse_unstorable_input), Depends(authorize)],
         lifespan=_lifespan,
     )
     app.state.settings = settings

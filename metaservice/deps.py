@@ -4,10 +4,11 @@ and rollback), the app-wide authorisation dependency, and their ``Annotated`` al
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -23,6 +24,12 @@ from metaservice.auth.service import (
 )
 from metaservice.context import ServiceContext
 from metaservice.db.session import Database
+from metaservice.request_input import (
+    InputProblem,
+    document_problem,
+    might_be_refused,
+    parameters_problem,
+)
 
 # Dependencies that do no I/O are coroutines: FastAPI runs plain functions in its thread pool,
 # a hop that costs more than what they do.
@@ -63,13 +70,19 @@ def _rollback_and_close(session: Session) -> None:
         session.close()
 
 
+_transaction = asynccontextmanager(_session)
+
+
+# ``async with``, not ``async for``: an exception thrown in at ``yield`` reaches _session, which
+# rolls back before the error is answered. (Through ``async for`` it never did: _session was
+# left suspended until garbage collection, its transaction open, on SQLite the write lock held.)
 async def _read_session(request: Request) -> AsyncIterator[Session]:
-    async for session in _session(request, write=False):
+    async with _transaction(request, write=False) as session:
         yield session
 
 
 async def _write_session(request: Request) -> AsyncIterator[Session]:
-    async for session in _session(request, write=True):
+    async with _transaction(request, write=True) as session:
         yield session
 
 
@@ -153,6 +166,29 @@ async def authorize(
             request.client.host if request.client else "unknown"))
     request.state.principal = principal
     return principal
+
+
+async def refuse_unstorable_input(request: Request) -> None:
+    """The app-wide dependency that runs first: a request carrying text no database can store
+    (a NUL, a lone surrogate) or JSON nested too deep, anywhere, is malformed (422, in the
+    catalog 400) before anything reads or stores it (``request_input.py``)."""
+    problem = (parameters_problem(request.path_params.items(), "path")
+               or parameters_problem(request.query_params.multi_items(), "query"))
+    if problem is None and getattr(request.scope.get("route"), "body_field", None) is not None:
+        body = await request.body()
+        if body and might_be_refused(body):
+            try:
+                document = await request.json()  # parsed already: the route reads JSON
+            except (ValueError, RecursionError):
+                document = None  # not JSON: the route's own validation refuses it
+            problem = document_problem(document)
+    if problem is not None:
+        raise _invalid(problem)
+
+
+def _invalid(problem: InputProblem) -> RequestValidationError:
+    return RequestValidationError([{"type": "value_error", "loc": problem.location,
+                                    "msg": problem.message, "input": None}])
 
 
 # scope="function": the transaction commits before the response is sent.

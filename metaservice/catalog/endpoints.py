@@ -18,13 +18,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter
 from pydantic import ValidationError
-from pyiceberg.catalog.rest import CreateTableRequest, RegisterTableRequest
+from pyiceberg.catalog.rest import RegisterTableRequest
 from pyiceberg.table import CommitTableRequest
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
-from metaservice.catalog import idempotency, pages, read_sessions, service, views
+from metaservice.catalog import idempotency, pages, read_sessions, service, validation, views
 from metaservice.catalog.errors import (
     BadRequestError,
     CommitFailedError,
@@ -315,8 +315,7 @@ def list_tables(session: ReadSession, namespace: str, page_token: PageToken = No
 @router.post("/v1/namespaces/{namespace}/tables", operation_id="iceberg_create_table")
 def create_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
                  body: JsonObject) -> Response:
-    parsed = CreateTableRequest.model_validate(
-        {"location": None, "partition-spec": None, "write-order": None, **body})
+    parsed = validation.create_table_request(body)
     return _idempotent(request, database, ctx, "createTable", 200, lambda guard: (
         _table_response(service.create_table(database, ctx, _site(request),
                                              _levels(namespace), parsed, _principal(request),

@@ -31,6 +31,8 @@ ICEBERG_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         409: "already exists (AlreadyExistsException), not empty, or a lost race: the "
              "table changed since it was read (CommitFailedException, the one error to "
              "retry)",
+        410: "a read session's snapshot is no longer in the table's metadata "
+             "(snapshot_expired)",
         422: "unprocessable (UnprocessableEntityException)",
         429: "rate limited, or too many read sessions",
         500: "internal error", 503: "database unavailable",

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
 from pyiceberg.catalog import MetastoreCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
@@ -44,7 +43,7 @@ from metaservice import errors as domain_errors
 from metaservice.auth.policy import Role
 from metaservice.auth.service import Principal
 from metaservice.barriers import service as barriers_service
-from metaservice.catalog import idempotency, pages, read_sessions, views
+from metaservice.catalog import idempotency, pages, read_sessions, validation, views
 from metaservice.catalog import repository as repo
 from metaservice.catalog import sql_view_repository as view_repo
 from metaservice.catalog.changes import CommitChanges, commit_changes
@@ -398,8 +397,9 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
             partition_spec=request.partition_spec or UNPARTITIONED_PARTITION_SPEC,
             sort_order=request.write_order or UNSORTED_SORT_ORDER,
             location=location.rstrip("/"), properties=properties)
-    except (ValueError, ValidationError, KeyError, TypeError, RecursionError) as exc:
-        raise BadRequestError(f"invalid table: {_reason(exc)}") from exc
+    except (*validation.INVALID_METADATA, RecursionError) as exc:
+        raise BadRequestError(f"invalid table: {validation.describe(exc)}") from exc
+    validation.table_metadata(metadata, catalog.warehouse.root)
     keys = catalog.warehouse.confine_table(metadata)
     if request.stage_create:
         return LoadedTable(metadata, None)
@@ -443,6 +443,7 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         metadata = catalog.warehouse.read(metadata_location)
     except MetadataFileError as exc:
         raise BadRequestError(f"cannot register {metadata_location}: {exc}") from None
+    validation.table_metadata(metadata, catalog.warehouse.root)
     keys = catalog.warehouse.confine_table(metadata)
     now = ctx.clock.now_ms()
     with database.transaction(write=True) as session:
@@ -608,25 +609,12 @@ class StagedCommit:
     removed_cut_files: list[str] = field(default_factory=list)
 
 
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0] if exc.errors() else {"msg": str(exc), "loc": ()}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return f"{where}: {first['msg']}" if where else str(first["msg"])
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    return str(exc)[:500] or type(exc).__name__
-
-
 def parse_commit(body: Any, *, namespace: str | None = None,
                  table: str | None = None) -> CommitTableRequest:
     """A commit request; a single-table commit may leave out the identifier its path gives."""
     if isinstance(body, dict) and body.get("identifier") is None and table is not None:
         body = {**body, "identifier": {"namespace": [namespace], "name": table}}
-    try:
-        return CommitTableRequest.model_validate(body)
-    except (ValidationError, RecursionError) as exc:
-        raise BadRequestError(f"invalid commit: {_reason(exc)}") from exc
+    return validation.commit_request(body)
 
 
 # Exceptions pyiceberg raises while it applies a client's updates to metadata: each is the
@@ -657,13 +645,14 @@ def _stage(catalog: CatalogSite, name: TableName, pointer: IcebergTableRow | Non
     except CommitFailedException as exc:
         raise CommitFailedError(f"{name}: {exc}") from exc
     except _BAD_UPDATE as exc:
-        raise BadRequestError(f"invalid update of {name}: {_reason(exc)}") from exc
+        raise BadRequestError(f"invalid update of {name}: {validation.describe(exc)}") from exc
     if base is not None and metadata.table_uuid != base.table_uuid:
         raise BadRequestError(f"invalid update of {name}: a table's uuid never changes")
     if metadata.refs.get(MAIN_BRANCH) is not None and (
             metadata.refs[MAIN_BRANCH].snapshot_ref_type != SnapshotRefType.BRANCH):
         raise RefusedError(HEAD_NOT_FORWARD, f"main of {name} is a branch; it cannot become a tag",
                            {"table": str(name)})
+    validation.table_update(base, metadata, catalog.warehouse.root)
     claims = catalog.warehouse.confine_table(metadata)
     moved = base is None or set(claims) != set(catalog.warehouse.confine_table(base))
     version = (MetastoreCatalog._parse_metadata_version(pointer.metadata_location) + 1

@@ -212,8 +212,10 @@ class Warehouse:
 
     def new_metadata_location(self, metadata: TableMetadata, version: int) -> str:
         """Where the table's next metadata file goes (``write.metadata.path`` or
-        ``<location>/metadata``). The table's ``write.py-location-provider.impl`` is for its
-        engines: the server never imports a class a table names."""
+        ``<location>/metadata``). Not through ``load_location_provider``: it would import and
+        call, here in the server, the class a table property names
+        (``write.py-location-provider.impl``), and fail on properties that only concern data
+        files."""
         provider = SimpleLocationProvider(metadata.location.rstrip("/"), metadata.properties)
         location = provider.new_table_metadata_file_location(version)
         self.key(location, "metadata location")
