@@ -619,8 +619,8 @@ def parse_commit(body: Any, *, namespace: str | None = None,
 
 # Exceptions pyiceberg raises while it applies a client's updates to metadata: each is the
 # client's bad input (a field that does not exist, a type it cannot hold, an empty create).
-_BAD_UPDATE = (ValueError, ValidationError, KeyError, TypeError, IndexError, AttributeError,
-               StopIteration, RecursionError, NotImplementedError, AssertionError)
+_BAD_UPDATE = (*validation.INVALID_METADATA, IndexError, AttributeError, RecursionError,
+               NotImplementedError, AssertionError)
 
 
 def _stage(catalog: CatalogSite, name: TableName, pointer: IcebergTableRow | None,
