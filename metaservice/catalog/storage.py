@@ -331,10 +331,11 @@ class Warehouse:
                 descriptor = os.open(local, os.O_RDONLY | os.O_NONBLOCK)
             except OSError as exc:
                 raise MetadataFileError(f"cannot open {location}: {exc.strerror}") from None
+            status = os.fstat(descriptor)
+            if not stat.S_ISREG(status.st_mode):
+                os.close(descriptor)
+                raise MetadataFileError(f"{location} is not a regular file")
             with os.fdopen(descriptor, "rb") as handle:
-                status = os.fstat(handle.fileno())
-                if not stat.S_ISREG(status.st_mode):
-                    raise MetadataFileError(f"{location} is not a regular file")
                 if status.st_size > self.max_metadata_bytes:
                     raise MetadataFileError(
                         f"{location} is larger than {self.max_metadata_bytes} bytes")
