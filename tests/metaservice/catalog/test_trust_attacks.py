@@ -1,9 +1,9 @@
-"""Review 22: attacks on the catalog's trust rules (SPEC §11, Trust; §12) that the fix of issue
-22 lets through, tried with the tokens of two writers (w1 owns the job, w2 is the attacker), an
-admin and a reader, on both backends.
-
-Every test here fails on the reviewed code (branch review22; the NUL-byte one on PostgreSQL
-only) and should pass once the hole it names is closed. Tests only: no product code changed.
+"""Subtler attacks on the catalog's trust rules (SPEC §11, Trust; §12) than those of
+``test_trust.py``: planting the table a running job will write, freeing a location a table's
+files still use, symlinks swapped in after a table claimed its place, renames racing drops and
+commits, compressed metadata that inflates past the cap, reports through the core API of a
+catalog table, NUL bytes on every route. Tried with the tokens of two writers (w1 owns the job,
+w2 is the attacker), an admin and a reader, on both backends.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def test_a_purge_spares_the_files_a_moved_table_still_names(lake: Lake) -> None:
     ``evil`` at victim's old location, where victim's snapshots still name their files, points
     a snapshot of evil at victim's manifest list, and an admin purges evil: the purge deletes
     files another table names (SPEC §11, Trust: no table's location lies inside another's;
-    issue 22 item 3)."""
+    SPEC §11: a purge deletes only the table's own files)."""
     import time
 
     w1 = lake.catalogs["w1"]
