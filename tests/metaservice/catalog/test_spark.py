@@ -192,23 +192,23 @@ def test_open_read_session_opens_a_new_read_session_under_the_same_name(
     pipeline.ingest(2)
     first = pipeline.step("a")
     assert pipeline.step("b") == first
-    view = spark.open_read_session(f"{lake}_session", catalog=lake)
+    session = spark.open_read_session(f"{lake}_session", catalog=lake)
 
     def barrier_of(table: str) -> int:
-        [[_, value]] = spark.sql(f"SHOW TBLPROPERTIES {view}.db.{table} ('metaservice.barrier')")
+        [[_, value]] = spark.sql(f"SHOW TBLPROPERTIES {session}.db.{table} ('metaservice.barrier')")
         return int(value)
 
-    assert broken_ids(spark, view) == (2, 0) and barrier_of("a") == first
+    assert broken_ids(spark, session) == (2, 0) and barrier_of("a") == first
     pipeline.ingest(3)
     second = pipeline.step("a")
     assert pipeline.step("b") == second
-    assert broken_ids(spark, view) == (2, 0)  # the session keeps its cut
-    assert spark.open_read_session(view, catalog=lake) == view
-    assert broken_ids(spark, view) == (5, 0) and barrier_of("b") == second
-    spark.open_read_session(view, catalog=lake, at=f"barrier={first}")
-    assert broken_ids(spark, view) == (2, 0) and barrier_of("orders") == first
+    assert broken_ids(spark, session) == (2, 0)  # the session keeps its cut
+    assert spark.open_read_session(session, catalog=lake) == session
+    assert broken_ids(spark, session) == (5, 0) and barrier_of("b") == second
+    spark.open_read_session(session, catalog=lake, at=f"barrier={first}")
+    assert broken_ids(spark, session) == (2, 0) and barrier_of("orders") == first
     with pytest.raises(SparkError, match="no catalog 'nowhere'") as refused:
-        spark.open_read_session(view, catalog="nowhere")
+        spark.open_read_session(session, catalog="nowhere")
     assert refused.value.type == "CatalogConfigError"
 
 
