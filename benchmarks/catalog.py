@@ -220,8 +220,8 @@ class Loads:
     rest_client_ms: list[float]   # RestCatalog.load_table (HTTP + parsing)
     snapshots: int
     answer_bytes: int
-    view_ms: list[float]          # the same load through a lake@strong read session
-    view_server_cpu_ms: float
+    session_ms: list[float]          # the same load through a lake@strong read session
+    session_server_cpu_ms: float
     not_modified_ms: list[float]  # the head's load with If-None-Match naming it: 304
     not_modified_server_cpu_ms: float
 
@@ -275,19 +275,19 @@ def measure_load_table(backend: str, snapshots: int, seconds: float, repeats: in
         if set(unchanged.statuses) != {304}:
             raise RuntimeError(f"conditional loads answered {unchanged.statuses}, not 304")
         not_modified_cpu_ms = (server.cpu_seconds() - cpu) * 1000 / unchanged.answered
-        # The same table through a strong view: one read session, loaded again and again as an
+        # The same table in a strong read session: loaded again and again as an
         # engine's session does (the cut was fixed by the first load).
         prefix = httpx.get(f"{server.url}/iceberg/v1/config", params={"warehouse": "lake@strong"},
                            timeout=60).json()["overrides"]["prefix"]
-        view_path = f"/iceberg/v1/{prefix}/namespaces/{NAMESPACE}/tables/{HISTORY_TABLE}"
-        served = httpx.get(server.url + view_path, timeout=60)
+        session_path = f"/iceberg/v1/{prefix}/namespaces/{NAMESPACE}/tables/{HISTORY_TABLE}"
+        served = httpx.get(server.url + session_path, timeout=60)
         served.raise_for_status()
         if (len(served.json()["metadata"]["snapshots"]) != snapshots
                 or "metaservice.barrier" not in served.json()["metadata"]["properties"]):
-            raise RuntimeError("the strong view did not serve the table at its cut")
+            raise RuntimeError("the strong read session did not serve the table at its cut")
         cpu = server.cpu_seconds()
-        in_view = sequential(server.url, view_path, seconds)
-        view_cpu_ms = (server.cpu_seconds() - cpu) * 1000 / in_view.answered
+        in_session = sequential(server.url, session_path, seconds)
+        session_cpu_ms = (server.cpu_seconds() - cpu) * 1000 / in_session.answered
 
         def timed(load: Any) -> list[float]:
             timings = []
@@ -304,7 +304,7 @@ def measure_load_table(backend: str, snapshots: int, seconds: float, repeats: in
             sql_ms += timed(sql.load_table)
             rest_client_ms += timed(rest.load_table)
         return Loads(result.latencies_ms, server_cpu_ms, sql_ms, rest_client_ms, snapshots,
-                     len(answer.content), in_view.latencies_ms, view_cpu_ms,
+                     len(answer.content), in_session.latencies_ms, session_cpu_ms,
                      unchanged.latencies_ms, not_modified_cpu_ms)
 
 
@@ -353,16 +353,16 @@ def load_results(label: str, loads: Loads) -> list[Result]:
               f"answer; SqlCatalog.load_table p50 {sql_p50:.1f} ms over {len(loads.sql_ms)} "
               f"loads; pyiceberg RestCatalog.load_table (HTTP + parsing) p50 {client_p50:.1f} ms"),
         Result.compare(
-            f"loadTable through the strong view p50, {loads.snapshots:,} snapshots ({label})",
-            percentile(loads.view_ms, 50), "ms",
+            f"loadTable in a strong read session p50, {loads.snapshots:,} snapshots ({label})",
+            percentile(loads.session_ms, 50), "ms",
             baseline="loadTable of the head p50, same table", baseline_value=p50,
             goal="≤ 1.5× the head", met_if=lambda r: r >= 1 / 1.5, higher_is_better=False,
-            notes=f"GET /iceberg/v1/view-…/namespaces/{{ns}}/tables/{{t}} in one lake@strong "
+            notes=f"GET /iceberg/v1/session-…/namespaces/{{ns}}/tables/{{t}} in one lake@strong "
                   f"read session (cut fixed by its first load; each load locks the session, "
                   f"runs its lease again and rewrites the metadata at the cut): p99 "
-                  f"{percentile(loads.view_ms, 99):.1f} ms vs the head's {p99:.1f} ms over "
-                  f"{len(loads.view_ms)} sequential requests, server CPU "
-                  f"{loads.view_server_cpu_ms:.1f} ms per request vs {loads.server_cpu_ms:.1f}"),
+                  f"{percentile(loads.session_ms, 99):.1f} ms vs the head's {p99:.1f} ms over "
+                  f"{len(loads.session_ms)} sequential requests, server CPU "
+                  f"{loads.session_server_cpu_ms:.1f} ms per request vs {loads.server_cpu_ms:.1f}"),
         Result.compare(
             f"conditional loadTable (304) server CPU, {loads.snapshots:,} snapshots ({label})",
             loads.not_modified_server_cpu_ms, "ms",

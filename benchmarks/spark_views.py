@@ -6,7 +6,7 @@ set up by its ``install.sh``) and one ``metaservice serve`` process (one uvicorn
 deployed) on a fresh, migrated database (PostgreSQL when reachable, else SQLite), its warehouse
 in a scratch directory on the local disk.
 
-*A join through the strong view.* A fan-out pipeline built through the catalog with pyiceberg
+*A join in a strong read session.* A fan-out pipeline built through the catalog with pyiceberg
 (as ``tests/metaservice/catalog/pipeline.py``): a root table ``db.orders`` of N rows (``id``,
 ``amount``) appended with a ``metaservice.barrier``, and two sibling jobs ``a`` and ``b`` that
 each start, are handed that barrier and copy the orders at its snapshot into their own table
@@ -14,14 +14,15 @@ each start, are handed that barrier and copy the orders at its snapshot into the
 tables have a strong cut at that barrier, and the head is at the same snapshots, so both read
 the same data files. One Spark SQL query joins the three tables (``orders ⋈ a ⋈ b`` on ``id``,
 answering a count and a sum, both checked) through a catalog on the head (``warehouse=lake``)
-and through one on the strong view (``warehouse=lake@strong``), both with
+and through one on the consistent warehouse (``warehouse=lake@strong``), both with
 ``cache-enabled=false``, so every query loads its three tables from the catalog (through the
-view: in the read session, which leases the snapshots it serves and rewrites the metadata at
-the cut). After two warm-up queries through a third catalog (JIT, class loading), each of the
-two catalogs is registered and its first query timed (reported in the notes: through the view
-it opens the read session and fixes the cut); then the two alternate, the order swapped every
-round, so both see the same load on the machine. Throughput is orders rows joined per second
-of query (client-timed round trip to the driver). Goal: the view ≥ 0.95× the head (p50s).
+consistent warehouse: in the read session, which leases the snapshots it serves and rewrites
+the metadata at the cut). After two warm-up queries through a third catalog (JIT, class
+loading), each of the two catalogs is registered and its first query timed (reported in the
+notes: through the consistent warehouse it opens the read session and fixes the cut); then the
+two alternate, the order swapped every round, so both see the same load on the machine.
+Throughput is orders rows joined per second of query (client-timed round trip to the driver).
+Goal: the read session ≥ 0.95× the head (p50s).
 
 *A Spark append recorded by MetaService.* ``spark.sql("SELECT id, ..., note FROM
 range(N)").writeTo(t).option("snapshot-property.metaservice.barrier", B).append()`` of N = 10⁶
@@ -75,10 +76,10 @@ class Measured:
     join_rows: int
     append_rows: int
     start_seconds: float = 0.0
-    join_s: dict[str, list[float]] = field(default_factory=lambda: {"head": [], "view": []})
-    join_cpu_ms: dict[str, list[float]] = field(default_factory=lambda: {"head": [], "view": []})
+    join_s: dict[str, list[float]] = field(default_factory=lambda: {"head": [], "session": []})
+    join_cpu_ms: dict[str, list[float]] = field(default_factory=lambda: {"head": [], "session": []})
     join_spark_cpu_s: dict[str, list[float]] = field(
-        default_factory=lambda: {"head": [], "view": []})
+        default_factory=lambda: {"head": [], "session": []})
     first_s: dict[str, float] = field(default_factory=dict)
     append_s: dict[str, list[float]] = field(
         default_factory=lambda: {"catalog": [], "hadoop": []})
@@ -197,11 +198,11 @@ def measure_join(spark: Any, server: environment.ServerProcess, rows: int, repea
     warm = register("warm", "lake")
     for _ in range(2):
         query(warm)
-    catalogs = {"head": register("lake", "lake"), "view": register("lake_strong", "lake@strong")}
-    for side in ("head", "view"):
+    catalogs = {"head": register("lake", "lake"), "session": register("lake_strong", "lake@strong")}
+    for side in ("head", "session"):
         out.first_s[side] = query(catalogs[side])[0]
     for k in range(repeats):
-        for side in (("head", "view") if k % 2 == 0 else ("view", "head")):
+        for side in (("head", "session") if k % 2 == 0 else ("session", "head")):
             seconds, cpu_ms, spark_cpu_s = query(catalogs[side])
             out.join_s[side].append(seconds)
             out.join_cpu_ms[side].append(cpu_ms)
@@ -285,7 +286,7 @@ def results(m: Measured) -> list[Result]:
     spread: Callable[[list[float]], str] = lambda s: f"{min(s):.2f}–{max(s):.2f} s"  # noqa: E731
     # Each round runs both sides back to back: the median of the rounds' own ratios is less
     # exposed to a change of load between rounds than the ratio of the two medians.
-    join_rounds = statistics.median(h / v for h, v in zip(m.join_s["head"], m.join_s["view"],
+    join_rounds = statistics.median(h / v for h, v in zip(m.join_s["head"], m.join_s["session"],
                                                           strict=True))
     append_rounds = statistics.median(h / c for h, c in zip(
         m.append_s["hadoop"], m.append_s["catalog"], strict=True))
@@ -297,20 +298,22 @@ def results(m: Measured) -> list[Result]:
     append_cpu["catalog"] += statistics.median(m.append_cpu_ms) / 1000
     return [
         Result.compare(
-            f"Spark SQL join of 3 tables through the strong view, {m.join_rows:,} rows ({label})",
-            m.join_rows / join["view"], "rows/s",
+            f"Spark SQL join of 3 tables in a strong read session, {m.join_rows:,} rows ({label})",
+            m.join_rows / join["session"], "rows/s",
             baseline="the same join through the head", baseline_value=m.join_rows / join["head"],
             goal="≥ 0.95× the head", met_if=lambda r: r >= 0.95, higher_is_better=True,
-            notes=f"p50 {join['view']:.2f} s through lake@strong vs {join['head']:.2f} s through "
-                  f"lake over {len(m.join_s['view'])} alternating queries each (view "
-                  f"{spread(m.join_s['view'])}, head {spread(m.join_s['head'])}; median of "
+            notes=f"p50 {join['session']:.2f} s through lake@strong vs {join['head']:.2f} s "
+                  f"through lake over {len(m.join_s['session'])} alternating queries each "
+                  f"(read session {spread(m.join_s['session'])}, "
+                  f"head {spread(m.join_s['head'])}; median of "
                   f"the rounds' ratios {join_rounds:.2f}×), the same "
                   f"snapshots and data files, cache-enabled=false on both (3 loadTable per "
-                  f"query); CPU per query (Spark's driver and JVM + server) {join_cpu['view']:.2f} "
-                  f"s vs {join_cpu['head']:.2f} s ({join_cpu['head'] / join_cpu['view']:.2f}×), "
-                  f"of which server {cpu['view']:.0f} ms vs {cpu['head']:.0f} ms; "
-                  f"first query of a freshly registered catalog (the view's opens the read "
-                  f"session and fixes the cut): {m.first_s['view']:.2f} s vs "
+                  f"query); CPU per query (Spark's driver and JVM + server) "
+                  f"{join_cpu['session']:.2f} s vs {join_cpu['head']:.2f} s "
+                  f"({join_cpu['head'] / join_cpu['session']:.2f}×), "
+                  f"of which server {cpu['session']:.0f} ms vs {cpu['head']:.0f} ms; "
+                  f"first query of a freshly registered catalog (through lake@strong "
+                  f"it opens the read session and fixes the cut): {m.first_s['session']:.2f} s vs "
                   f"{m.first_s['head']:.2f} s; SparkSession start {m.start_seconds:.0f} s"),
         Result.compare(
             f"Spark append of {m.append_rows:,} rows through the catalog with a barrier ({label})",

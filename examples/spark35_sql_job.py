@@ -1,4 +1,4 @@
-"""A Spark SQL job through the built-in catalog, then a join at one barrier through its view.
+"""A Spark SQL job through the built-in catalog, then a join at one barrier in a read session.
 
     .venv-spark35/bin/python examples/spark35_sql_job.py
 
@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 URL = os.environ.get("METASERVICE_URL", "http://127.0.0.1:8000")
 
 builder = SparkSession.builder.master("local[2]").config("spark.ui.showConsoleProgress", "false")
-for name, warehouse in (("lake", "lake"), ("lake_strong", "lake@strong")):  # head, strong view
+for name, warehouse in (("lake", "lake"), ("lake_strong", "lake@strong")):  # head, read session
     builder = (builder.config(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
                .config(f"spark.sql.catalog.{name}.type", "rest")
                .config(f"spark.sql.catalog.{name}.uri", f"{URL}/iceberg")
@@ -49,12 +49,12 @@ JOIN = """SELECT o.orders, t.orders AS counted
 head = spark.sql(JOIN.format(c="lake")).first()
 print(f"head: {head.orders} orders, totals counted {head.counted}")
 strong = spark.sql(JOIN.format(c="lake_strong")).first()  # both tables at the job's barrier
-print(f"strong view: {strong.orders} orders, totals counted {strong.counted}")
+print(f"strong read session: {strong.orders} orders, totals counted {strong.counted}")
 
 try:
     spark.sql("INSERT INTO lake_strong.sales.orders VALUES (4, 40)")
 except Exception as refused:  # noqa: BLE001 - shown
     # pyspark 3.5 puts "An error occurred while calling oNN.sql." first; the reason follows
     reason = next(line for line in str(refused).splitlines() if "Exception:" in line)
-    print("write through the view refused:", reason.split("Exception: ", 1)[-1])
+    print("write through the read session refused:", reason.split("Exception: ", 1)[-1])
 spark.stop()

@@ -13,13 +13,13 @@ What it does, printing each step as it happens:
    complete mode) and, reading the same ``orders`` stream at a slower trigger (so it processes
    several barriers per step), ``customer-spend`` (orders and amount per customer →
    ``customer_spend``, complete mode): a fan-out of ``orders`` to two sibling jobs;
-5. every few seconds, DuckDB attaches the catalog's strong view ``lake@strong`` (a new read
+5. every few seconds, DuckDB attaches the catalog's consistent warehouse ``lake@strong`` (a new read
    session: one cut, SPEC §12) and reads the tables, and the demo checks at that cut one
    invariant that spans the siblings (joining their outputs) — every order is enriched, the
    revenue table sums exactly the enriched orders, and ``customer_spend`` agrees with
    ``orders_enriched`` customer by customer — next to DuckDB's read of the head ``lake`` (the
    latest Iceberg snapshots), which breaks it now and then; no code of MetaService's takes part
-   in the reads (Spark SQL would read the view as well with pyspark 3.5 and Iceberg's Spark
+   in the reads (Spark SQL would read it as well with pyspark 3.5 and Iceberg's Spark
    runtime, which pyspark 4 lacks, hence DuckDB); prints the cut, the paces it
    measured (ingestion, strong reads, each job's commits), the lag of every table and the
    bottleneck (``GET /delay``);
@@ -482,18 +482,18 @@ def figures_from_arrow(data: dict[str, Any]) -> Figures:
         spend_customers=spend.num_rows, customers_disagreeing=disagreeing)
 
 
-# -- the reads: DuckDB through the catalog's views --------------------------------------------
+# -- the reads: DuckDB through the catalog's consistent warehouse ---------------------------------
 
 
-STRONG_VIEW = f"{CATALOG}@strong"
-SPARK_SQL_NOTE = ("Spark SQL reads the same views with pyspark 3.5 and Apache Iceberg's Spark "
-                  "runtime (a catalog with warehouse lake@strong); pyspark 4 has no Iceberg "
-                  "runtime, so DuckDB reads them here.")
+STRONG_WAREHOUSE = f"{CATALOG}@strong"
+SPARK_SQL_NOTE = ("Spark SQL reads the same read sessions with pyspark 3.5 and Apache "
+                  "Iceberg's Spark runtime (a catalog with warehouse lake@strong); pyspark 4 "
+                  "has no Iceberg runtime, so DuckDB reads them here.")
 
 
 @dataclass
 class Read:
-    """What one attachment of the catalog read: the invariant's figures and, through a view,
+    """What one attachment of the catalog read: the invariant's figures and, in a read session,
     the barrier of the cut it served each table at."""
 
     figures: Figures
@@ -502,9 +502,9 @@ class Read:
 
 class DuckDB:
     """DuckDB reading the lake through MetaService's Iceberg REST catalog, as any engine does:
-    ``ATTACH 'lake@strong'`` (a read session of the strong view, SPEC §12) or ``ATTACH 'lake'``
-    (the head). Every read attaches anew, so that it sees the newest cut (a view's session keeps
-    its cut) or the newest snapshots, and detaches at the end."""
+    ``ATTACH 'lake@strong'`` (a read session of the consistent warehouse, SPEC §12) or
+    ``ATTACH 'lake'`` (the head). Every read attaches anew, so that it sees the newest cut (a
+    read session keeps its cut) or the newest snapshots, and detaches at the end."""
 
     def __init__(self, url: str) -> None:
         import duckdb
@@ -518,7 +518,7 @@ class DuckDB:
 
     def read(self, warehouse: str) -> Read:
         """The five tables through the catalog's warehouse ``warehouse`` (``lake@strong`` or
-        ``lake``). Raises ``duckdb.Error`` when the view serves no cut of them yet."""
+        ``lake``). Raises ``duckdb.Error`` when the read session serves no cut of them yet."""
         try:
             return self._read(warehouse)
         except Exception as exc:
@@ -542,7 +542,7 @@ class DuckDB:
                     for t in (ORDERS, ENRICHED, REVENUE, SPEND)}
             barriers: dict[str, int] = {}
             if "@" in warehouse:
-                # a view's table says at which barrier it is served (property
+                # a read session's table says at which barrier it is served (property
                 # metaservice.barrier)
                 barriers = {t: int(row[0]) for t in TABLES for row in self.connection.execute(
                     f"SELECT value FROM iceberg_table_properties({path(t)}) "
@@ -730,7 +730,7 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
     catalog = sp.CatalogSpec.metaservice(CATALOG, url).load()
     create_tables(catalog)
     console.say("lake", f"Iceberg REST catalog {url}/iceberg (MetaService's own), warehouse "
-                        f"'{CATALOG}' in {warehouse}; strong view '{STRONG_VIEW}'")
+                        f"'{CATALOG}' in {warehouse}; consistent warehouse '{STRONG_WAREHOUSE}'")
     console.say("tables", f"{ORDERS} + {CUSTOMERS} (roots) → {ENRICH_JOB} → {ENRICHED} → "
                           f"{REVENUE_JOB} → {REVENUE}")
     console.say("tables", f"{ORDERS} → {SPEND_JOB} (slower) → {SPEND}: a second job on the "
@@ -786,7 +786,7 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
             _wait_for_first_trigger(jobs, job)
         _wait_for_sinks(console, client, jobs, stream.last_barrier)
         duck = DuckDB(url)
-        console.say("reads", f"DuckDB attaches '{STRONG_VIEW}' (a new read session, one cut) "
+        console.say("reads", f"DuckDB attaches '{STRONG_WAREHOUSE}' (a new read session, one cut) "
                              f"and '{CATALOG}' (the head) for every report; no code of "
                              "MetaService's in the reads")
         console.say("reads", SPARK_SQL_NOTE)
@@ -842,7 +842,7 @@ def _stop_ingesting(stop: threading.Event, feeder: threading.Thread | None) -> N
 
 
 def _summary(reads: int, held: int, head_broken: int) -> str:
-    return (f"{reads} strong reads (DuckDB, {STRONG_VIEW}), invariant held in {held} of them; "
+    return (f"{reads} strong reads (DuckDB, {STRONG_WAREHOUSE}), invariant held in {held} of them; "
             f"the head reads next to them (DuckDB, {CATALOG}) broke it in {head_broken}")
 
 
@@ -915,7 +915,7 @@ def _end_jvm() -> None:
 
 @dataclass
 class Report:
-    """One read of the strong view next to one of the head: the verdicts, and the lines that
+    """One read of a strong read session next to one of the head: the verdicts, and the lines that
     tell them."""
 
     holds: bool
@@ -927,10 +927,10 @@ class Report:
 
 def _report(console: Console, client: Any, duck: DuckDB, paces: Paces,
             started: float) -> Report | None:
-    """DuckDB reads the strong view (a new read session), then the head; ``None`` when the view
+    """DuckDB reads a strong read session (a new one), then the head; ``None`` when the session
     serves no cut over every table yet (a table still catching up)."""
     try:
-        strong = duck.read(STRONG_VIEW)
+        strong = duck.read(STRONG_WAREHOUSE)
     except duck.error as exc:
         behind = [t for t in TABLES
                   if client.table_barriers(t, limit=1).get("catching_up")]
@@ -949,7 +949,7 @@ def _report(console: Console, client: Any, duck: DuckDB, paces: Paces,
     lines += paces.lines(started, took)
     lines += delay_lines(client)
     return Report(figures.holds, head.figures.holds, started,
-                  f"strong view (DuckDB, {STRONG_VIEW}) {at}: invariant "
+                  f"strong read session (DuckDB, {STRONG_WAREHOUSE}) {at}: invariant "
                   f"{verdict} — {figures.describe()}", lines)
 
 

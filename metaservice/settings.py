@@ -62,8 +62,8 @@ class Settings(BaseSettings):
                     "first outcome (advertised in /iceberg/v1/config)")
     max_read_sessions: int = Field(
         default=64, ge=1,
-        description="live read sessions of the catalog's views (lake@strong) per principal; one "
-                    "more is refused (429 too_many_read_sessions)")
+        description="live read sessions of the catalog's consistent warehouses (lake@strong) "
+                    "per principal; one more is refused (429 too_many_read_sessions)")
     catalog_name: str = Field(
         default="lake", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$",
         description="the Iceberg catalog's warehouse name, the first part of every table name")
@@ -92,8 +92,8 @@ class Settings(BaseSettings):
                     "(1 s, doubling up to this)")
     read_session_seconds: float = Field(
         default=3600.0, gt=0, le=30 * 86_400,
-        description="a catalog view's read session (lake@strong) lasts this long after its last "
-                    "use, and leases the snapshots it served as long")
+        description="a read session of a consistent warehouse (lake@strong) lasts this long "
+                    "after its last use, and leases the snapshots it served as long")
 
     @field_validator("allowed_locations", mode="before")
     @classmethod

@@ -15,7 +15,7 @@ The public surface (SPEC §10)::
     sp.expire_snapshots("lake.db.orders", older_than=timedelta(hours=1), client=client)
     sp.rollback_tables(plan, catalog=catalog, client=client)   # a rollback plan, on Iceberg
     sp.register_data_source(spark)   # format("metaservice"): streaming source, sink, batch reads
-    sp.open_view(spark, "lake_strong")  # Spark with Iceberg's runtime: SQL reads one cut
+    sp.open_read_session(spark, "lake_strong")  # Spark with Iceberg's runtime: SQL reads one cut
 
 Tables are named ``<catalog>.<database>.<table>``. Where no ``catalog`` argument is given, the
 catalog is found by that name: in Spark's configuration (``spark.sql.catalog.<catalog>.*``),
@@ -96,9 +96,9 @@ from spark_plugin._errors import (
 from spark_plugin._iceberg.catalogs import CatalogSpec
 from spark_plugin._models import Commit, Position, TableVersion, Versions
 from spark_plugin._names import TableName
+from spark_plugin._read_sessions import open_read_session, open_view
 from spark_plugin._root import append_root, heartbeat_root
 from spark_plugin._spark_io import create_table_from_spark_schema
-from spark_plugin._views import open_view
 from spark_plugin.maintenance import ExpirationSummary, expire_snapshots
 from spark_plugin.rollback import RolledBackTable, rollback_tables
 
@@ -197,7 +197,8 @@ __all__ = [
     "create_table_from_spark_schema",
     "expire_snapshots",
     "heartbeat_root",
-    "open_view",
+    "open_read_session",
+    "open_view",  # deprecated: open_read_session
     "register_data_source",
     "rollback_tables",
 ]

@@ -353,7 +353,7 @@ def _with_own_extras(wheel: Path, extras: list[str]) -> set[str]:
 def test_the_readme_commands_install_the_server_and_spark(wheel: Path) -> None:
     demo, tests = _readme_extras()
     needed = {"fastapi", "sqlalchemy", "alembic", "pyspark", "pyiceberg",
-              # the demo's reads of the catalog's views
+              # the demo's reads of the catalog's consistent warehouse
               "duckdb", "duckdb-extension-iceberg", "duckdb-extension-avro",
               "duckdb-extension-httpfs"}
     assert needed <= _with_own_extras(wheel, demo), demo

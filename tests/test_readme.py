@@ -1,5 +1,5 @@
 """The README works as written, offline, followed in order on one real `metaservice serve`: the
-curl walk-through, then the built-in catalog's pyiceberg and DuckDB blocks (views included);
+curl walk-through, then the built-in catalog's pyiceberg and DuckDB blocks (read sessions included);
 the Spark examples it quotes are the files in `examples/`, and Spark 3.5's section runs through
 `engines/spark35/install.sh` (as do docs/engines.md's blocks, one script in order). The From Spark
 section's commands run in tests/spark_plugin/test_examples.py. Every section with a code block
@@ -486,7 +486,7 @@ def test_the_engines_page_runs_as_one_script(sqlite_server_url: str, tmp_path: P
                           env={**user_environment(), "SPARK_LOCAL_IP": "127.0.0.1",
                                "PYSPARK_SUBMIT_ARGS": f"{submit} pyspark-shell"})
     assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr[-5000:]}"
-    # the views' joins: two orders, counted 2, at the job's barrier
+    # the read sessions' joins: two orders, counted 2, at the job's barrier
     assert done.stdout.count("|     2|      2|") == 2, done.stdout
 
 

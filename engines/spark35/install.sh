@@ -33,7 +33,7 @@ have_pyspark() {
 }
 
 # The plugin's base install (client and plugin, no server), as a Spark 3.5 user has it: the
-# tests call spark_plugin.open_view there. Editable, from this checkout.
+# tests call spark_plugin.open_read_session there. Editable, from this checkout.
 have_plugin() {
     (cd / && $ROOT/$VENV/bin/python -c "import spark_plugin, sys; \
         sys.exit(not spark_plugin.__file__.startswith('$ROOT/'))") 2>/dev/null

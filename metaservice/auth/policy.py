@@ -68,8 +68,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("POST", "/iceberg/v1/transactions/commit"): Role.writer,
     ("DELETE", "/iceberg/v1/namespaces/{namespace}"): Role.admin,
     ("DELETE", "/iceberg/v1/namespaces/{namespace}/tables/{table}"): Role.admin,
-    # Its views (SPEC §12) are read-only: a reader reads them, and a write is refused (403)
-    # whoever asks.
+    # Read sessions of its consistent warehouses (SPEC §12) are read-only: a reader reads them,
+    # and a write is refused (403) whoever asks.
     ("GET", "/iceberg/v1/{prefix}/namespaces"): Role.reader,
     ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}"): Role.reader,
     ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables"): Role.reader,

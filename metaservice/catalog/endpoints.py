@@ -24,7 +24,14 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
-from metaservice.catalog import idempotency, pages, read_sessions, service, validation, views
+from metaservice.catalog import (
+    consistent_warehouses,
+    idempotency,
+    pages,
+    read_sessions,
+    service,
+    validation,
+)
 from metaservice.catalog.errors import (
     BadRequestError,
     CommitFailedError,
@@ -220,16 +227,17 @@ def _replay(request: Request, database: Database, one: idempotency.Guard) -> Res
 @router.get("/v1/config", operation_id="iceberg_get_config")
 def get_config(request: Request, session: WriteSession, ctx: Context,
                warehouse: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
-    """The catalog's configuration and the endpoints it serves. A view's warehouse
+    """The catalog's configuration and the endpoints it serves. A consistent warehouse
     (``lake@strong``, ``lake@barrier=<B>``) opens a read session, named by the ``prefix`` of
     the answer's overrides (SPEC §12)."""
     site = _site(request)
-    view = views.parse_warehouse(warehouse, site.name)
+    consistent = consistent_warehouses.parse_warehouse(warehouse, site.name)
     lifetime = idempotency.lifetime(ctx.settings.idempotency_key_seconds)
-    if view is None:
+    if consistent is None:
         return {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS,
                 "idempotency-key-lifetime": lifetime}
-    prefix = read_sessions.open_session(session, ctx, site.name, view, _principal(request))
+    prefix = read_sessions.open_session(session, ctx, site.name, consistent,
+                                        _principal(request))
     # Every endpoint is listed, so that a client sends its commit and hears why it is refused.
     return {"defaults": {}, "overrides": {"prefix": prefix}, "endpoints": ENDPOINTS,
             "idempotency-key-lifetime": lifetime}
@@ -449,86 +457,87 @@ def _delete_removed_cut_files(request: Request, background: BackgroundTasks,
         background.add_task(_site(request).warehouse.delete_cut_files, removed)
 
 
-# -- views (SPEC §12): the same reads under a read session's prefix; writes are refused -------
+# -- read sessions of consistent warehouses (SPEC §12): the same reads under a session's
+# prefix; writes are refused --------------------------------------------------------------------
 
-view_router = APIRouter(prefix=PREFIX + "/v1/{prefix}", tags=["iceberg"],
-                        responses=ICEBERG_ERROR_RESPONSES)
+session_router = APIRouter(prefix=PREFIX + "/v1/{prefix}", tags=["iceberg"],
+                           responses=ICEBERG_ERROR_RESPONSES)
 
 
 def _in_session(session: ReadSession, request: Request, ctx: Context, prefix: str) -> None:
     read_sessions.ensure_live(session, ctx, prefix, _principal(request))
 
 
-@view_router.get("/namespaces", operation_id="iceberg_view_list_namespaces")
-def list_namespaces_in_view(request: Request, session: ReadSession, ctx: Context, prefix: str,
-                            parent: Annotated[str | None, Query(max_length=1000)] = None,
-                            page_token: PageToken = None, page_size: PageSize = None,
-                            ) -> dict[str, Any]:
+@session_router.get("/namespaces", operation_id="iceberg_session_list_namespaces")
+def list_namespaces_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                               parent: Annotated[str | None, Query(max_length=1000)] = None,
+                               page_token: PageToken = None, page_size: PageSize = None,
+                               ) -> dict[str, Any]:
     _in_session(session, request, ctx, prefix)
     return list_namespaces(session, parent, page_token, page_size)
 
 
-@view_router.get("/namespaces/{namespace}", operation_id="iceberg_view_load_namespace")
-def load_namespace_in_view(request: Request, session: ReadSession, ctx: Context, prefix: str,
-                           namespace: str) -> dict[str, Any]:
+@session_router.get("/namespaces/{namespace}", operation_id="iceberg_session_load_namespace")
+def load_namespace_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                              namespace: str) -> dict[str, Any]:
     _in_session(session, request, ctx, prefix)
     return load_namespace(session, namespace)
 
 
-@view_router.head("/namespaces/{namespace}", status_code=204,
-                  operation_id="iceberg_view_namespace_exists")
-def namespace_exists_in_view(request: Request, session: ReadSession, ctx: Context, prefix: str,
-                             namespace: str) -> Response:
+@session_router.head("/namespaces/{namespace}", status_code=204,
+                     operation_id="iceberg_session_namespace_exists")
+def namespace_exists_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                                namespace: str) -> Response:
     _in_session(session, request, ctx, prefix)
     return namespace_exists(session, namespace)
 
 
-@view_router.get("/namespaces/{namespace}/tables", operation_id="iceberg_view_list_tables")
-def list_tables_in_view(request: Request, session: ReadSession, ctx: Context, prefix: str,
-                        namespace: str, page_token: PageToken = None,
-                        page_size: PageSize = None) -> dict[str, Any]:
+@session_router.get("/namespaces/{namespace}/tables", operation_id="iceberg_session_list_tables")
+def list_tables_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                           namespace: str, page_token: PageToken = None,
+                           page_size: PageSize = None) -> dict[str, Any]:
     _in_session(session, request, ctx, prefix)
     return list_tables(session, namespace, page_token, page_size)
 
 
-@view_router.get("/namespaces/{namespace}/tables/{table}",
-                 operation_id="iceberg_view_load_table")
-def load_table_in_view(request: Request, database: DatabaseDep, ctx: Context, prefix: str,
-                       namespace: str, table: str,
-                       snapshots: Annotated[str, Query(pattern="^(all|refs)$")] = "all",
-                       if_none_match: IfNoneMatch = None) -> Response:
+@session_router.get("/namespaces/{namespace}/tables/{table}",
+                    operation_id="iceberg_session_load_table")
+def load_table_in_session(request: Request, database: DatabaseDep, ctx: Context, prefix: str,
+                          namespace: str, table: str,
+                          snapshots: Annotated[str, Query(pattern="^(all|refs)$")] = "all",
+                          if_none_match: IfNoneMatch = None) -> Response:
     """The table at the read session's cut: fixed at the first load of its pipeline, leased
     for the session; its ``ETag`` names the cut file."""
-    return _table_response(service.load_table_in_view(
+    return _table_response(service.load_table_in_session(
         database, ctx, _site(request), prefix, _principal(request), _levels(namespace), table,
         snapshots), if_none_match)
 
 
-@view_router.head("/namespaces/{namespace}/tables/{table}", status_code=204,
-                  operation_id="iceberg_view_table_exists")
-def table_exists_in_view(request: Request, session: ReadSession, ctx: Context, prefix: str,
-                         namespace: str, table: str) -> Response:
+@session_router.head("/namespaces/{namespace}/tables/{table}", status_code=204,
+                     operation_id="iceberg_session_table_exists")
+def table_exists_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                            namespace: str, table: str) -> Response:
     _in_session(session, request, ctx, prefix)
     return table_exists(session, namespace, table)
 
 
-@view_router.post("/namespaces/{namespace}/tables/{table}/metrics", status_code=204,
-                  operation_id="iceberg_view_report_metrics")
-def report_metrics_in_view(request: Request, session: ReadSession, ctx: Context, prefix: str,
-                           namespace: str, table: str, body: JsonObject) -> Response:
+@session_router.post("/namespaces/{namespace}/tables/{table}/metrics", status_code=204,
+                     operation_id="iceberg_session_report_metrics")
+def report_metrics_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                              namespace: str, table: str, body: JsonObject) -> Response:
     _in_session(session, request, ctx, prefix)
     return report_metrics(request, namespace, table, body)
 
 
-@view_router.post("/{path:path}", status_code=204, operation_id="iceberg_view_post")
-@view_router.put("/{path:path}", status_code=204, operation_id="iceberg_view_put")
-@view_router.delete("/{path:path}", status_code=204, operation_id="iceberg_view_delete")
-def write_in_view(request: Request, session: ReadSession, ctx: Context, prefix: str,
-                  path: str) -> Response:
-    """Views are read-only: every change goes through the head (warehouse ``lake``)."""
+@session_router.post("/{path:path}", status_code=204, operation_id="iceberg_session_post")
+@session_router.put("/{path:path}", status_code=204, operation_id="iceberg_session_put")
+@session_router.delete("/{path:path}", status_code=204, operation_id="iceberg_session_delete")
+def write_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                     path: str) -> Response:
+    """Read sessions are read-only: every change goes through the head (warehouse ``lake``)."""
     _in_session(session, request, ctx, prefix)
-    raise ForbiddenError("this is a read-only view of the catalog (SPEC §12): commit through "
-                         "the head, warehouse without @…")
+    raise ForbiddenError("this is a read-only session of a consistent warehouse (SPEC §12): "
+                         "commit through the head, warehouse without @…")
 
 
 def install_catalog(app: FastAPI, settings: Settings) -> None:
@@ -544,7 +553,7 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
     _install_error_rendering(app)
     app.include_router(router)
     app.include_router(sql_view_router)
-    app.include_router(view_router)
+    app.include_router(session_router)
 
     def fill_identities() -> None:
         try:

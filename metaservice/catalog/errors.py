@@ -51,7 +51,7 @@ class ForbiddenError(IcebergError):
 
 
 class NoSuchReadSessionError(IcebergError):
-    """A view's read session that expired, or never was (SPEC §12)."""
+    """A read session of a consistent warehouse that expired, or never was (SPEC §12)."""
 
     status_code = 404
     type = "NotFoundException"

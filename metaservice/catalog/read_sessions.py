@@ -1,8 +1,9 @@
-"""Read sessions of the catalog's views (SPEC §12): the rules.
+"""Read sessions of the catalog's consistent warehouses (SPEC §12's "views"): the rules.
 
 - ``GET /v1/config?warehouse=lake@strong`` (or ``lake@barrier=<B>``) opens a session: a lease
   with no snapshot yet, owned by the caller, whose term is ``read_session_seconds``. Its id,
-  as the prefix ``view-<id>``, names the session in every later request of the client.
+  as the prefix ``session-<id>``, names the session in every later request of the client. A
+  prefix ``view-<id>`` (sessions opened before the rename) names the same session.
 - The first table loaded from a pipeline (a component of the topology) fixes the pipeline's
   barrier for the session: its strong cut at that moment, or B. Every later table of that
   pipeline is served at the same barrier, so a query, and every later query of the session,
@@ -29,13 +30,13 @@ from sqlalchemy.orm import Session
 
 from metaservice.auth.service import Principal
 from metaservice.catalog import repository as repo
+from metaservice.catalog.consistent_warehouses import ConsistentWarehouse, CutKind
 from metaservice.catalog.errors import (
     TOO_MANY_READ_SESSIONS,
     NoSuchReadSessionError,
     NoSuchTableError,
     RefusedError,
 )
-from metaservice.catalog.views import View, ViewKind
 from metaservice.context import ServiceContext
 from metaservice.db.models import LeaseRow, ReadSessionRow
 from metaservice.expirations import handout
@@ -47,7 +48,8 @@ from metaservice.versions.cuts import Consistency
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "view-"
+PREFIX = "session-"
+LEGACY_PREFIXES = ("view-",)  # answered to sessions opened before they were named sessions
 _RENEWAL_STEP_MS = 1_000  # a session's term is run again at most once per second (half a
                           # term, for terms of two seconds or less)
 
@@ -56,14 +58,14 @@ _RENEWAL_STEP_MS = 1_000  # a session's term is run again at most once per secon
 class Cut:
     """Where a read session serves a table: the barrier and the snapshot at it."""
 
-    kind: ViewKind
+    kind: CutKind
     barrier: int
     snapshot_id: int
 
 
-def open_session(session: Session, ctx: ServiceContext, catalog_name: str, view: View,
-                 principal: Principal) -> str:
-    """Open a read session of ``view``; answers its prefix.
+def open_session(session: Session, ctx: ServiceContext, catalog_name: str,
+                 warehouse: ConsistentWarehouse, principal: Principal) -> str:
+    """Open a read session of the consistent warehouse ``warehouse``; answers its prefix.
 
     Raises:
         RefusedError: 429 ``too_many_read_sessions``, the principal holds its cap already.
@@ -75,15 +77,15 @@ def open_session(session: Session, ctx: ServiceContext, catalog_name: str, view:
             TOO_MANY_READ_SESSIONS,
             f"token {principal.name!r} holds {cap} live read sessions already "
             "(METASERVICE_MAX_READ_SESSIONS); release one with DELETE /leases/<id> (a session's "
-            "prefix is view-<id>), or wait until one expires "
+            "prefix is session-<id>), or wait until one expires "
             f"({ctx.settings.read_session_seconds:g} s after its last use)",
             {"limit": cap}, status_code=429)
-    lease = leases_service.create_lease(session, ctx, f"{catalog_name}@{view}",
+    lease = leases_service.create_lease(session, ctx, f"{catalog_name}@{warehouse}",
                                         ctx.settings.read_session_seconds, [], principal)
-    repo.insert_read_session(session, lease.lease_id, view.kind.value, view.barrier,
+    repo.insert_read_session(session, lease.lease_id, warehouse.kind.value, warehouse.barrier,
                              ctx.clock.now_ms())
     logger.info("catalog_read_session_opened",
-                extra={"session_id": lease.lease_id, "view": str(view)})
+                extra={"session_id": lease.lease_id, "warehouse": f"{catalog_name}@{warehouse}"})
     return PREFIX + lease.lease_id
 
 
@@ -98,7 +100,7 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
         MetaServiceError: SPEC §4's errors for a table with no version at the cut.
     """
     read_session, lease = _live_session(session, ctx, prefix, principal, lock=False)
-    kind = ViewKind(read_session.view)
+    kind = CutKind(read_session.kind)
     fixed = repo.read_session_cuts(session, read_session.id).get(str(name))
     if fixed is None:
         read_session, lease = _live_session(session, ctx, prefix, principal, lock=True)
@@ -112,8 +114,8 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
         return Cut(kind, fixed[1], fixed[2])
     row = tables_repo.find_table(session, name)
     if row is None:
-        raise NoSuchTableError(f"{name} has no barrier recorded by MetaService: a view serves "
-                               "only tables with a consistent version")
+        raise NoSuchTableError(f"{name} has no barrier recorded by MetaService: a consistent "
+                               "warehouse serves only tables with a consistent version")
     handout.hold(session, [row.id])
     barrier = read_session.barrier
     if barrier is None:
@@ -141,13 +143,19 @@ def ensure_live(session: Session, ctx: ServiceContext, prefix: str,
 def _live_session(session: Session, ctx: ServiceContext, prefix: str, principal: Principal, *,
                   lock: bool) -> tuple[ReadSessionRow, LeaseRow]:
     # A NUL byte names no session (and PostgreSQL cannot even compare it).
-    session_id = (prefix.removeprefix(PREFIX)
-                  if prefix.startswith(PREFIX) and "\x00" not in prefix else None)
+    session_id = _session_id(prefix) if "\x00" not in prefix else None
     found = repo.get_read_session(session, session_id, lock=lock) if session_id else None
     if (found is None or found[1].expires_at <= ctx.clock.now_ms()
             or not leases_service.visible_to(found[1], principal)):
         raise _gone(prefix)
     return found
+
+
+def _session_id(prefix: str) -> str | None:
+    for known in (PREFIX, *LEGACY_PREFIXES):
+        if prefix.startswith(known):
+            return prefix.removeprefix(known)
+    return None
 
 
 def _gone(prefix: str) -> NoSuchReadSessionError:

@@ -1,5 +1,5 @@
-"""All SQL of the catalog: namespace rows, table pointers, the read sessions of its views and
-the cut files they serve.
+"""All SQL of the catalog: namespace rows, table pointers, the read sessions of its consistent
+warehouses and the cut files they serve.
 
 A pointer swap is a compare-and-swap on ``version`` (``UPDATE … WHERE version = :expected``;
 zero rows means another commit won). On PostgreSQL the losing UPDATE waits for the winner's row
@@ -268,12 +268,12 @@ def take_over_barriers(session: Session, table_id: int, *, replaced: int,
     return moved
 
 
-# -- read sessions of views (SPEC §12) -----------------------------------------------------------
+# -- read sessions of consistent warehouses (SPEC §12) -------------------------------------------
 
 
-def insert_read_session(session: Session, session_id: str, view: str, barrier: int | None,
+def insert_read_session(session: Session, session_id: str, kind: str, barrier: int | None,
                         now_ms: int) -> None:
-    session.add(ReadSessionRow(id=session_id, view=view, barrier=barrier, created_at=now_ms))
+    session.add(ReadSessionRow(id=session_id, kind=kind, barrier=barrier, created_at=now_ms))
     session.flush()
 
 
@@ -308,7 +308,7 @@ def add_read_session_cut(session: Session, session_id: str, table_id: int, barri
     session.flush()
 
 
-# -- cut files of views (SPEC §12) ------------------------------------------------------------
+# -- cut files of read sessions (SPEC §12) ----------------------------------------------------
 
 
 def cut_file_recorded(session: Session, location: str) -> bool:

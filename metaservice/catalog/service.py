@@ -43,7 +43,13 @@ from metaservice import errors as domain_errors
 from metaservice.auth.policy import Role
 from metaservice.auth.service import Principal
 from metaservice.barriers import service as barriers_service
-from metaservice.catalog import idempotency, pages, read_sessions, validation, views
+from metaservice.catalog import (
+    consistent_warehouses,
+    idempotency,
+    pages,
+    read_sessions,
+    validation,
+)
 from metaservice.catalog import repository as repo
 from metaservice.catalog import sql_view_repository as view_repo
 from metaservice.catalog.changes import CommitChanges, commit_changes
@@ -269,10 +275,10 @@ def load_table(database: Database, catalog: CatalogSite, levels: Sequence[str], 
     return LoadedTable(_with_snapshots(metadata, snapshots), location, snapshots)
 
 
-def load_table_in_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
-                       prefix: str, principal: Principal, levels: Sequence[str], table: str,
-                       snapshots: str = "all") -> LoadedTable:
-    """The table as the read session ``prefix`` serves it: its metadata at the session's cut
+def load_table_in_session(database: Database, ctx: ServiceContext, catalog: CatalogSite,
+                          prefix: str, principal: Principal, levels: Sequence[str], table: str,
+                          snapshots: str = "all") -> LoadedTable:
+    """The table as the read session ``prefix`` serves it: the table at the session's cut
     (SPEC §12). The cut is fixed in one transaction, the files are read and written outside
     any, and the cut file is recorded in a second one before it is written."""
     namespace = _existing_table_namespace(levels, table)
@@ -285,8 +291,8 @@ def load_table_in_view(database: Database, ctx: ServiceContext, catalog: Catalog
         # (read before, on PostgreSQL, it could predate a commit the cut already saw).
         pointer = _pointer(session, namespace, table)
         head_location = pointer.metadata_location
-    served = views.metadata_at(read_metadata(catalog, head_location),
-                               cut.snapshot_id, cut.barrier, cut.kind)
+    served = consistent_warehouses.metadata_at(read_metadata(catalog, head_location),
+                                               cut.snapshot_id, cut.barrier, cut.kind)
     if served is None:
         raise domain_errors.SnapshotExpiredError(
             f"snapshot {cut.snapshot_id} of {name} at barrier {cut.barrier} is no longer in "
@@ -792,7 +798,7 @@ def _apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
         if changes.removed_snapshots:
             _expire(session, ctx, name, changes.removed_snapshots)
             # No live session serves a removed snapshot (its lease would have refused the
-            # expiration), and no view serves it again: its cut files go.
+            # expiration), and no session serves it again: its cut files go.
             staged.removed_cut_files = repo.take_cut_files(
                 session, str(staged.metadata.table_uuid), changes.removed_snapshots)
     except domain_errors.MetaServiceError as exc:

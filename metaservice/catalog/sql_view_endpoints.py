@@ -2,9 +2,9 @@
 ``/iceberg``: list, create, load, replace (commit), rename, drop, exists and register, as the
 Iceberg REST catalog OpenAPI specification gives them (``sql_view_service`` has the rules).
 
-Under a read session's prefix (``/iceberg/v1/view-<id>/…``, SPEC §12) a view is listed, loaded
+Under a read session's prefix (``/iceberg/v1/session-<id>/…``, SPEC §12) a view is listed, loaded
 and probed as at the head: its SQL then reads the session's tables at the session's cut; every
-change there is refused as any other (``endpoints.write_in_view``).
+change there is refused as any other (``endpoints.write_in_session``).
 
 ``sql_view_router`` is included before the read sessions' routes, whose catch-all would
 otherwise take ``POST /iceberg/v1/views/rename``.

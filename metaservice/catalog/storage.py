@@ -4,11 +4,11 @@ A metadata file is written once and never changed, so files read are cached by l
 file is written before the transaction that points at it commits: a crash in between leaves an
 unreferenced file, never a pointer without its file.
 
-A view's cut of a table (SPEC §12) is a file too, named after what decides its content and
-shared by every read session serving that cut: written by whichever request needs it first,
-possibly by several at once (``write_shared``), never named by a table's pointer. It is
-deleted (``delete_cut_files``) after the commit that expires its snapshot, or the drop that
-purges its table, committed.
+A table at a read session's cut (SPEC §12) is a file too, a cut file, named after what decides
+its content and shared by every read session serving that cut: written by whichever request
+needs it first, possibly by several at once (``write_shared``), never named by a table's
+pointer. It is deleted (``delete_cut_files``) after the commit that expires its snapshot, or
+the drop that purges its table, committed.
 
 Every location the server writes, reads or deletes lies inside the warehouse or a location the
 operator allows (``METASERVICE_ALLOWED_LOCATIONS``), compared after normalisation and, for local
@@ -40,7 +40,7 @@ from pyiceberg.serializers import Compressor, FromByteStream, ToOutputFile
 from pyiceberg.table.locations import SimpleLocationProvider
 from pyiceberg.table.metadata import TableMetadata
 
-from metaservice.catalog import views
+from metaservice.catalog import consistent_warehouses
 from metaservice.catalog.errors import (
     BadRequestError,
     ServiceUnavailableError,
@@ -362,17 +362,17 @@ class Warehouse:
 
     def cut_location(self, head_location: str, snapshot_id: int, barrier: int, kind: str,
                      served: TableMetadata) -> str:
-        """``views.cut_metadata_location``, remembered per head file and cut: hashing a long
-        history's metadata costs more than serving it from the cache."""
+        """``consistent_warehouses.cut_metadata_location``, remembered per head file and cut:
+        hashing a long history's metadata costs more than serving it from the cache."""
         key = (head_location, snapshot_id, barrier, kind)
         location = self._cut_locations.get(key)
         if location is None:
-            location = views.cut_metadata_location(head_location, served)
+            location = consistent_warehouses.cut_metadata_location(head_location, served)
             self._cut_locations.put(key, location)
         return location
 
     def delete_cut_files(self, locations: list[str]) -> None:
-        """Delete views' cut files no session can use any more. Runs after the transaction that
+        """Delete cut files no read session can use any more. Runs after the transaction that
         forgot them committed; a file that cannot be deleted is logged and left."""
         for location in locations:
             try:

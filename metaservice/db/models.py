@@ -354,15 +354,16 @@ class IcebergViewRow(Base):
 
 
 class ReadSessionRow(Base):
-    """A read session of a catalog view (SPEC §12). Its lease (same id) holds every snapshot the
-    session serves and gives its term: the session lives while its lease does, and goes with
-    it."""
+    """A read session of a consistent warehouse of the catalog (SPEC §12). Its lease (same id)
+    holds every snapshot the session serves and gives its term: the session lives while its
+    lease does, and goes with it."""
 
     __tablename__ = "catalog_read_sessions"
 
     id: Mapped[str] = mapped_column(
         String(36), ForeignKey("leases.id", ondelete="CASCADE"), primary_key=True)
-    view: Mapped[str] = mapped_column(String(16), nullable=False)  # strong | barrier
+    # strong | barrier (``CutKind``); the column keeps its first name, "view"
+    kind: Mapped[str] = mapped_column("view", String(16), nullable=False)
     barrier: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
@@ -382,9 +383,9 @@ class ReadSessionCutRow(Base):
 
 
 class CutFileRow(Base):
-    """A view's cut file (SPEC §12), recorded when first served: the file serves one snapshot
+    """A cut file (SPEC §12), recorded when first served: the file serves one snapshot
     of one catalog table, and is deleted with the snapshot's expiration or the table's purge.
-    The table is its Iceberg ``table-uuid``: unlike its name, a rename racing a view load
+    The table is its Iceberg ``table-uuid``: unlike its name, a rename racing a read session's load
     cannot leave a row under a name a later table takes."""
 
     __tablename__ = "catalog_cut_files"

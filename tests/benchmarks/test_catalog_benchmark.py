@@ -29,11 +29,11 @@ def test_load_table_of_a_history_built_through_the_catalog(
     assert loads.snapshots == 12
     assert loads.rest_ms and loads.sql_ms and len(loads.rest_client_ms) == 2
     assert loads.server_cpu_ms > 0 and loads.answer_bytes > 0
-    assert loads.view_ms and loads.view_server_cpu_ms > 0
+    assert loads.session_ms and loads.session_server_cpu_ms > 0
     assert loads.not_modified_ms and loads.not_modified_server_cpu_ms > 0
-    head, view, conditional = catalog.load_results("tiny", loads)
+    head, session, conditional = catalog.load_results("tiny", loads)
     assert isinstance(head, Result) and head.baseline_value is not None
-    assert view.goal == "≤ 1.5× the head" and isinstance(view.met, bool)
+    assert session.goal == "≤ 1.5× the head" and isinstance(session.met, bool)
     assert conditional.goal == "≤ 1 ms server CPU" and isinstance(conditional.met, bool)
 
 

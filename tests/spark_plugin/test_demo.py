@@ -26,7 +26,7 @@ from metaservice.demo import ORDERS, clock
 pytestmark = pytest.mark.spark
 
 STRONG_READS = 3
-STRONG_READ = re.compile(r"^\[\s*(\d+\.\d)s\] read\s+strong view \(DuckDB, lake@strong\) "
+STRONG_READ = re.compile(r"^\[\s*(\d+\.\d)s\] read\s+strong read session \(DuckDB, lake@strong\) "
                          r"at barrier \d")
 CUT = re.compile(r" at barrier (\S+): ")
 HEAD_READ = re.compile(r"^\s+head \(DuckDB, lake\), read right after: invariant (held|broken)")
@@ -132,8 +132,8 @@ def test_sigterm_stops_queries_spark_and_server_and_removes_the_temporary_direct
     assert sorted(p.name for p in demo.tmpdir.iterdir()) == []
 
 
-def test_strong_view_reads_hold_the_invariant_across_sibling_jobs_and_head_reads_break_it(demo):
-    """DuckDB reads the catalog's strong view, attached anew for every report, and the head
+def test_strong_read_sessions_hold_the_invariant_across_sibling_jobs_and_head_reads_break_it(demo):
+    """DuckDB reads the catalog's consistent warehouse, attached anew for every report, and the head
     next to it."""
     out = demo.out
     assert "] invariant at one cut," in out and "customer_spend" in out
@@ -143,7 +143,7 @@ def test_strong_view_reads_hold_the_invariant_across_sibling_jobs_and_head_reads
     reads = [x for x in out.splitlines() if STRONG_READ.match(x)]
     assert len(reads) >= STRONG_READS, out
     assert all(": invariant held — " in x for x in reads), "\n".join(reads)
-    # every report attaches the view anew (a new read session): the cuts read move on
+    # every report attaches the warehouse anew (a new read session): the cuts read move on
     cuts = _cuts(reads)
     assert len(cuts) == len(reads) and len(set(cuts)) >= 2 and cuts == sorted(cuts), cuts
     # one head read per strong read, printed right under it
@@ -159,10 +159,10 @@ def test_strong_view_reads_hold_the_invariant_across_sibling_jobs_and_head_reads
                         r"(\d+)", out)
     assert summary is not None, out
     assert int(summary.group(1)) == int(summary.group(2)) >= STRONG_READS
-    # the head, read without a view, is measurably wrong
+    # the head, read outside a read session, is measurably wrong
     assert int(summary.group(3)) >= 1, out
     assert sum(m.group(1) == "broken" for m in heads) >= 1, out
-    assert "Spark SQL reads the same views with pyspark 3.5" in out
+    assert "Spark SQL reads the same read sessions with pyspark 3.5" in out
 
 
 def test_the_printed_paces_are_the_measured_ones(demo):

@@ -8,8 +8,8 @@ Each line on stdin is a JSON command; each answers one JSON line on stdout:
 - ``{"op": "catalog", "name": N, "options": {...}}`` registers the Iceberg catalog N
   (``spark.sql.catalog.N`` and its options), as a Spark configuration file would;
 - ``{"op": "sql", "sql": S}`` answers ``{"rows": [[...], ...]}``;
-- ``{"op": "open_view", "name": N, "catalog": C, "view": V}`` runs
-  ``spark_plugin.open_view(spark, N, catalog=C, view=V)`` (the plugin's base install);
+- ``{"op": "open_read_session", "name": N, "catalog": C, "at": A}`` runs
+  ``spark_plugin.open_read_session(spark, N, catalog=C, at=A)`` (the plugin's base install);
 - ``{"op": "append", "table": T, "schema": DDL, "rows": [[...]], "options": {...}}`` runs
   ``createDataFrame(rows, schema).writeTo(T).options(**options).append()``;
 - ``{"op": "append_query", "table": T, "query": S, "options": {...}}`` runs
@@ -47,12 +47,12 @@ def run(spark: SparkSession, command: dict) -> dict:
         return {}
     if op == "sql":
         return {"rows": [list(row) for row in spark.sql(command["sql"]).collect()]}
-    if op == "open_view":
+    if op == "open_read_session":
         import spark_plugin
 
-        return {"name": spark_plugin.open_view(spark, command["name"],
-                                               catalog=command["catalog"],
-                                               view=command["view"])}
+        return {"name": spark_plugin.open_read_session(spark, command["name"],
+                                                       catalog=command["catalog"],
+                                                       at=command["at"])}
     if op == "append":
         frame = spark.createDataFrame([tuple(r) for r in command["rows"]], command["schema"])
         frame.writeTo(command["table"]).options(**command.get("options", {})).append()

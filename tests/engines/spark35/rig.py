@@ -80,9 +80,9 @@ class SparkDriver:
     def sql(self, statement: str) -> list[list[Any]]:
         return self._send(op="sql", sql=statement)["rows"]
 
-    def open_view(self, name: str, *, catalog: str, view: str = "strong") -> str:
-        """``spark_plugin.open_view`` in the Spark 3.5 session."""
-        return str(self._send(op="open_view", name=name, catalog=catalog, view=view)["name"])
+    def open_read_session(self, name: str, *, catalog: str, at: str = "strong") -> str:
+        """``spark_plugin.open_read_session`` in the Spark 3.5 session."""
+        return str(self._send(op="open_read_session", name=name, catalog=catalog, at=at)["name"])
 
     def append(self, table: str, schema: str, rows: Sequence[Sequence[Any]],
                **options: str) -> None:

@@ -66,5 +66,5 @@ def ids(catalog: RestCatalog, table: str) -> list[int]:
 
 
 def consistent(catalog: RestCatalog) -> bool:
-    """The pipeline's invariant, read through ``catalog`` (a view or the head)."""
+    """The pipeline's invariant, read through ``catalog`` (a read session or the head)."""
     return ids(catalog, "db.orders") == ids(catalog, "db.a") == ids(catalog, "db.b")

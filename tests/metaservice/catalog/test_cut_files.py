@@ -1,4 +1,4 @@
-"""Views' cut files (SPEC §12) are deleted once no session can use them: after the catalog
+"""Read sessions' cut files (SPEC §12) are deleted once no session can use them: after the catalog
 commit that expires their snapshot, or with their table's purge. Both backends, over the
 real server and pyiceberg's REST client."""
 
@@ -20,7 +20,7 @@ from metaservice.db.models import CutFileRow
 from metaservice.db.session import Database
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.pipeline import SCHEMA, FanOut
-from tests.metaservice.catalog.test_views import snapshot_at, view
+from tests.metaservice.catalog.test_read_sessions import read_session, snapshot_at
 
 SESSION_MS = 3600 * 1000  # METASERVICE_READ_SESSION_SECONDS of the tests' settings
 
@@ -65,7 +65,7 @@ def test_expiring_a_cut_snapshot_deletes_its_cut_file_once_no_session_holds_it(
     and leaves the files of cuts still leased."""
     first = pipeline.ingest(1)
     pipeline.step("a"), pipeline.step("b")
-    old = view(server).load_table("db.orders")
+    old = read_session(server).load_table("db.orders")
     at_first = snapshot_at(client, "lake.db.orders", first)
     assert old.metadata.current_snapshot_id == at_first
     assert local(old.metadata_location).is_file()
@@ -75,7 +75,7 @@ def test_expiring_a_cut_snapshot_deletes_its_cut_file_once_no_session_holds_it(
     clock.advance(SESSION_MS - 100_000)
     second = pipeline.ingest(1)
     pipeline.step("a"), pipeline.step("b")
-    new = view(server).load_table("db.orders")
+    new = read_session(server).load_table("db.orders")
     at_second = snapshot_at(client, "lake.db.orders", second)
     assert new.metadata.current_snapshot_id == at_second
     third = pipeline.ingest(1)  # the head moves past the second cut: it may be expired too
@@ -101,7 +101,7 @@ def test_expiring_a_cut_snapshot_deletes_its_cut_file_once_no_session_holds_it(
     assert recorded(database) == {new.metadata_location: (uuid_of(catalog, "db.orders"),
                                                           at_second)}
     assert local(new.metadata_location).is_file()
-    assert view(server).load_table("db.orders").metadata.current_snapshot_id != at_first
+    assert read_session(server).load_table("db.orders").metadata.current_snapshot_id != at_first
 
 
 def test_a_purge_deletes_the_tables_cut_files(
@@ -111,10 +111,10 @@ def test_a_purge_deletes_the_tables_cut_files(
     of other tables stay."""
     first = pipeline.ingest(1)
     pipeline.step("a"), pipeline.step("b")
-    strong = view(server)
+    strong = read_session(server)
     served = strong.load_table("db.a")
     orders = strong.load_table("db.orders")
-    at_barrier = view(server, f"lake@barrier={first}").load_table("db.a")
+    at_barrier = read_session(server, f"lake@barrier={first}").load_table("db.a")
     assert served.metadata_location != at_barrier.metadata_location
     assert local(served.metadata_location).is_file()
 
@@ -134,7 +134,7 @@ def test_a_plain_drop_leaves_cut_files_and_forgets_them(
     none, so its purge or expirations delete only its own files."""
     pipeline.ingest(1)
     pipeline.step("a"), pipeline.step("b")
-    served = view(server).load_table("db.a")
+    served = read_session(server).load_table("db.a")
     pipeline.client.post("/unregister/a")  # a table a running job writes is not dropped
     catalog.drop_table("db.a")
     assert local(served.metadata_location).is_file()
@@ -157,7 +157,7 @@ def test_cut_files_follow_a_renamed_table(
         clock.advance(10)
         table.append(pa.table({"id": [i]}, schema=SCHEMA),
                      snapshot_properties={"metaservice.barrier": str(clock.now_ms())})
-    served = view(server).load_table("db.solo")
+    served = read_session(server).load_table("db.solo")
     cut = served.metadata.current_snapshot_id
     assert cut is not None
     table.refresh()

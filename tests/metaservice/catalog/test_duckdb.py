@@ -74,7 +74,7 @@ JOIN = """
 """
 
 
-def test_duckdb_reads_one_cut_through_the_strong_view(
+def test_duckdb_reads_one_cut_through_a_strong_read_session(
         catalog: RestCatalog, client: httpx.Client, server: ServerThread, clock, duck) -> None:  # type: ignore[no-untyped-def]
     """A join of the three tables of a pipeline with fan-out, while its slow sibling lags:
     through ``lake@strong`` every table is at one barrier, through the head they are not."""
@@ -97,14 +97,14 @@ def test_duckdb_reads_one_cut_through_the_strong_view(
     duck.execute("DETACH strong")
     attach(duck, server, "lake@strong", "strong")
     assert duck.execute(JOIN.format(c="strong")).fetchone() == (5, 5, 5, 5, 5)
-    with pytest.raises(duckdb.Error, match="read-only view"):
+    with pytest.raises(duckdb.Error, match="read-only session"):
         duck.execute("INSERT INTO strong.db.orders VALUES (99)")
 
 
-def test_duckdb_lists_only_the_snapshots_of_the_cut_through_the_strong_view(
+def test_duckdb_lists_only_the_snapshots_of_the_cut_in_a_strong_read_session(
         catalog: RestCatalog, client: httpx.Client, server: ServerThread, clock, duck) -> None:  # type: ignore[no-untyped-def]
     """DuckDB's ``iceberg_snapshots`` on an attached table lists the snapshots of the file at
-    ``metadata-location``, not of the answer's JSON: through the strong view it lists none
+    ``metadata-location``, not of the answer's JSON: in a strong read session it lists none
     newer than the cut, through the head it lists them."""
     pipeline = FanOut(catalog, client, clock)
     first = pipeline.ingest(3)

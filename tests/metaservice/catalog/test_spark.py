@@ -1,7 +1,7 @@
 """Spark 3.5 with the stock Apache Iceberg runtime (1.10) against the catalog, over loopback,
 on both backends (SPEC §11, §12): Spark creates the tables, a job's Spark writes carry its
 barrier, Spark reads back and time-travels, and its snapshot expiration is refused for
-protected snapshots; through the strong view (``warehouse=lake@strong``) Spark SQL joins the
+protected snapshots; in a strong read session (``warehouse=lake@strong``) Spark SQL joins the
 tables of a running pipeline at one barrier, where the head mixes barriers.
 
 One SparkSession (``tests/engines/spark35``, set up by its ``install.sh``) serves the module;
@@ -137,7 +137,7 @@ def broken_ids(spark: SparkDriver, catalog: str) -> tuple[int, int]:
     return orders, broken
 
 
-def test_spark_joins_a_running_pipeline_at_one_barrier_through_the_strong_view(
+def test_spark_joins_a_running_pipeline_at_one_barrier_in_a_strong_read_session(
         spark: SparkDriver, lake: str, catalog: RestCatalog, client: httpx.Client,
         clock: ManualClock, server: ServerThread) -> None:
     pipeline = FanOut(catalog, client, clock)
@@ -167,47 +167,48 @@ def test_spark_joins_a_running_pipeline_at_one_barrier_through_the_strong_view(
     try:
         for round_ in range(6):
             # A session's cut is fixed at its first load: each round registers a new catalog.
-            view = f"{lake}_strong{round_}"
-            spark.catalog(view, type="rest", uri=f"{server.url}/iceberg", warehouse="lake@strong")
-            strong.append(broken_ids(spark, view))
+            session = f"{lake}_strong{round_}"
+            spark.catalog(session, type="rest", uri=f"{server.url}/iceberg",
+                          warehouse="lake@strong")
+            strong.append(broken_ids(spark, session))
             head.append(broken_ids(spark, lake))
     finally:
         stop.set()
         writer.join()
     assert not failures, failures
-    print(f"strong view (orders read, broken ids): {strong}; head: {head}")
+    print(f"strong read sessions (orders read, broken ids): {strong}; head: {head}")
     assert all(broken == 0 for _, broken in strong), strong
-    assert len({orders for orders, _ in strong}) > 1, strong  # the view follows the pipeline
+    assert len({orders for orders, _ in strong}) > 1, strong  # new sessions follow the pipeline
     assert sum(broken > 0 for _, broken in head) > 0, head  # the head mixes barriers
-    with pytest.raises(SparkError, match="read-only view"):
+    with pytest.raises(SparkError, match="read-only session"):
         spark.sql(f"INSERT INTO {lake}_strong0.db.orders VALUES (99)")
 
 
-def test_open_view_opens_a_new_read_session_under_the_same_name(
+def test_open_read_session_opens_a_new_read_session_under_the_same_name(
         spark: SparkDriver, lake: str, catalog: RestCatalog, client: httpx.Client,
         clock: ManualClock) -> None:
-    """``spark_plugin.open_view``: one call, and the same SQL reads the next cut."""
+    """``spark_plugin.open_read_session``: one call, and the same SQL reads the next cut."""
     pipeline = FanOut(catalog, client, clock)
     pipeline.ingest(2)
     first = pipeline.step("a")
     assert pipeline.step("b") == first
-    view = spark.open_view(f"{lake}_view", catalog=lake)
+    session = spark.open_read_session(f"{lake}_session", catalog=lake)
 
     def barrier_of(table: str) -> int:
-        [[_, value]] = spark.sql(f"SHOW TBLPROPERTIES {view}.db.{table} ('metaservice.barrier')")
+        [[_, value]] = spark.sql(f"SHOW TBLPROPERTIES {session}.db.{table} ('metaservice.barrier')")
         return int(value)
 
-    assert broken_ids(spark, view) == (2, 0) and barrier_of("a") == first
+    assert broken_ids(spark, session) == (2, 0) and barrier_of("a") == first
     pipeline.ingest(3)
     second = pipeline.step("a")
     assert pipeline.step("b") == second
-    assert broken_ids(spark, view) == (2, 0)  # the session keeps its cut
-    assert spark.open_view(view, catalog=lake) == view
-    assert broken_ids(spark, view) == (5, 0) and barrier_of("b") == second
-    spark.open_view(view, catalog=lake, view=f"barrier={first}")
-    assert broken_ids(spark, view) == (2, 0) and barrier_of("orders") == first
+    assert broken_ids(spark, session) == (2, 0)  # the session keeps its cut
+    assert spark.open_read_session(session, catalog=lake) == session
+    assert broken_ids(spark, session) == (5, 0) and barrier_of("b") == second
+    spark.open_read_session(session, catalog=lake, at=f"barrier={first}")
+    assert broken_ids(spark, session) == (2, 0) and barrier_of("orders") == first
     with pytest.raises(SparkError, match="no catalog 'nowhere'") as refused:
-        spark.open_view(view, catalog="nowhere")
+        spark.open_read_session(session, catalog="nowhere")
     assert refused.value.type == "CatalogConfigError"
 
 
@@ -241,7 +242,7 @@ def test_spark_creates_selects_replaces_renames_and_drops_an_iceberg_view(
     spark.catalog(strong, type="rest", uri=f"{server.url}/iceberg", warehouse="lake@strong")
     assert spark.sql(f"SHOW VIEWS IN {strong}.db") == [["db", "big", False]]
     assert spark.sql(f"SELECT * FROM {strong}.db.big ORDER BY id") == [[1, 10], [2, 20]]
-    with pytest.raises(SparkError, match="read-only view"):
+    with pytest.raises(SparkError, match="read-only session"):
         spark.sql(f"DROP VIEW {strong}.db.big")
 
     # A view and a table never share a name.

@@ -1,5 +1,5 @@
-"""The warehouse's shared metadata files (a view's cut of a table): requests racing to write the
-same file all succeed, and no reader ever sees part of it."""
+"""The warehouse's shared metadata files (a table at a read session's cut, a cut file): requests
+racing to write the same file all succeed, and no reader ever sees part of it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 
 from metaservice.catalog.storage import Warehouse
-from tests.metaservice.catalog.test_views import read_metadata_file
+from tests.metaservice.catalog.test_read_sessions import read_metadata_file
 
 WRITERS = 8
 FILES = 20
@@ -32,7 +32,7 @@ def test_racing_writes_of_a_shared_file_all_succeed_and_are_read_whole(
         tmp_path: Path, scheme: str) -> None:
     root = f"{scheme}{tmp_path}/warehouse"
     metadata = _metadata(f"{root}/db/t")
-    locations = [f"{root}/db/t/metadata/view-{n}.metadata.json" for n in range(FILES)]
+    locations = [f"{root}/db/t/metadata/cut-{n}.metadata.json" for n in range(FILES)]
     start = threading.Barrier(WRITERS + 1)
     failures: list[BaseException] = []
     partial: list[str] = []
@@ -72,4 +72,4 @@ def test_racing_writes_of_a_shared_file_all_succeed_and_are_read_whole(
     assert all(read_metadata_file(location) == metadata for location in locations)
     directory = tmp_path / "warehouse" / "db" / "t" / "metadata"
     assert sorted(p.name for p in directory.iterdir()) == sorted(
-        f"view-{n}.metadata.json" for n in range(FILES))  # no temporary file left
+        f"cut-{n}.metadata.json" for n in range(FILES))  # no temporary file left

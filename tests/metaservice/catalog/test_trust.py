@@ -430,13 +430,14 @@ def test_read_sessions_are_capped_per_principal_and_unknown_prefixes_are_404(
     prefixes = [reader.get(config).json()["overrides"]["prefix"] for _ in range(3)]
     refused(reader.get(config), 429, "too_many_read_sessions")
     assert lake.http["w1"].get(config).status_code == 200  # another principal's own cap
-    lease_id = prefixes[0].removeprefix("view-")
+    lease_id = prefixes[0].removeprefix("session-")
     assert reader.delete(f"/leases/{lease_id}").status_code == 204
     assert reader.get(config).status_code == 200
 
     lake.catalogs["w1"].create_namespace("db")
-    for prefix, who in (("view-00000000-0000-0000-0000-000000000000", "reader"),
-                        ("nonsense", "reader"), (prefixes[0], "reader"), (prefixes[1], "w1")):
+    for prefix, who in (("session-00000000-0000-0000-0000-000000000000", "reader"),
+                        ("nonsense", "reader"), (prefixes[0], "reader"), (prefixes[1], "w1"),
+                        ("view-" + prefixes[1].removeprefix("session-"), "w1")):
         http = lake.http[who]
         base = f"/iceberg/v1/{prefix}"
         for response in (http.get(f"{base}/namespaces"), http.get(f"{base}/namespaces/db"),

@@ -423,7 +423,8 @@ def test_a_nul_byte_in_a_path_is_a_4xx_on_every_backend(lake: Lake) -> None:
     answers = {
         "load table": lake.http["reader"].get(f"{TABLES}/a%00b"),
         "table exists": lake.http["reader"].head(f"{TABLES}/a%00b"),
-        "view prefix": lake.http["reader"].get("/iceberg/v1/view-a%00b/namespaces"),
+        "session prefix": lake.http["reader"].get("/iceberg/v1/session-a%00b/namespaces"),
+        "legacy prefix": lake.http["reader"].get("/iceberg/v1/view-a%00b/namespaces"),
         "lease": lake.http["reader"].get("/leases/a%00b"),
         "release lease": lake.http["reader"].delete("/leases/a%00b"),
         "expiration": lake.http["reader"].get("/expirations/a%00b"),
@@ -491,8 +492,8 @@ def test_a_purge_spares_files_another_table_writes_under_its_location(lake: Lake
 def test_the_core_api_does_not_move_a_catalog_tables_answer_back(lake: Lake) -> None:
     """The catalog refuses to move ``main`` of ``db.r`` back, but ``POST /tables/.../barriers``
     (a root report, any writer) records a newer barrier at an older snapshot of the same
-    table, or at one it does not have: strong reads and views then answer 1 row where the head
-    holds 3 (SPEC §11, Trust: the same promises on every update path, against every caller)."""
+    table, or at one it does not have: strong reads and read sessions then answer 1 row where the
+    head holds 3 (SPEC §11, Trust: the same promises on every update path, against every caller)."""
     w1 = lake.catalogs["w1"]
     w1.create_namespace("db")
     table = w1.create_table("db.r", schema=SCHEMA)

@@ -21,7 +21,7 @@ def test_upgrade_from_empty_matches_the_models(database: Database) -> None:
 
 
 def test_the_cut_files_migration_downgrades_and_upgrades_again(database: Database) -> None:
-    """0009 (views' cut files) is undone by its downgrade, to exactly 0008's schema, and
+    """0009 (read sessions' cut files) is undone by its downgrade, to exactly 0008's schema, and
     redone to the models."""
     config = alembic_config(database.engine.url.render_as_string(hide_password=False))
 

@@ -1,5 +1,6 @@
-"""Views of the catalog (SPEC §12) through pyiceberg's own REST client, on both backends:
-``lake@strong`` read sessions, ``lake@barrier=<B>``, read-only, leases, expiry."""
+"""Read sessions of the catalog's consistent warehouses (SPEC §12's "views") through pyiceberg's
+own REST client, on both backends: ``lake@strong`` read sessions, ``lake@barrier=<B>``,
+read-only, leases, expiry, the prefix of sessions opened before the rename."""
 
 from __future__ import annotations
 
@@ -19,14 +20,15 @@ from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 
-from metaservice.catalog.views import cut_metadata_location
+from metaservice.catalog.consistent_warehouses import cut_metadata_location
 from metaservice.clock import ManualClock
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.conftest import rest_catalog
 from tests.metaservice.catalog.pipeline import SCHEMA, FanOut, consistent, ids
 
 
-def view(server: ServerThread, name: str = "lake@strong") -> RestCatalog:
+def read_session(server: ServerThread, name: str = "lake@strong") -> RestCatalog:
+    """A new read session of the consistent warehouse ``name``."""
     return rest_catalog(server.url, warehouse=name)
 
 
@@ -42,7 +44,7 @@ def snapshot_at(client: httpx.Client, table: str, barrier: int) -> int:
     return int(answer.json()["versions"][table]["snapshot_id"])
 
 
-def test_a_strong_view_serves_every_table_of_a_pipeline_at_one_barrier(
+def test_a_strong_read_session_serves_every_table_of_a_pipeline_at_one_barrier(
         pipeline: FanOut, catalog: RestCatalog, client: httpx.Client,
         server: ServerThread) -> None:
     first = pipeline.ingest(3)
@@ -51,7 +53,7 @@ def test_a_strong_view_serves_every_table_of_a_pipeline_at_one_barrier(
     assert pipeline.step("a") == second  # b, the slow sibling, is still at the first barrier
     assert not consistent(catalog)  # the head mixes two barriers
 
-    strong = view(server)
+    strong = read_session(server)
     assert consistent(strong)
     a = strong.load_table("db.a")
     assert a.metadata.properties["metaservice.barrier"] == str(first)
@@ -69,7 +71,7 @@ def test_a_strong_view_serves_every_table_of_a_pipeline_at_one_barrier(
     third = pipeline.ingest(1)
     assert pipeline.step("a") == third
     assert ids(strong, "db.b") == list(range(3)) and consistent(strong)
-    fresh = view(server)
+    fresh = read_session(server)
     assert ids(fresh, "db.b") == list(range(5)) and consistent(fresh)
     assert fresh.load_table("db.a").metadata.properties["metaservice.barrier"] == str(second)
 
@@ -79,7 +81,7 @@ def read_metadata_file(location: str) -> TableMetadata:
     return FromInputFile.table_metadata(load_file_io({}, location).new_input(location))
 
 
-def test_a_view_answers_a_metadata_file_of_its_cut(
+def test_a_read_session_answers_a_metadata_file_of_its_cut(
         pipeline: FanOut, catalog: RestCatalog, client: httpx.Client,
         server: ServerThread) -> None:
     """Engines that read the file at ``metadata-location`` (DuckDB lists snapshots from it)
@@ -93,7 +95,7 @@ def test_a_view_answers_a_metadata_file_of_its_cut(
     at_first = snapshot_at(client, "lake.db.a", first)
     assert head.metadata.current_snapshot_id != at_first
 
-    served = view(server).load_table("db.a")
+    served = read_session(server).load_table("db.a")
     assert served.metadata_location != head.metadata_location
     in_file = read_metadata_file(served.metadata_location)
     assert in_file == served.metadata
@@ -103,14 +105,14 @@ def test_a_view_answers_a_metadata_file_of_its_cut(
     assert all(s.timestamp_ms <= cut_time for s in in_file.snapshots)
     assert all(e.timestamp_ms <= cut_time for e in in_file.snapshot_log)
 
-    # Another session at the same cut shares the file, also after the head moved on; a barrier
-    # view at it has its own.
-    assert view(server).load_table("db.a").metadata_location == served.metadata_location
+    # Another session at the same cut shares the file, also after the head moved on; a session
+    # of the barrier's consistent warehouse has its own.
+    assert read_session(server).load_table("db.a").metadata_location == served.metadata_location
     pipeline.ingest(1)
     pipeline.step("a")  # the head of a moves on, b holds the strong cut at the first barrier
     assert catalog.load_table("db.a").metadata_location != head.metadata_location
-    assert view(server).load_table("db.a").metadata_location == served.metadata_location
-    at_barrier = view(server, f"lake@barrier={first}").load_table("db.a")
+    assert read_session(server).load_table("db.a").metadata_location == served.metadata_location
+    at_barrier = read_session(server, f"lake@barrier={first}").load_table("db.a")
     assert at_barrier.metadata_location not in (served.metadata_location,
                                                 head.metadata_location)
     assert read_metadata_file(at_barrier.metadata_location) == at_barrier.metadata
@@ -130,7 +132,7 @@ def test_a_cut_file_is_named_after_its_content() -> None:
                                 "s3://bucket/db/t", {"metaservice.barrier": "100"})
     name = cut_metadata_location(head, served)
     assert name == cut_metadata_location(head, served.model_copy())
-    assert name.startswith("s3://bucket/db/t/metadata/view-")
+    assert name.startswith("s3://bucket/db/t/metadata/cut-")
     assert name.endswith(".metadata.json")
     other = served.model_copy(update={"properties": {"metaservice.barrier": "101"}})
     assert cut_metadata_location(head, other) != name
@@ -138,7 +140,7 @@ def test_a_cut_file_is_named_after_its_content() -> None:
     assert MetastoreCatalog._parse_metadata_version(name) == -1
 
 
-def test_a_barrier_view_serves_every_table_at_that_barrier(
+def test_a_barrier_read_session_serves_every_table_at_that_barrier(
         pipeline: FanOut, catalog: RestCatalog, server: ServerThread) -> None:
     first = pipeline.ingest(3)
     pipeline.step("a"), pipeline.step("b")
@@ -146,23 +148,24 @@ def test_a_barrier_view_serves_every_table_at_that_barrier(
     pipeline.step("a"), pipeline.step("b")
     pipeline.ingest(1)
     pipeline.step("a")
-    at_first = view(server, f"lake@barrier={first}")
+    at_first = read_session(server, f"lake@barrier={first}")
     assert ids(at_first, "db.b") == list(range(3)) and consistent(at_first)
     table = at_first.load_table("db.orders")
     assert table.metadata.properties["metaservice.consistency"] == "barrier"
-    assert view(server, f"lake@barrier={second}").load_table("db.a").scan().to_arrow().num_rows == 5
+    at_second = read_session(server, f"lake@barrier={second}")
+    assert at_second.load_table("db.a").scan().to_arrow().num_rows == 5
     # b has not completed the third barrier: SPEC §4's barrier_not_complete, as a 409.
-    beyond = view(server, f"lake@barrier={pipeline.clock.now_ms()}")
+    beyond = read_session(server, f"lake@barrier={pipeline.clock.now_ms()}")
     with pytest.raises(Exception, match="barrier_not_complete"):
         beyond.load_table("db.b")
 
 
-def test_views_are_read_only(pipeline: FanOut, client: httpx.Client,
-                             server: ServerThread) -> None:
+def test_read_sessions_are_read_only(pipeline: FanOut, client: httpx.Client,
+                                     server: ServerThread) -> None:
     pipeline.ingest(1)
-    strong = view(server)
+    strong = read_session(server)
     table = strong.load_table("db.orders")
-    with pytest.raises(ForbiddenError, match="read-only view"):
+    with pytest.raises(ForbiddenError, match="read-only session"):
         table.append(pa.table({"id": [99]}, schema=SCHEMA))
     with pytest.raises(ForbiddenError):
         strong.create_namespace("other")
@@ -181,7 +184,7 @@ def test_a_session_leases_what_it_serves_and_expires_after_its_last_use(
         clock: ManualClock) -> None:
     pipeline.ingest(1)
     pipeline.step("a")
-    strong = view(server)
+    strong = read_session(server)
     served = strong.load_table("db.a").metadata.current_snapshot_id
     leases = client.get("/leases").json()["leases"]
     (lease,) = [entry for entry in leases if entry["holder"] == "lake@strong"]
@@ -226,14 +229,36 @@ def test_bad_warehouses_and_tables_without_a_version(
         assert answer.status_code == 400, (warehouse, answer.text)
         assert answer.json()["error"]["type"] == "BadRequestException"
     with pytest.raises(BadRequestError):
-        view(server, "lake@nothing")
+        read_session(server, "lake@nothing")
     catalog.create_namespace("db")
     catalog.create_table("db.empty", schema=SCHEMA)
     with pytest.raises(NoSuchTableError, match="no barrier recorded"):
-        view(server).load_table("db.empty")
-    unknown = client.get("/iceberg/v1/view-00000000-0000-0000-0000-000000000000/namespaces/db"
+        read_session(server).load_table("db.empty")
+    unknown = client.get("/iceberg/v1/session-00000000-0000-0000-0000-000000000000/namespaces/db"
                          "/tables/empty")
     assert unknown.status_code == 404 and "expired or does not exist" in unknown.text
+
+
+def test_a_live_session_is_served_under_its_legacy_view_prefix(
+        pipeline: FanOut, client: httpx.Client) -> None:
+    """Sessions opened before the rename were answered ``view-<id>``: the same id under that
+    prefix still names the session (same cut, same lease), while it lives."""
+    pipeline.ingest(1)
+    pipeline.step("a")
+    prefix = client.get("/iceberg/v1/config", params={"warehouse": "lake@strong"}).json()[
+        "overrides"]["prefix"]
+    assert prefix.startswith("session-")
+    legacy = "view-" + prefix.removeprefix("session-")
+    current = client.get(f"/iceberg/v1/{prefix}/namespaces/db/tables/a")
+    old = client.get(f"/iceberg/v1/{legacy}/namespaces/db/tables/a")
+    assert current.status_code == old.status_code == 200, old.text
+    assert old.json()["metadata-location"] == current.json()["metadata-location"]
+    assert old.json()["metadata"]["properties"]["metaservice.consistency"] == "strong"
+    assert client.get(f"/iceberg/v1/{legacy}/namespaces").status_code == 200
+    assert client.post(f"/iceberg/v1/{legacy}/transactions/commit", json={}).status_code == 403
+    lease_id = prefix.removeprefix("session-")
+    assert client.delete(f"/leases/{lease_id}").status_code == 204
+    assert client.get(f"/iceberg/v1/{legacy}/namespaces").status_code == 404
 
 
 def test_loads_of_one_session_racing_get_one_cut(

@@ -1,14 +1,16 @@
-"""Catalog views (SPEC §12), the pure part: which view a warehouse names, and a table's metadata
-as the view serves it.
+"""The catalog's consistent warehouses (SPEC §12, which calls them "views"), the pure part: which
+consistent warehouse a client's ``warehouse`` names, and a table's metadata at its cut.
 
-``warehouse=lake`` is the catalog's head; ``lake@strong`` a view in which every table is served
-at its pipeline's strong cut, fixed for the read session at the first table loaded from the
-pipeline; ``lake@barrier=<B>`` a view in which every table is served at barrier B.
+``warehouse=lake`` is the catalog's head; ``lake@strong`` a consistent warehouse in which every
+table is served at its pipeline's strong cut, fixed for the read session at the first table
+loaded from the pipeline; ``lake@barrier=<B>`` one in which every table is served at barrier B.
+Connecting to one opens a read session (``read_sessions``). Not to be confused with Iceberg
+views, the SQL objects (``sql_views``).
 
-A table served in a view is its metadata at the cut: ``current-snapshot-id`` and ``refs.main``
-name the snapshot, and only that snapshot and its ancestors are left in ``snapshots`` and
-``snapshot-log`` (DuckDB reads the newest entry of ``snapshots``, not ``refs.main``). The
-answer's ``metadata-location`` names a file holding exactly that metadata
+A table at its cut is its metadata as a read session serves it: ``current-snapshot-id`` and
+``refs.main`` name the snapshot, and only that snapshot and its ancestors are left in
+``snapshots`` and ``snapshot-log`` (DuckDB reads the newest entry of ``snapshots``, not
+``refs.main``). The answer's ``metadata-location`` names a file holding exactly that metadata
 (``cut_metadata_location``): engines that read the file instead of the answer's JSON (DuckDB's
 ``iceberg_snapshots``) see the cut too.
 """
@@ -30,55 +32,58 @@ from metaservice.catalog.errors import BadRequestError
 BARRIER_PROPERTY = "metaservice.barrier"
 CONSISTENCY_PROPERTY = "metaservice.consistency"
 
-class ViewKind(StrEnum):
+class CutKind(StrEnum):
+    """Which cut a consistent warehouse serves."""
+
     strong = "strong"
     barrier = "barrier"
 
 
 @dataclass(frozen=True)
-class View:
-    """A consistent view of the catalog: strong, or every table at one barrier."""
+class ConsistentWarehouse:
+    """A consistent warehouse of the catalog: strong, or every table at one barrier."""
 
-    kind: ViewKind
+    kind: CutKind
     barrier: int | None = None
 
     def __str__(self) -> str:
         return self.kind.value if self.barrier is None else f"barrier={self.barrier}"
 
 
-_VIEW = re.compile(r"^(?:(?P<strong>strong)|barrier=(?P<barrier>0|[1-9][0-9]{0,18}))$")
+_CUT = re.compile(r"^(?:(?P<strong>strong)|barrier=(?P<barrier>0|[1-9][0-9]{0,18}))$")
 
 
-def parse_warehouse(warehouse: str | None, catalog_name: str) -> View | None:
-    """The view a client's ``warehouse`` names, or None for the head.
+def parse_warehouse(warehouse: str | None, catalog_name: str) -> ConsistentWarehouse | None:
+    """The consistent warehouse a client's ``warehouse`` names, or None for the head.
 
     Raises:
-        BadRequestError: another catalog, or a view this catalog does not serve.
+        BadRequestError: another catalog, or a consistent warehouse this catalog does not serve.
     """
     if warehouse is None or warehouse == catalog_name:
         return None
-    name, at, view = warehouse.partition("@")
+    name, at, cut = warehouse.partition("@")
     if name != catalog_name or not at:
         raise BadRequestError(f"unknown warehouse {warehouse!r}; this catalog serves "
-                              f"{catalog_name!r} and its views {catalog_name}@strong and "
+                              f"{catalog_name!r} and its consistent warehouses "
+                              f"{catalog_name}@strong and "
                               f"{catalog_name}@barrier=<B>")
-    match = _VIEW.match(view)
+    match = _CUT.match(cut)
     if match is None:
-        raise BadRequestError(f"unknown view {view!r} of {catalog_name}: use "
+        raise BadRequestError(f"unknown consistent warehouse {cut!r} of {catalog_name}: use "
                               f"{catalog_name}@strong or {catalog_name}@barrier=<B> "
                               "(B a non-negative integer)")
     if match["strong"]:
-        return View(ViewKind.strong)
+        return ConsistentWarehouse(CutKind.strong)
     barrier = int(match["barrier"])
     if barrier >= 2**63:
         raise BadRequestError(f"barrier {barrier} is out of range")
-    return View(ViewKind.barrier, barrier)
+    return ConsistentWarehouse(CutKind.barrier, barrier)
 
 
 def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
-                kind: ViewKind) -> TableMetadata | None:
-    """``metadata`` as a view serves it at ``barrier``, whose snapshot is ``snapshot_id``; None
-    when that snapshot is no longer in the metadata."""
+                kind: CutKind) -> TableMetadata | None:
+    """``metadata`` at its cut, as a read session serves it at ``barrier``, whose snapshot is
+    ``snapshot_id``; None when that snapshot is no longer in the metadata."""
     head = metadata.snapshot_by_id(snapshot_id)
     if head is None:
         return None
@@ -98,7 +103,7 @@ def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
                  else metadata.current_schema_id)
     properties = {**metadata.properties, BARRIER_PROPERTY: str(barrier),
                   CONSISTENCY_PROPERTY: kind.value}
-    # As of the cut: the table's newer commits change nothing in what a view serves (save a new
+    # As of the cut: the table's newer commits change nothing in what a session serves (save a new
     # schema, spec or property), so sessions at one cut share one file (cut_metadata_location).
     as_of_cut: dict[str, Any] = {"last_updated_ms": head.timestamp_ms}
     if metadata.format_version >= 2 and head.sequence_number is not None:
@@ -121,13 +126,14 @@ def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
 
 
 def cut_metadata_location(head_location: str, served: TableMetadata) -> str:
-    """Where the metadata a view serves (``served``, ``metadata_at`` of the file at
+    """Where the metadata a read session serves (``served``, ``metadata_at`` of the file at
     ``head_location``) is written: in the head file's directory, named after the content's
     hash, so every session serving the same cut shares one file, also across later commits.
 
-    Named ``view-<hash>.metadata.json``: no version prefix, so it never passes for a version of
-    the table's own history (the pointer never names it).
+    Named ``cut-<hash>.metadata.json`` (files written before the rename are ``view-<hash>…``,
+    recorded with their location like any other): no version prefix, so it never passes for a
+    version of the table's own history (the pointer never names it).
     """
     digest = hashlib.sha256(served.model_dump_json().encode()).hexdigest()[:32]
     directory = head_location.rsplit("/", 1)[0]
-    return f"{directory}/view-{digest}.metadata.json"
+    return f"{directory}/cut-{digest}.metadata.json"
