@@ -500,6 +500,7 @@ RUN_BY = {
     "From Spark": "tests/spark_plugin/test_examples.py, test_the_engines_page_runs_as_one_script",
     CATALOG_SECTION: "test_the_readme_in_order_on_one_server",
     SPARK35_SECTION: "test_the_spark35_section_runs_as_written",
+    "Lineage in Marquez (OpenLineage)": "tests/metaservice/lineage/test_readme_lineage.py",
 }
 
 

@@ -22,7 +22,7 @@ def test_the_readme_lines_send_lineage_to_a_receiver(tmp_path: Path) -> None:
     [block] = code_blocks(sections(README.read_text())["Lineage in Marquez (OpenLineage)"],
                           ("bash",))
     lines = block.strip().splitlines()
-    assert len(lines) == 3 and MARQUEZ in lines[0] and lines[2] == "metaservice serve"
+    assert len(lines) == 3 and MARQUEZ in lines[0] and lines[2] == ".venv/bin/metaservice serve"
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
     env.update({"METASERVICE_PORT": str(port), "METASERVICE_LOG_LEVEL": "warning",
@@ -30,7 +30,9 @@ def test_the_readme_lines_send_lineage_to_a_receiver(tmp_path: Path) -> None:
                 "METASERVICE_WAREHOUSE": str(tmp_path / "warehouse"),
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"})
     with Receiver() as receiver:
-        process = subprocess.Popen(["bash", "-c", block.replace(MARQUEZ, receiver.url)],
+        script = block.replace(MARQUEZ, receiver.url).replace(
+            ".venv/bin/", f"{Path(sys.executable).parent}/")  # this checkout's virtualenv
+        process = subprocess.Popen(["bash", "-c", script],
                                    env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True)
         try:
