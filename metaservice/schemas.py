@@ -54,7 +54,8 @@ class ErrorBody(BaseModel):
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
-        401: "missing or unknown token", 403: "the token's role or ownership does not allow it",
+        400: "a body that cannot be read (not UTF-8)", 401: "missing or unknown token",
+        403: "the token's role or ownership does not allow it",
         404: "unknown job, table, version or route", 409: "conflict with an invariant",
         410: "the snapshot was approved for expiration", 413: "request body too large",
         422: "invalid request", 429: "rate limited", 503: "database unavailable",

@@ -28,6 +28,7 @@ ICEBERG_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         404: "no such namespace or table (NoSuchNamespaceException, NoSuchTableException)",
         409: "already exists, not empty, or commit failed (CommitFailedException; a MetaService "
              "refusal names its code in the message)",
+        410: "a view's snapshot is no longer in the table's metadata (snapshot_expired)",
         422: "unprocessable (UnprocessableEntityException)",
         429: "rate limited", 500: "internal error", 503: "database unavailable",
     }.items()
