@@ -289,6 +289,21 @@ def test_namespace_properties_a_database_cannot_store_are_refused(client: httpx.
     assert client.get(f"{NAMESPACES}/db").json()["properties"] == {"owner": "me"}
 
 
+@pytest.mark.parametrize("method, path", [
+    ("GET", f"{TABLES}/t%00"),
+    ("HEAD", f"{TABLES}/t%00"),
+    ("DELETE", f"{TABLES}/t%00?purgeRequested=true"),
+    ("GET", "/iceberg/v1/view-0%00/namespaces/db/tables/t"),
+], ids=["load", "exists", "drop", "load in a view"])
+def test_a_name_a_database_cannot_store_in_a_path_is_refused(
+        client: httpx.Client, table: dict[str, Any], method: str, path: str) -> None:
+    response = client.request(method, path)
+    assert response.status_code == 400, response.text
+    if method != "HEAD":
+        assert "NUL" in refused(response)
+    assert client.get(f"{TABLES}/t").json()["metadata-location"] == table["metadata-location"]
+
+
 # -- a table property naming code --------------------------------------------------------------
 
 
