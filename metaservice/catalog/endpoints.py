@@ -41,7 +41,7 @@ from metaservice.catalog.errors import (
     UnprocessableEntityError,
     iceberg_body,
 )
-from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES
+from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
 from metaservice.catalog.service import CatalogSite, LoadedTable
 from metaservice.catalog.sql_view_endpoints import ENDPOINTS as SQL_VIEW_ENDPOINTS
 from metaservice.catalog.sql_view_endpoints import sql_view_router
@@ -244,10 +244,6 @@ def get_config(request: Request, session: WriteSession, ctx: Context,
 
 
 # -- namespaces --------------------------------------------------------------------------------
-
-
-PageToken = Annotated[str | None, Query(alias="pageToken", max_length=2000)]
-PageSize = Annotated[int | None, Query(alias="pageSize")]
 
 
 @router.get("/v1/namespaces", operation_id="iceberg_list_namespaces")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Query
 from pydantic import BaseModel
 
 
@@ -38,3 +39,8 @@ ICEBERG_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         500: "internal error", 503: "database unavailable",
     }.items()
 }
+
+
+# The list routes' pagination parameters (``catalog/pages.py``).
+PageToken = Annotated[str | None, Query(alias="pageToken", max_length=2000)]
+PageSize = Annotated[int | None, Query(alias="pageSize")]

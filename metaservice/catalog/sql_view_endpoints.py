@@ -18,10 +18,10 @@ from fastapi import APIRouter, Body, Request, Response
 from pyiceberg.catalog.rest import CreateViewRequest, RegisterViewRequest, ViewResponse
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
-from metaservice.catalog import read_sessions
+from metaservice.catalog import pages, read_sessions
 from metaservice.catalog import sql_view_service as service
 from metaservice.catalog.errors import BadRequestError
-from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES
+from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
 from metaservice.catalog.service import CatalogSite
 from metaservice.deps import Context, DatabaseDep, ReadSession, WriteSession
 
@@ -64,10 +64,13 @@ def _view_response(loaded: service.LoadedView) -> Response:
 
 
 @sql_view_router.get("/v1/namespaces/{namespace}/views", operation_id="iceberg_list_views")
-def list_views(session: ReadSession, namespace: str) -> dict[str, Any]:
+def list_views(session: ReadSession, namespace: str, page_token: PageToken = None,
+               page_size: PageSize = None) -> dict[str, Any]:
+    """Views in name order; with ``pageToken`` (empty to start) a page at a time."""
     levels = _levels(namespace)
-    return {"identifiers": [{"namespace": levels, "name": name}
-                            for name in service.list_views(session, levels)]}
+    names, token = service.list_views(session, levels, pages.page(page_token, page_size))
+    return {"identifiers": [{"namespace": levels, "name": name} for name in names],
+            "next-page-token": token}
 
 
 @sql_view_router.post("/v1/namespaces/{namespace}/views", operation_id="iceberg_create_view")
@@ -144,10 +147,11 @@ def _in_session(database: DatabaseDep, request: Request, ctx: Context, prefix: s
 @sql_view_router.get("/v1/{prefix}/namespaces/{namespace}/views",
                      operation_id="iceberg_session_list_views")
 def list_views_in_session(request: Request, database: DatabaseDep, ctx: Context, prefix: str,
-                          namespace: str) -> dict[str, Any]:
+                          namespace: str, page_token: PageToken = None,
+                          page_size: PageSize = None) -> dict[str, Any]:
     _in_session(database, request, ctx, prefix)
     with database.transaction(write=False) as session:
-        return list_views(session, namespace)
+        return list_views(session, namespace, page_token, page_size)
 
 
 @sql_view_router.get("/v1/{prefix}/namespaces/{namespace}/views/{view}",

@@ -47,10 +47,14 @@ def get_view(session: Session, namespace: str, name: str) -> IcebergViewRow | No
     return session.get(IcebergViewRow, (namespace, name), populate_existing=True)
 
 
-def list_views(session: Session, namespace: str) -> list[str]:
-    return list(session.scalars(select(IcebergViewRow.name)
-                                .where(IcebergViewRow.namespace == namespace)
-                                .order_by(IcebergViewRow.name)))
+def list_views(session: Session, namespace: str, after: str | None = None,
+               limit: int | None = None) -> list[str]:
+    """View names of a namespace in order, after ``after``, at most ``limit``."""
+    statement = (select(IcebergViewRow.name).where(IcebergViewRow.namespace == namespace)
+                 .order_by(IcebergViewRow.name))
+    if after is not None:
+        statement = statement.where(IcebergViewRow.name > after)
+    return list(session.scalars(statement.limit(limit)))
 
 
 def count_views(session: Session, namespace: str) -> int:

@@ -31,9 +31,9 @@ from pyiceberg.catalog.rest import CreateViewRequest
 from pyiceberg.view.metadata import ViewMetadata
 from sqlalchemy.orm import Session
 
+from metaservice.catalog import pages, sql_views
 from metaservice.catalog import repository as repo
 from metaservice.catalog import sql_view_repository as view_repo
-from metaservice.catalog import sql_views
 from metaservice.catalog.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -187,10 +187,14 @@ def _refuse_taken(session: Session, namespace: str, name: str) -> None:
 # -- routes ----------------------------------------------------------------------------------
 
 
-def list_views(session: Session, levels: Sequence[str]) -> list[str]:
+def list_views(session: Session, levels: Sequence[str],
+               wanted: pages.Page = pages.EVERYTHING) -> tuple[list[str], str | None]:
+    """One page of a namespace's view names, and the next page's token."""
     namespace = existing_namespace_name(levels)
     _namespace(session, namespace)
-    return view_repo.list_views(session, namespace)
+    limit = None if wanted.size is None else wanted.size + 1
+    return pages.next_token(view_repo.list_views(session, namespace, wanted.after, limit),
+                            wanted)
 
 
 def view_exists(session: Session, levels: Sequence[str], view: str) -> None:

@@ -108,3 +108,22 @@ def test_listings_page_in_name_order_and_stay_stable_across_creates_and_drops(
     assert namespaces["namespaces"] == [["db"]] and namespaces["next-page-token"] is None
     bad = client.get(TABLES, params={"pageToken": "%%%"})
     assert bad.status_code == 400, bad.text
+
+
+def test_the_view_list_pages_too(catalog: RestCatalog, client: httpx.Client) -> None:
+    from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
+
+    catalog.create_namespace("db")
+    for i in range(5):
+        catalog.create_view(f"db.v{i}", SCHEMA, ViewVersion(
+            version_id=1, schema_id=0, timestamp_ms=1, summary={},
+            representations=[SQLViewRepresentation(type="sql", sql="select 1", dialect="spark")],
+            default_namespace=["db"]))
+    seen, token = [], ""
+    while token is not None:
+        page = client.get("/iceberg/v1/namespaces/db/views",
+                          params={"pageToken": token, "pageSize": 2}).json()
+        assert len(page["identifiers"]) <= 2
+        seen += [v["name"] for v in page["identifiers"]]
+        token = page["next-page-token"]
+    assert seen == [f"v{i}" for i in range(5)]
