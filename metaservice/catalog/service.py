@@ -347,16 +347,25 @@ def _claim_locations(session: Session, name: TableName, keys: list[str], table_u
             TABLE_ALREADY_REGISTERED,
             f"the catalog already has this table (table-uuid {table_uuid}) as {holder}",
             {"table": holder}, status_code=status, type_=type_)
+    claim_locations(session, str(name), keys, table_uuid, code=TABLE_ALREADY_REGISTERED,
+                    status=status, now_ms=now_ms)
+
+
+def claim_locations(session: Session, what: str, keys: list[str], owner_uuid: str, *,
+                    code: str, status: int, now_ms: int) -> None:
+    """Claim ``keys`` for the table or view ``owner_uuid`` (named ``what``), unless one lies
+    inside, or contains, a location another table or view claims: then refuse with ``code``.
+    Runs under ``repo.lock_locations``."""
     for key in keys:
-        overlapping = repo.claims_overlapping(session, key, table_uuid)
+        overlapping = repo.claims_overlapping(session, key, owner_uuid)
         if overlapping:
             claim, other = overlapping[0]
             raise RefusedError(
-                TABLE_ALREADY_REGISTERED,
-                f"{key} (a location of {name}) overlaps {claim}, a location of {other}: no "
-                "table's files lie inside another's", {"table": other, "location": claim},
-                status_code=status, type_=type_)
-    repo.add_claims(session, table_uuid, keys, now_ms)
+                code, f"{key} (a location of {what}) overlaps {claim}, a location of {other}: "
+                "no table's or view's files lie inside another's",
+                {"table": other, "location": claim}, status_code=status,
+                type_="AlreadyExistsException" if status == 409 else None)
+    repo.add_claims(session, owner_uuid, keys, now_ms)
 
 
 def _refuse_planted(session: Session, name: TableName, principal: Principal) -> None:

@@ -45,6 +45,7 @@ from metaservice.catalog.errors import (
 from metaservice.catalog.service import (
     NAMESPACE_LOCATION,
     CatalogSite,
+    claim_locations,
     existing_namespace_name,
     namespace_name,
     table_name,
@@ -128,15 +129,8 @@ def _claim(session: Session, view: str, keys: list[str], view_uuid: str, now_ms:
     """A view claims its locations as a table does: none lies inside another table's or
     view's, so no purge reaches its files (SPEC §11, Trust)."""
     repo.lock_locations(session)
-    for key in keys:
-        overlapping = repo.claims_overlapping(session, key, view_uuid)
-        if overlapping:
-            claim, other = overlapping[0]
-            raise RefusedError(
-                VIEW_ALREADY_REGISTERED,
-                f"{key} (a location of view {view}) overlaps {claim}, a location of {other}",
-                {"location": claim}, status_code=409, type_="AlreadyExistsException")
-    repo.add_claims(session, view_uuid, keys, now_ms)
+    claim_locations(session, f"view {view}", keys, view_uuid, code=VIEW_ALREADY_REGISTERED,
+                    status=409, now_ms=now_ms)
 
 
 def _reason(exc: BaseException) -> str:
