@@ -4,17 +4,22 @@
 Domain errors (``metaservice/errors.py``) carry their own status and code; the framework's own
 errors (unknown route, wrong method, validation) and unexpected exceptions are rendered in the
 same shape. Messages never carry a stack trace or database text.
+
+A part of the API served under a path prefix in another error model (the Iceberg REST catalog
+under ``/iceberg``) registers its renderer with :func:`render_errors_under`: every handler here
+asks, at request time, whether a renderer owns the request's path, so the order in which the
+app installs the handlers and the renderers does not matter.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -64,40 +69,82 @@ def _validation_details(exc: RequestValidationError) -> dict[str, Any]:
     return {"problems": problems}
 
 
+ErrorRenderer = Callable[[Exception], Response]
+"""Renders any error of a request in one error model."""
+
+Handler = Callable[[Request, Any], Awaitable[Response]]
+
+
+def render_errors_under(app: FastAPI, prefix: str, render: ErrorRenderer,
+                        *exception_classes: type[Exception]) -> None:
+    """Render every error of a request under ``prefix`` (``/iceberg``: its paths start with
+    ``/iceberg/``) with ``render``, whichever handler catches it. ``exception_classes``: errors
+    only that part raises, caught (under any other path, they are unexpected: a 500)."""
+    renderers = getattr(app.state, "error_renderers", None)
+    if renderers is None:
+        renderers = app.state.error_renderers = {}
+    renderers[prefix.rstrip("/") + "/"] = render
+    for exc_class in exception_classes:
+        app.add_exception_handler(exc_class, _dispatching(_unexpected))
+
+
+def _renderer_for(request: Request) -> ErrorRenderer | None:
+    renderers: dict[str, ErrorRenderer] = getattr(request.app.state, "error_renderers", None) or {}
+    path = request.url.path
+    for prefix, render in renderers.items():
+        if path.startswith(prefix):
+            return render
+    return None
+
+
+def _dispatching(default: Callable[[Request, Any], Response]) -> Handler:
+    """A handler that leaves a request to its prefix's renderer, if one owns its path."""
+    async def handle(request: Request, exc: Exception) -> Response:
+        render = _renderer_for(request)
+        return render(exc) if render is not None else default(request, exc)
+    return handle
+
+
+def _domain(_: Request, exc: MetaServiceError) -> Response:
+    return JSONResponse(status_code=exc.status_code, content=exc.to_body(), headers=exc.headers)
+
+
+def _validation(_: Request, exc: RequestValidationError) -> Response:
+    details = _validation_details(exc)
+    first = details["problems"][0] if details["problems"] else {"message": "invalid"}
+    where = ".".join(first.get("location", [])[1:]) or "request"
+    return _error_response(422, "invalid_request", f"{where}: {first['message']}", details)
+
+
+def _http(_: Request, exc: StarletteHTTPException) -> Response:
+    code = FRAMEWORK_CODES.get(exc.status_code, FALLBACK_CODE)
+    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    return _error_response(exc.status_code, code, message, headers=exc.headers)
+
+
+def _db_unavailable(_: Request, exc: OperationalError) -> Response:
+    logger.warning("database_error", extra={"error_class": type(exc.orig).__name__})
+    return _error_response(503, "database_unavailable",
+                           "the database is unavailable or busy; retry later",
+                           headers={"Retry-After": "1"})
+
+
+def _db_error(_: Request, exc: DBAPIError) -> Response:
+    logger.error("database_error", extra={"error_class": type(exc.orig).__name__})
+    return _error_response(500, "internal_error", "internal error")
+
+
+def _unexpected(_: Request, exc: Exception) -> Response:
+    logger.exception("unhandled_error", exc_info=exc)
+    return _error_response(500, "internal_error", "internal error")
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Render every error, ours or the framework's, in the SPEC §9 shape."""
-
-    @app.exception_handler(MetaServiceError)
-    async def _domain(_: Request, exc: MetaServiceError) -> JSONResponse:
-        return JSONResponse(status_code=exc.status_code, content=exc.to_body(),
-                            headers=exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        details = _validation_details(exc)
-        first = details["problems"][0] if details["problems"] else {"message": "invalid"}
-        where = ".".join(first.get("location", [])[1:]) or "request"
-        return _error_response(422, "invalid_request", f"{where}: {first['message']}", details)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = FRAMEWORK_CODES.get(exc.status_code, FALLBACK_CODE)
-        message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
-        return _error_response(exc.status_code, code, message, headers=exc.headers)
-
-    @app.exception_handler(OperationalError)
-    async def _db_unavailable(_: Request, exc: OperationalError) -> JSONResponse:
-        logger.warning("database_error", extra={"error_class": type(exc.orig).__name__})
-        return _error_response(503, "database_unavailable",
-                               "the database is unavailable or busy; retry later",
-                               headers={"Retry-After": "1"})
-
-    @app.exception_handler(DBAPIError)
-    async def _db_error(_: Request, exc: DBAPIError) -> JSONResponse:
-        logger.error("database_error", extra={"error_class": type(exc.orig).__name__})
-        return _error_response(500, "internal_error", "internal error")
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        logger.exception("unhandled_error")
-        return _error_response(500, "internal_error", "internal error")
+    """Render every error, ours or the framework's, in the SPEC §9 shape (or in the model of
+    the renderer that owns the request's path)."""
+    handlers: list[tuple[type[Exception], Callable[[Request, Any], Response]]] = [
+        (MetaServiceError, _domain), (RequestValidationError, _validation),
+        (StarletteHTTPException, _http), (OperationalError, _db_unavailable),
+        (DBAPIError, _db_error), (Exception, _unexpected)]
+    for exc_class, handler in handlers:
+        app.add_exception_handler(exc_class, _dispatching(handler))

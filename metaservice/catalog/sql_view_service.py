@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from pyiceberg.catalog.rest import CreateViewRequest
 from pyiceberg.view.metadata import ViewMetadata
 from sqlalchemy.orm import Session
 
 from metaservice.catalog import pages, sql_views
 from metaservice.catalog import repository as repo
 from metaservice.catalog import sql_view_repository as view_repo
+from metaservice.catalog.claims import claim_locations
 from metaservice.catalog.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -42,10 +42,10 @@ from metaservice.catalog.errors import (
     NoSuchNamespaceError,
     RefusedError,
 )
-from metaservice.catalog.service import (
-    NAMESPACE_LOCATION,
+from metaservice.catalog.namespaces import NAMESPACE_LOCATION
+from metaservice.catalog.requests import CommitViewRequest, CreateViewRequest
+from metaservice.catalog.site import (
     CatalogSite,
-    claim_locations,
     existing_namespace_name,
     namespace_name,
     table_name,
@@ -241,16 +241,9 @@ def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     return LoadedView(metadata, metadata_location)
 
 
-def parse_commit(body: Any) -> sql_views.CommitViewRequest:
-    try:
-        return sql_views.CommitViewRequest.model_validate(body)
-    except (ValidationError, RecursionError) as exc:
-        raise BadRequestError(f"invalid view commit: {_reason(exc)}") from exc
-
-
 def commit_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                 levels: Sequence[str], view: str,
-                request: sql_views.CommitViewRequest) -> LoadedView:
+                request: CommitViewRequest) -> LoadedView:
     """Apply a commit's updates to the view's current metadata, once its requirements hold:
     read and write files first, then swap the pointer by compare-and-swap."""
     namespace = _existing_view_namespace(levels, view)

@@ -13,13 +13,11 @@ Text no database stores and JSON nested too deep are refused for every route, be
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
-from pyiceberg.catalog.rest import CreateTableRequest
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
-from pyiceberg.table import CommitTableRequest, TableProperties
+from pyiceberg.table import TableProperties
 from pyiceberg.table.metadata import TableMetadata
 
 from metaservice.catalog.errors import BadRequestError
@@ -60,38 +58,13 @@ def describe(exc: BaseException) -> str:
     return str(exc)[:500] or type(exc).__name__
 
 
-def create_table_request(body: Mapping[str, Any]) -> CreateTableRequest:
-    """The body of a create-table request, parsed; its schema's types nest at most
-    :data:`MAX_TYPE_DEPTH` levels (measured before pyiceberg's parser recurses into them)."""
-    _check_depth(body.get("schema"))
-    try:
-        request = CreateTableRequest.model_validate(
-            {"location": None, "partition-spec": None, "write-order": None, **body})
-    except INVALID_METADATA as exc:
-        raise BadRequestError(f"invalid table: {describe(exc)}") from exc
-    return request
-
-
-def commit_request(body: Any) -> CommitTableRequest:
-    """A commit request, parsed; the schemas it adds nest at most :data:`MAX_TYPE_DEPTH`
-    levels (measured before pyiceberg's parser recurses into them)."""
-    updates = body.get("updates") if isinstance(body, dict) else None
-    for update in updates if isinstance(updates, list) else []:
-        if isinstance(update, dict) and update.get("action") == "add-schema":
-            _check_depth(update.get("schema"))
-    try:
-        return CommitTableRequest.model_validate(body)
-    except INVALID_METADATA as exc:
-        raise BadRequestError(f"invalid commit: {describe(exc)}") from exc
-
-
 def table_metadata(metadata: TableMetadata, warehouse: str) -> None:
     """Metadata the catalog is about to write or point at (a new table, a registered file):
     its locations are ones the warehouse's FileIO reaches, its types nest at most
     :data:`MAX_TYPE_DEPTH` levels, its default partition spec and sort order name columns of
     its current schema."""
     for schema in metadata.schemas:
-        _check_depth(schema.model_dump(mode="json", by_alias=True))
+        check_schema_depth(schema.model_dump(mode="json", by_alias=True))
     _check_locations(metadata, warehouse)
     try:
         metadata.spec().check_compatible(metadata.schema())
@@ -104,7 +77,7 @@ def table_update(base: TableMetadata | None, metadata: TableMetadata, warehouse:
     """A commit's result (``base`` None: the commit creates the table): its locations are
     ones the warehouse's FileIO reaches, and every partition spec and sort order the commit adds
     names columns of the current schema, as Iceberg's own metadata builder requires. (The
-    schemas it adds were measured by :func:`commit_request`.)"""
+    schemas it adds were measured while its body was read, ``requests.py``.)"""
     _check_locations(metadata, warehouse)
     known_specs = {spec.spec_id for spec in base.partition_specs} if base is not None else set()
     known_orders = {order.order_id for order in base.sort_orders} if base is not None else set()
@@ -135,7 +108,7 @@ def _check_location(what: str, location: str, warehouse: str) -> None:
         raise BadRequestError(f"{what} is longer than {MAX_LOCATION_LENGTH} characters")
 
 
-def _check_depth(schema: Any) -> None:
+def check_schema_depth(schema: Any) -> None:
     if _type_depth(schema) > MAX_TYPE_DEPTH:
         raise BadRequestError(
             f"invalid schema: types are nested more than {MAX_TYPE_DEPTH} levels deep")

@@ -17,6 +17,7 @@ from metaservice.db.models import (
     SnapshotExpirationRow,
     TableRow,
 )
+from metaservice.rollback.schemas import PlanTargets
 
 INVALID_BARRIERS_LISTED = 1000
 
@@ -98,6 +99,19 @@ def fences_on(session: Session, table_ids: Iterable[int]) -> dict[int, str]:
     rows = session.execute(select(RollbackFenceRow.table_id, RollbackFenceRow.plan_id)
                            .where(RollbackFenceRow.table_id.in_(ids))).all()
     return {t: p for t, p in rows}
+
+
+def fence_target(session: Session, table_id: int, table: str) -> int | None:
+    """The snapshot the rollback plan that fences table ``table_id`` (named ``table``) targets
+    it at, or None: no plan fences it, or the plan has no target for it."""
+    plan_id = fences_on(session, [table_id]).get(table_id)
+    plan = get_plan(session, plan_id) if plan_id is not None else None
+    if plan is None:
+        return None
+    for entry in PlanTargets.model_validate(plan.document).tables:
+        if entry.table == table and entry.target is not None:
+            return entry.target.snapshot_id
+    return None
 
 
 def job_sinks_fenced(session: Session, job: str) -> bool:

@@ -488,7 +488,8 @@ def test_a_table_older_than_its_recorded_identity_gets_it_at_start(
         lake: Lake, database: Database, warehouse: Path) -> None:
     from sqlalchemy import delete, update
 
-    from metaservice.catalog.service import CatalogSite, fill_identities
+    from metaservice.catalog.claims import fill_identities
+    from metaservice.catalog.site import CatalogSite
     from metaservice.catalog.storage import Warehouse
     from metaservice.db.models import CatalogLocationRow, IcebergTableRow
 

@@ -147,10 +147,10 @@ def test_a_commit_staged_on_a_table_never_lands_on_another_of_its_name(
     staged on ``a`` while ``a`` and ``b`` swap names replaces ``b``'s pointer with a file of
     ``a`` (ABA). ``b``'s rows are lost and two pointers share one table-uuid (SPEC §11:
     never lose an acknowledged commit; a table's identity is its table-uuid)."""
-    from metaservice.catalog import service
+    from metaservice.catalog import commits
 
     _two_tables_at_one_version(lake)
-    original = service._stage
+    original = commits._stage
     fired: list[bool] = []
 
     def stage_then_rename(catalog, name, pointer, request):  # type: ignore[no-untyped-def]
@@ -160,7 +160,7 @@ def test_a_commit_staged_on_a_table_never_lands_on_another_of_its_name(
             _swap_names_while(lake)
         return staged
 
-    monkeypatch.setattr(service, "_stage", stage_then_rename)
+    monkeypatch.setattr(commits, "_stage", stage_then_rename)
     response = lake.commit("w1", "a", [{"action": "set-properties", "updates": {"k": "v"}}])
     uuids = {t: lake.metadata(t)["metadata"]["table-uuid"] for t in ("a", "a2")}
     assert uuids["a"] != uuids["a2"], "two tables share one table-uuid"
@@ -175,10 +175,10 @@ def test_a_drop_and_purge_of_a_table_never_hits_another_of_its_name(
     alive)."""
     import time
 
-    from metaservice.catalog import service
+    from metaservice.catalog import tables
 
     _two_tables_at_one_version(lake)
-    original = service._pointer
+    original = tables._pointer
     fired: list[bool] = []
 
     def read_then_rename(session, namespace, table):  # type: ignore[no-untyped-def]
@@ -191,9 +191,9 @@ def test_a_drop_and_purge_of_a_table_never_hits_another_of_its_name(
             _swap_names_while(lake)
         return pointer
 
-    monkeypatch.setattr(service, "_pointer", read_then_rename)
+    monkeypatch.setattr(tables, "_pointer", read_then_rename)
     response = lake.http["admin"].delete(f"{TABLES}/a", params={"purgeRequested": "true"})
-    monkeypatch.setattr(service, "_pointer", original)
+    monkeypatch.setattr(tables, "_pointer", original)
     time.sleep(2)  # the purge runs after the response
     listed = sorted(t["name"] for t in lake.http["reader"].get(TABLES).json()["identifiers"])
     assert Path(lake.metadata("a2")["metadata-location"]).exists(), (

@@ -1,0 +1,200 @@
+"""Commits to one or more tables, all or none, that obey MetaService (SPEC §11).
+
+A commit is applied in four steps. The first two touch files and hold no database lock; the
+last two are one write transaction:
+
+1. *stage*: read the pointers (a read transaction), then the current metadata, validate the
+   client's requirements and apply its updates with pyiceberg's own code
+   (``requirement.validate``, ``update_table_metadata``), and check that every location of the
+   result lies inside the warehouse;
+2. *write* the new metadata file to the warehouse (a crash after this leaves an unreferenced
+   file only);
+3. *swap* the table's pointer by compare-and-swap on the version read in step 1 (tables in name
+   order, so two transactions over the same tables never deadlock): a lost race is a 409
+   ``CommitFailedException`` and the client refreshes and retries;
+4. apply MetaService's rules to what the commit changes (``commit_rules.py``): who may change
+   the table, heads that only move forward, and the barrier, expiration and rollback services,
+   in the same transaction: a refusal rolls the pointer back with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyiceberg.catalog import MetastoreCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.schema import Schema
+from pyiceberg.table import CommitTableRequest
+from pyiceberg.table.metadata import TableMetadata, TableMetadataV1
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.update import AssertCreate, update_table_metadata
+from sqlalchemy.orm import Session
+
+from metaservice.auth.service import Principal
+from metaservice.catalog import idempotency, validation
+from metaservice.catalog import repository as repo
+from metaservice.catalog.changes import commit_changes
+from metaservice.catalog.claims import claim_table_locations
+from metaservice.catalog.commit_rules import apply_rules
+from metaservice.catalog.errors import (
+    HEAD_NOT_FORWARD,
+    BadRequestError,
+    CommitFailedError,
+    NoSuchTableError,
+    RefusedError,
+)
+from metaservice.catalog.namespaces import namespace_row
+from metaservice.catalog.owners import refuse_planted
+from metaservice.catalog.site import CatalogSite, table_name
+from metaservice.context import ServiceContext
+from metaservice.db.models import IcebergTableRow
+from metaservice.db.session import Database
+from metaservice.names import TableName
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StagedCommit:
+    name: TableName
+    base: TableMetadata | None
+    base_version: int | None
+    metadata: TableMetadata
+    metadata_location: str
+    changed: bool
+    # The locations the table claims after the commit, when it creates the table or claims
+    # one it did not (set-location, a write.*.path property); None otherwise.
+    claims: list[str] | None = None
+    # Cut files of the snapshots the commit removed: deleted once it committed.
+    removed_cut_files: list[str] = field(default_factory=list)
+
+
+# Exceptions pyiceberg raises while it applies a client's updates to metadata: each is the
+# client's bad input (a field that does not exist, a type it cannot hold, an empty create).
+_BAD_UPDATE = (*validation.INVALID_METADATA, IndexError, AttributeError, RecursionError,
+               NotImplementedError, AssertionError)
+
+
+def _empty_metadata() -> TableMetadata:
+    """What a commit that creates a table applies its updates to: as pyiceberg's own catalogs
+    do (``MetastoreCatalog._empty_table_metadata``), format version 1 with no columns; the
+    commit's updates upgrade it and add what it has."""
+    return TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
+
+
+def _next_metadata_version(metadata_location: str) -> int:
+    """The version of the metadata file that follows ``metadata_location`` (``00003-<uuid>``
+    follows ``00002-<uuid>``; 0 after a file not named so, a registered one).
+
+    pyiceberg has no public function for this: it is the one private helper the catalog
+    calls, checked against pyiceberg 0.12.x (``MetastoreCatalog._parse_metadata_version``,
+    which answers -1 for a name that has no version)."""
+    return MetastoreCatalog._parse_metadata_version(metadata_location) + 1
+
+
+def _stage(catalog: CatalogSite, name: TableName, pointer: IcebergTableRow | None,
+           request: CommitTableRequest) -> StagedCommit:
+    """Steps 1 and 2 of a commit, outside any transaction."""
+    creating = any(isinstance(r, AssertCreate) for r in request.requirements)
+    if pointer is None and not creating:
+        raise NoSuchTableError(f"table does not exist: {name.database}.{name.table}")
+    base = catalog.warehouse.read(pointer.metadata_location) if pointer is not None else None
+    try:
+        for requirement in request.requirements:
+            requirement.validate(base)
+    except CommitFailedException as exc:
+        raise CommitFailedError(f"requirement failed for {name}: {exc}") from exc
+    if pointer is not None and base is not None and not request.updates:
+        return StagedCommit(name, base, pointer.version, base, pointer.metadata_location, False)
+    try:
+        metadata = update_table_metadata(
+            base_metadata=base if base is not None else _empty_metadata(),
+            updates=request.updates, enforce_validation=base is None,
+            metadata_location=pointer.metadata_location if pointer is not None else None)
+    except CommitFailedException as exc:
+        raise CommitFailedError(f"{name}: {exc}") from exc
+    except _BAD_UPDATE as exc:
+        raise BadRequestError(f"invalid update of {name}: {validation.describe(exc)}") from exc
+    if base is not None and metadata.table_uuid != base.table_uuid:
+        raise BadRequestError(f"invalid update of {name}: a table's uuid never changes")
+    if metadata.refs.get(MAIN_BRANCH) is not None and (
+            metadata.refs[MAIN_BRANCH].snapshot_ref_type != SnapshotRefType.BRANCH):
+        raise RefusedError(HEAD_NOT_FORWARD, f"main of {name} is a branch; it cannot become a tag",
+                           {"table": str(name)})
+    validation.table_update(base, metadata, catalog.warehouse.root)
+    claims = catalog.warehouse.confine_table(metadata)
+    moved = base is None or set(claims) != set(catalog.warehouse.confine_table(base))
+    version = _next_metadata_version(pointer.metadata_location) if pointer is not None else 0
+    location = catalog.warehouse.new_metadata_location(metadata, version)
+    catalog.warehouse.write(metadata, location)
+    return StagedCommit(name, base, pointer.version if pointer is not None else None, metadata,
+                        location, True, claims if moved else None)
+
+
+def _swap(session: Session, ctx: ServiceContext, staged: StagedCommit) -> None:
+    name, now = staged.name, ctx.clock.now_ms()
+    uuid = str(staged.metadata.table_uuid)
+    location = staged.claims[0] if staged.claims else None
+    if staged.base_version is None:
+        assert location is not None
+        if not repo.insert_pointer(session, name.database, name.table,
+                                   staged.metadata_location, now, table_uuid=uuid,
+                                   location=location):
+            raise CommitFailedError(f"table already exists: {name.database}.{name.table}")
+    elif not repo.swap_pointer(session, name.database, name.table,
+                               expected_version=staged.base_version,
+                               metadata_location=staged.metadata_location, now_ms=now,
+                               table_uuid=uuid, location=location):
+        raise CommitFailedError(f"{name} was changed by a concurrent commit; refresh and retry")
+
+
+def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
+                  requests: Sequence[tuple[str, str, CommitTableRequest]],
+                  principal: Principal,
+                  guard: idempotency.Guard | None = None) -> list[StagedCommit]:
+    """Commit to one or more tables, all or none (``(namespace, table, request)`` each), as
+    ``principal``."""
+    seen: set[tuple[str, str]] = set()
+    for namespace, table, _ in requests:
+        if (namespace, table) in seen:
+            raise BadRequestError(f"table {namespace}.{table} appears twice in one transaction")
+        seen.add((namespace, table))
+    names = [table_name(catalog, namespace, table) for namespace, table, _ in requests]
+    with database.transaction(write=False) as session:
+        pointers = [repo.get_pointer(session, name.database, name.table) for name in names]
+        for name, pointer in zip(names, pointers, strict=True):
+            if pointer is None:
+                namespace_row(session, name.database)
+    staged = [_stage(catalog, name, pointer, request)
+              for name, pointer, (_, _, request) in zip(names, pointers, requests, strict=True)]
+    changed = [one for one in staged if one.changed]
+    if not changed:
+        return staged
+    with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
+        if any(one.claims is not None for one in changed):
+            repo.lock_locations(session)
+        # Table by table in name order: each new claim is checked against the claims of the
+        # tables before it in this transaction too.
+        for one in sorted(changed, key=lambda s: s.name):
+            if one.claims is not None:
+                if one.base is None:
+                    namespace_row(session, one.name.database)
+                    refuse_planted(session, one.name, principal)
+                    repo.refuse_view_name(session, one.name.database, one.name.table)
+                claim_table_locations(session, one.name, one.claims, str(one.metadata.table_uuid),
+                                 replaces=one.base is not None, now_ms=ctx.clock.now_ms(),
+                                 status=400)
+            _swap(session, ctx, one)
+        for one in changed:
+            apply_rules(session, ctx, one, commit_changes(one.base, one.metadata), principal)
+        if guard is not None:
+            guard.finish(session, {"metadata-location": staged[0].metadata_location}
+                         if len(staged) == 1 else {})
+    for one in changed:
+        logger.info("catalog_commit", extra={"table": str(one.name),
+                                             "location": one.metadata_location})
+    return staged

@@ -1,0 +1,104 @@
+"""The catalog's configuration and namespace routes (HTTP only), under ``/iceberg``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from metaservice.catalog import consistent_warehouses, idempotency, namespaces, pages, read_sessions
+from metaservice.catalog.http import PREFIX, levels, principal, site
+from metaservice.catalog.requests import CreateNamespaceRequest, UpdateNamespacePropertiesRequest
+from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
+from metaservice.catalog.sql_view_endpoints import ENDPOINTS as SQL_VIEW_ENDPOINTS
+from metaservice.deps import Context, ReadSession, WriteSession
+
+router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
+
+# Every endpoint of the specification this catalog serves, as ``config`` lists them.
+ENDPOINTS = [
+    "GET /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
+    "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/transactions/commit",
+    *SQL_VIEW_ENDPOINTS,
+]
+
+
+@router.get("/v1/config", operation_id="iceberg_get_config")
+def get_config(request: Request, session: WriteSession, ctx: Context,
+               warehouse: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
+    """The catalog's configuration and the endpoints it serves. A consistent warehouse
+    (``lake@strong``, ``lake@barrier=<B>``) opens a read session, named by the ``prefix`` of
+    the answer's overrides (SPEC §12)."""
+    catalog = site(request)
+    consistent = consistent_warehouses.parse_warehouse(warehouse, catalog.name)
+    lifetime = idempotency.lifetime(ctx.settings.idempotency_key_seconds)
+    if consistent is None:
+        return {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS,
+                "idempotency-key-lifetime": lifetime}
+    prefix = read_sessions.open_session(session, ctx, catalog.name, consistent,
+                                        principal(request))
+    # Every endpoint is listed, so that a client sends its commit and hears why it is refused.
+    return {"defaults": {}, "overrides": {"prefix": prefix}, "endpoints": ENDPOINTS,
+            "idempotency-key-lifetime": lifetime}
+
+
+@router.get("/v1/namespaces", operation_id="iceberg_list_namespaces")
+def list_namespaces(session: ReadSession,
+                    parent: Annotated[str | None, Query(max_length=1000)] = None,
+                    page_token: PageToken = None, page_size: PageSize = None,
+                    ) -> dict[str, Any]:
+    """Namespaces in name order; with ``pageToken`` (empty to start) a page at a time."""
+    found, token = namespaces.list_namespaces(
+        session, levels(parent) if parent else None, pages.page(page_token, page_size))
+    return {"namespaces": found, "next-page-token": token}
+
+
+@router.post("/v1/namespaces", operation_id="iceberg_create_namespace")
+def create_namespace(request: Request, session: WriteSession, ctx: Context,
+                     body: CreateNamespaceRequest) -> dict[str, Any]:
+    created, properties = namespaces.create_namespace(
+        session, ctx, site(request), body.namespace, dict(body.properties or {}))
+    return {"namespace": created, "properties": properties}
+
+
+@router.get("/v1/namespaces/{namespace}", operation_id="iceberg_load_namespace")
+def load_namespace(session: ReadSession, namespace: str) -> dict[str, Any]:
+    return {"namespace": levels(namespace),
+            "properties": namespaces.load_namespace(session, levels(namespace))}
+
+
+@router.head("/v1/namespaces/{namespace}", status_code=204,
+             operation_id="iceberg_namespace_exists")
+def namespace_exists(session: ReadSession, namespace: str) -> Response:
+    namespaces.load_namespace(session, levels(namespace))
+    return Response(status_code=204)
+
+
+@router.delete("/v1/namespaces/{namespace}", status_code=204,
+               operation_id="iceberg_drop_namespace")
+def drop_namespace(session: WriteSession, namespace: str) -> Response:
+    namespaces.drop_namespace(session, levels(namespace))
+    return Response(status_code=204)
+
+
+@router.post("/v1/namespaces/{namespace}/properties",
+             operation_id="iceberg_update_namespace_properties")
+def update_namespace_properties(request: Request, session: WriteSession, namespace: str,
+                                body: UpdateNamespacePropertiesRequest) -> dict[str, Any]:
+    return namespaces.update_namespace_properties(
+        session, site(request), levels(namespace), list(body.removals or []),
+        dict(body.updates or {}))

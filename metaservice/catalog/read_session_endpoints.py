@@ -1,0 +1,111 @@
+"""The routes of a consistent warehouse's read sessions (HTTP only; SPEC §12), under
+``/iceberg/v1/{prefix}``: the same reads as at the head, under a session's prefix, with tables
+served at the session's cut; every write is refused.
+
+``router`` is included after every other catalog router: its catch-all would otherwise take
+``POST /iceberg/v1/tables/rename`` and ``POST /iceberg/v1/views/rename``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from metaservice.catalog import read_sessions, tables
+from metaservice.catalog.errors import ForbiddenError
+from metaservice.catalog.http import PREFIX, IfNoneMatch, levels, principal, site, table_response
+from metaservice.catalog.namespace_endpoints import (
+    list_namespaces,
+    load_namespace,
+    namespace_exists,
+)
+from metaservice.catalog.requests import ReportMetricsRequest
+from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
+from metaservice.catalog.table_endpoints import (
+    Snapshots,
+    list_tables,
+    report_metrics,
+    table_exists,
+)
+from metaservice.deps import Context, DatabaseDep, ReadSession
+
+router = APIRouter(prefix=PREFIX + "/v1/{prefix}", tags=["iceberg"],
+                   responses=ICEBERG_ERROR_RESPONSES)
+
+
+def _in_session(session: ReadSession, request: Request, ctx: Context, prefix: str) -> None:
+    read_sessions.ensure_live(session, ctx, prefix, principal(request))
+
+
+@router.get("/namespaces", operation_id="iceberg_session_list_namespaces")
+def list_namespaces_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                               parent: Annotated[str | None, Query(max_length=1000)] = None,
+                               page_token: PageToken = None, page_size: PageSize = None,
+                               ) -> dict[str, Any]:
+    _in_session(session, request, ctx, prefix)
+    return list_namespaces(session, parent, page_token, page_size)
+
+
+@router.get("/namespaces/{namespace}", operation_id="iceberg_session_load_namespace")
+def load_namespace_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                              namespace: str) -> dict[str, Any]:
+    _in_session(session, request, ctx, prefix)
+    return load_namespace(session, namespace)
+
+
+@router.head("/namespaces/{namespace}", status_code=204,
+                     operation_id="iceberg_session_namespace_exists")
+def namespace_exists_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                                namespace: str) -> Response:
+    _in_session(session, request, ctx, prefix)
+    return namespace_exists(session, namespace)
+
+
+@router.get("/namespaces/{namespace}/tables", operation_id="iceberg_session_list_tables")
+def list_tables_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                           namespace: str, page_token: PageToken = None,
+                           page_size: PageSize = None) -> dict[str, Any]:
+    _in_session(session, request, ctx, prefix)
+    return list_tables(session, namespace, page_token, page_size)
+
+
+@router.get("/namespaces/{namespace}/tables/{table}",
+                    operation_id="iceberg_session_load_table")
+def load_table_in_session(request: Request, database: DatabaseDep, ctx: Context, prefix: str,
+                          namespace: str, table: str,
+                          snapshots: Snapshots = "all",
+                          if_none_match: IfNoneMatch = None) -> Response:
+    """The table at the read session's cut: fixed at the first load of its pipeline, leased
+    for the session; its ``ETag`` names the cut file."""
+    return table_response(tables.load_table_in_session(
+        database, ctx, site(request), prefix, principal(request), levels(namespace), table,
+        snapshots), if_none_match)
+
+
+@router.head("/namespaces/{namespace}/tables/{table}", status_code=204,
+                     operation_id="iceberg_session_table_exists")
+def table_exists_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                            namespace: str, table: str) -> Response:
+    _in_session(session, request, ctx, prefix)
+    return table_exists(session, namespace, table)
+
+
+@router.post("/namespaces/{namespace}/tables/{table}/metrics", status_code=204,
+                     operation_id="iceberg_session_report_metrics")
+def report_metrics_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                              namespace: str, table: str, body: ReportMetricsRequest) -> Response:
+    _in_session(session, request, ctx, prefix)
+    return report_metrics(request, namespace, table, body)
+
+
+@router.post("/{path:path}", status_code=204, operation_id="iceberg_session_post")
+@router.put("/{path:path}", status_code=204, operation_id="iceberg_session_put")
+@router.delete("/{path:path}", status_code=204, operation_id="iceberg_session_delete")
+def write_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                     path: str) -> Response:
+    """Read sessions are read-only: every change goes through the head (warehouse ``lake``)."""
+    _in_session(session, request, ctx, prefix)
+    raise ForbiddenError("this is a read-only session of a consistent warehouse (SPEC §12): "
+                         "commit through the head, warehouse without @…")
+

@@ -1,0 +1,122 @@
+"""The catalog's table routes (HTTP only), under ``/iceberg``: list, create, register, load,
+exists, drop, rename, and metrics reports. Commits are ``commit_endpoints.py``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
+
+from metaservice.catalog import idempotency, pages, tables
+from metaservice.catalog.http import (
+    PREFIX,
+    IfNoneMatch,
+    context,
+    idempotent,
+    levels,
+    principal,
+    site,
+    table_response,
+)
+from metaservice.catalog.requests import (
+    CreateTableRequest,
+    RegisterTableRequest,
+    RenameTableRequest,
+    ReportMetricsRequest,
+)
+from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
+from metaservice.deps import Context, DatabaseDep, ReadSession
+
+router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
+
+Snapshots = Annotated[str, Query(pattern="^(all|refs)$")]
+
+
+@router.get("/v1/namespaces/{namespace}/tables", operation_id="iceberg_list_tables")
+def list_tables(session: ReadSession, namespace: str, page_token: PageToken = None,
+                page_size: PageSize = None) -> dict[str, Any]:
+    """Tables in name order; with ``pageToken`` (empty to start) a page at a time."""
+    names, token = tables.list_tables(session, levels(namespace),
+                                      pages.page(page_token, page_size))
+    return {"identifiers": [{"namespace": levels(namespace), "name": name} for name in names],
+            "next-page-token": token}
+
+
+@router.post("/v1/namespaces/{namespace}/tables", operation_id="iceberg_create_table")
+def create_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
+                 body: CreateTableRequest) -> Response:
+    return idempotent(request, database, ctx, "createTable", 200, lambda guard: (
+        table_response(tables.create_table(database, ctx, site(request), levels(namespace),
+                                           body, principal(request), guard))))
+
+
+@router.post("/v1/namespaces/{namespace}/register", operation_id="iceberg_register_table")
+def register_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
+                   body: RegisterTableRequest) -> Response:
+    return idempotent(request, database, ctx, "registerTable", 200, lambda guard: (
+        table_response(tables.register_table(
+            database, ctx, site(request), levels(namespace), body.name,
+            body.metadata_location, body.overwrite, principal(request), guard))))
+
+
+@router.get("/v1/namespaces/{namespace}/tables/{table}", operation_id="iceberg_load_table")
+def load_table(request: Request, database: DatabaseDep, namespace: str, table: str,
+               snapshots: Snapshots = "all", if_none_match: IfNoneMatch = None) -> Response:
+    """The table's metadata with its ``ETag``; 304 when ``If-None-Match`` names it."""
+    return table_response(tables.load_table(database, site(request), levels(namespace), table,
+                                            snapshots, if_none_match))
+
+
+@router.head("/v1/namespaces/{namespace}/tables/{table}", status_code=204,
+             operation_id="iceberg_table_exists")
+def table_exists(session: ReadSession, namespace: str, table: str) -> Response:
+    tables.table_exists(session, levels(namespace), table)
+    return Response(status_code=204)
+
+
+@router.delete("/v1/namespaces/{namespace}/tables/{table}", status_code=204,
+               operation_id="iceberg_drop_table")
+def drop_table(request: Request, database: DatabaseDep, namespace: str, table: str,
+               background: BackgroundTasks,
+               purge_requested: Annotated[bool, Query(alias="purgeRequested")] = False,
+               ) -> Response:
+    def run(guard: idempotency.Guard | None) -> Response:
+        dropped = tables.drop_table(database, site(request), levels(namespace), table,
+                                    principal(request), guard)
+        if purge_requested:  # after the drop committed (the response is sent after it)
+            warehouse = site(request).warehouse
+            background.add_task(warehouse.purge, dropped.metadata_location, dropped.claims)
+            background.add_task(warehouse.delete_cut_files, dropped.cut_files)
+        return Response(status_code=204)
+
+    return idempotent(request, database, context(request), "dropTable", 204, run)
+
+
+@router.post("/v1/tables/rename", status_code=204, operation_id="iceberg_rename_table")
+def rename_table(request: Request, database: DatabaseDep, ctx: Context,
+                 body: RenameTableRequest) -> Response:
+    source, destination = body.source, body.destination
+
+    def run(guard: idempotency.Guard | None) -> Response:
+        with database.transaction(write=True) as session:
+            if guard is not None:
+                guard.claim(session)
+            tables.rename_table(session, ctx, site(request), principal(request),
+                                source.namespace, source.name, destination.namespace,
+                                destination.name)
+            if guard is not None:
+                guard.finish(session, {})
+        return Response(status_code=204)
+
+    return idempotent(request, database, ctx, "renameTable", 204, run)
+
+
+@router.post("/v1/namespaces/{namespace}/tables/{table}/metrics", status_code=204,
+             operation_id="iceberg_report_metrics")
+def report_metrics(request: Request, namespace: str, table: str,
+                   body: ReportMetricsRequest) -> Response:
+    """Metrics reports are counted by kind and otherwise dropped; never an error."""
+    kind = str(body.report_type if body.report_type is not None else "unknown")[:40]
+    request.app.state.catalog_metrics.labels(
+        kind if kind in ("scan-report", "commit-report") else "other").inc()
+    return Response(status_code=204)

@@ -1,0 +1,412 @@
+"""The catalog's tables: list, load (at the head, or at a read session's cut), exists, create,
+register, drop and rename.
+
+Create, register and drop touch files first, outside any transaction, then run one write
+transaction that re-checks what the read saw (SPEC §11, Trust: no file I/O under a database
+write lock). Commits are ``commits.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.table import TableProperties
+from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from sqlalchemy.orm import Session
+
+from metaservice import errors as domain_errors
+from metaservice.auth.policy import Role
+from metaservice.auth.service import Principal
+from metaservice.catalog import (
+    consistent_warehouses,
+    idempotency,
+    pages,
+    read_sessions,
+    validation,
+)
+from metaservice.catalog import repository as repo
+from metaservice.catalog.claims import claim_table_locations
+from metaservice.catalog.errors import (
+    TABLE_IN_USE,
+    AlreadyExistsError,
+    BadRequestError,
+    CommitFailedError,
+    NoSuchTableError,
+    RefusedError,
+    not_table_owner,
+)
+from metaservice.catalog.namespaces import NAMESPACE_LOCATION, namespace_row
+from metaservice.catalog.owners import acts_for_job, refuse_planted
+from metaservice.catalog.requests import CreateTableRequest
+from metaservice.catalog.site import (
+    CatalogSite,
+    existing_namespace_name,
+    existing_table_namespace,
+    namespace_name,
+    one_more,
+    table_name,
+)
+from metaservice.catalog.storage import MetadataFileError
+from metaservice.context import ServiceContext
+from metaservice.db.models import IcebergTableRow
+from metaservice.db.session import Database
+from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
+
+logger = logging.getLogger(__name__)
+
+PARQUET_CODEC = "zstd"
+
+
+@dataclass
+class LoadedTable:
+    metadata: TableMetadata
+    metadata_location: str | None
+    snapshots: str = "all"
+
+    @property
+    def etag(self) -> str | None:
+        return None if self.metadata_location is None else etag(self.metadata_location,
+                                                                 self.snapshots)
+
+
+def etag(metadata_location: str, snapshots: str = "all") -> str:
+    """A table answer's ``ETag``: a metadata file never changes once written, so its location
+    (and which snapshots the answer holds) names the answer's content."""
+    digest = hashlib.sha256(f"{snapshots}:{metadata_location}".encode()).hexdigest()[:40]
+    return f'"{digest}"'
+
+
+def etag_matches(if_none_match: str | None, tag: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``tag`` (or ``*``); weak tags compare equal."""
+    if not if_none_match:
+        return False
+    candidates = [c.strip().removeprefix("W/") for c in if_none_match.split(",")]
+    return "*" in candidates or tag in candidates
+
+
+@dataclass(frozen=True)
+class NotModified:
+    """A conditional load whose ``If-None-Match`` names the current answer."""
+
+    etag: str
+
+
+def list_tables(session: Session, levels: Sequence[str],
+                wanted: pages.Page = pages.EVERYTHING) -> tuple[list[str], str | None]:
+    """One page of a namespace's table names, and the next page's token."""
+    name = existing_namespace_name(levels)
+    namespace_row(session, name)
+    return pages.next_token(repo.list_tables(session, name, wanted.after, one_more(wanted)),
+                            wanted)
+
+
+def _pointer(session: Session, namespace: str, table: str) -> IcebergTableRow:
+    pointer = repo.get_pointer(session, namespace, table)
+    if pointer is None:
+        raise NoSuchTableError(f"table does not exist: {namespace}.{table}")
+    return pointer
+
+
+def read_metadata(catalog: CatalogSite, location: str) -> TableMetadata:
+    """A table's own metadata file (its pointer names it)."""
+    return catalog.warehouse.read(location)
+
+
+def load_table(database: Database, catalog: CatalogSite, levels: Sequence[str], table: str,
+               snapshots: str = "all",
+               if_none_match: str | None = None) -> LoadedTable | NotModified:
+    """The table's current metadata, or ``NotModified`` (its file left unread) when
+    ``if_none_match`` names it."""
+    namespace = existing_table_namespace(levels, table)
+    with database.transaction(write=False) as session:
+        location = _pointer(session, namespace, table).metadata_location
+    tag = etag(location, snapshots)
+    if etag_matches(if_none_match, tag):
+        return NotModified(tag)
+    metadata = read_metadata(catalog, location)
+    return LoadedTable(_with_snapshots(metadata, snapshots), location, snapshots)
+
+
+def load_table_in_session(database: Database, ctx: ServiceContext, catalog: CatalogSite,
+                          prefix: str, principal: Principal, levels: Sequence[str], table: str,
+                          snapshots: str = "all") -> LoadedTable:
+    """The table as the read session ``prefix`` serves it: the table at the session's cut
+    (SPEC §12). The cut is fixed in one transaction, the files are read and written outside
+    any, and the cut file is recorded in a second one before it is written."""
+    namespace = existing_table_namespace(levels, table)
+    name = table_name(catalog, namespace, table)
+    with database.transaction(write=True) as session:
+        _pointer(session, namespace, table)
+        cut = read_sessions.cut_for(session, ctx, prefix, name, principal)
+        # The pointer is read again after the cut: the commit that recorded the cut's snapshot
+        # swapped the pointer in the same transaction, so this read sees metadata that has it
+        # (read before, on PostgreSQL, it could predate a commit the cut already saw).
+        pointer = _pointer(session, namespace, table)
+        head_location = pointer.metadata_location
+    served = consistent_warehouses.metadata_at(read_metadata(catalog, head_location),
+                                               cut.snapshot_id, cut.barrier, cut.kind)
+    if served is None:
+        raise domain_errors.SnapshotExpiredError(
+            f"snapshot {cut.snapshot_id} of {name} at barrier {cut.barrier} is no longer in "
+            "the table's metadata (expired outside MetaService)",
+            snapshots=[{"table": str(name), "snapshot_id": cut.snapshot_id}])
+    # Engines may read the file at metadata-location rather than the answer: it holds the cut.
+    location = catalog.warehouse.cut_location(head_location, cut.snapshot_id,
+                                              cut.barrier, cut.kind, served)
+    # Recorded before it is written: a file on disk whose row never committed is only left
+    # behind, a row whose file was never written deletes nothing. The session's lease keeps the
+    # snapshot (and so the row) from being expired in between.
+    with database.transaction(write=False) as session:
+        recorded = repo.cut_file_recorded(session, location)
+    if not recorded:
+        with database.transaction(write=True) as session:
+            repo.record_cut_file(session, location, str(served.table_uuid), cut.snapshot_id,
+                                 ctx.clock.now_ms())
+    catalog.warehouse.write_shared(served, location)
+    return LoadedTable(_with_snapshots(served, snapshots), location, snapshots)
+
+
+def _with_snapshots(metadata: TableMetadata, snapshots: str) -> TableMetadata:
+    """``snapshots=refs`` leaves out the snapshots no ref points at."""
+    if snapshots != "refs":
+        return metadata
+    referenced = {ref.snapshot_id for ref in metadata.refs.values()}
+    return metadata.model_copy(update={
+        "snapshots": [s for s in metadata.snapshots if s.snapshot_id in referenced]})
+
+
+def table_exists(session: Session, levels: Sequence[str], table: str) -> None:
+    _pointer(session, existing_table_namespace(levels, table), table)
+
+
+
+def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
+                 levels: Sequence[str], request: CreateTableRequest, principal: Principal,
+                 guard: idempotency.Guard | None = None) -> LoadedTable:
+    """Create a table (its first metadata file and its pointer), or with ``stage-create`` only
+    answer the metadata it would have: the table is created by the commit that asserts it does
+    not exist yet."""
+    namespace = namespace_name(levels)
+    name = table_name(catalog, namespace, request.name)
+    with database.transaction(write=False) as session:
+        row = namespace_row(session, namespace)
+        namespace_location = str(row.properties.get(NAMESPACE_LOCATION, ""))
+        if repo.get_pointer(session, namespace, name.table) is not None:
+            raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
+    if request.location:
+        location = catalog.warehouse.confine(request.location, "table location")
+    elif namespace_location:
+        location = f"{catalog.warehouse.confine(namespace_location)}/{name.table}"
+    else:
+        location = catalog.warehouse.default_table_location(namespace, name.table)
+    properties = dict(request.properties)
+    properties.setdefault(TableProperties.FORMAT_VERSION,
+                          str(TableProperties.DEFAULT_FORMAT_VERSION))
+    # As Iceberg's own catalogs do: engines whose default codec is another (Spark's runtime
+    # writes gzip when the property is absent) write zstd, as pyiceberg does.
+    properties.setdefault(TableProperties.PARQUET_COMPRESSION, PARQUET_CODEC)
+    try:
+        metadata = new_table_metadata(
+            schema=request.table_schema,
+            partition_spec=request.partition_spec or UNPARTITIONED_PARTITION_SPEC,
+            sort_order=request.write_order or UNSORTED_SORT_ORDER,
+            location=location.rstrip("/"), properties=properties)
+    except (*validation.INVALID_METADATA, RecursionError) as exc:
+        raise BadRequestError(f"invalid table: {validation.describe(exc)}") from exc
+    validation.table_metadata(metadata, catalog.warehouse.root)
+    keys = catalog.warehouse.confine_table(metadata)
+    if request.stage_create:
+        return LoadedTable(metadata, None)
+    metadata_location = catalog.warehouse.new_metadata_location(metadata, 0)
+    catalog.warehouse.write(metadata, metadata_location)
+    with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
+        repo.lock_locations(session)
+        namespace_row(session, namespace)
+        if repo.get_pointer(session, namespace, name.table) is not None:
+            raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
+        refuse_planted(session, name, principal)
+        repo.refuse_view_name(session, namespace, name.table)
+        claim_table_locations(session, name, keys, str(metadata.table_uuid), replaces=False,
+                         now_ms=ctx.clock.now_ms())
+        if not repo.insert_pointer(session, namespace, name.table, metadata_location,
+                                   ctx.clock.now_ms(), table_uuid=str(metadata.table_uuid),
+                                   location=keys[0]):
+            raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
+        if guard is not None:
+            guard.finish(session, {"metadata-location": metadata_location})
+    logger.info("catalog_table_created", extra={"table": str(name)})
+    return LoadedTable(metadata, metadata_location)
+
+
+def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
+                   levels: Sequence[str], name: str, metadata_location: str,
+                   overwrite: bool, principal: Principal,
+                   guard: idempotency.Guard | None = None) -> LoadedTable:
+    """Point a new table at an existing metadata file inside the warehouse. The file is read
+    before any transaction; a file of a table the catalog has already (same table-uuid, or a
+    location overlapping another table's) is refused. ``overwrite`` replaces a table that no
+    running job reads or writes: the table it replaces ends, as a drop ends it."""
+    namespace = namespace_name(levels)
+    qualified = table_name(catalog, namespace, name)
+    catalog.warehouse.key(metadata_location, "metadata file")
+    with database.transaction(write=False) as session:
+        namespace_row(session, namespace)
+    try:
+        metadata = catalog.warehouse.read(metadata_location)
+    except MetadataFileError as exc:
+        raise BadRequestError(f"cannot register {metadata_location}: {exc}") from None
+    validation.table_metadata(metadata, catalog.warehouse.root)
+    keys = catalog.warehouse.confine_table(metadata)
+    now = ctx.clock.now_ms()
+    with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
+        repo.lock_locations(session)
+        namespace_row(session, namespace)
+        existing = repo.get_pointer(session, namespace, qualified.table)
+        if existing is not None:
+            if not overwrite:
+                raise AlreadyExistsError(f"table already exists: {namespace}.{qualified.table}")
+            refuse_planted(session, qualified, principal)
+            if principal.role != Role.admin:
+                raise domain_errors.ForbiddenError(
+                    f"registering over {qualified} ends that table, as a drop does: it needs "
+                    "the admin role", table=str(qualified))
+            end_table(session, qualified, principal, existing)
+        refuse_planted(session, qualified, principal)
+        repo.refuse_view_name(session, namespace, qualified.table)
+        # A table replaced above released its uuid's claims, not its pointer row: the row is
+        # replaced in place, so its uuid may be the one registered.
+        claim_table_locations(session, qualified, keys, str(metadata.table_uuid),
+                         replaces=False, now_ms=now)
+        if existing is not None:
+            if not repo.swap_pointer(session, namespace, qualified.table,
+                                     expected_version=existing.version,
+                                     metadata_location=metadata_location, now_ms=now,
+                                     table_uuid=str(metadata.table_uuid), location=keys[0]):
+                raise CommitFailedError(f"{qualified} changed concurrently; retry")
+        elif not repo.insert_pointer(session, namespace, qualified.table, metadata_location,
+                                     now, table_uuid=str(metadata.table_uuid),
+                                     location=keys[0]):
+            raise AlreadyExistsError(f"table already exists: {namespace}.{qualified.table}")
+        if guard is not None:
+            guard.finish(session, {"metadata-location": metadata_location})
+    logger.info("catalog_table_registered", extra={"table": str(qualified),
+                                                   "location": metadata_location})
+    return LoadedTable(metadata, metadata_location)
+
+
+@dataclass(frozen=True)
+class EndedTable:
+    """What is left of a table once it ended: its cut files, and the locations it claimed
+    (a purge deletes files under them only)."""
+
+    cut_files: list[str]
+    claims: list[str]
+
+
+def end_table(session: Session, name: TableName, principal: Principal,
+               pointer: IcebergTableRow) -> EndedTable:
+    """A drop's (and an overwriting register's) end of a table in MetaService: its barrier
+    history, leases, read-session entries, rollback plans, cut files and location claims go
+    (SPEC §11, Trust). Refused while a running job reads or writes it."""
+    row = tables_repo.find_table(session, name, for_update=True)
+    if row is not None:
+        jobs = repo.running_jobs_of(session, row.id)
+        if jobs:
+            if row.writer_job is not None and not acts_for_job(session, principal,
+                                                                row.writer_job):
+                raise not_table_owner(
+                    f"{name} is written by running job {row.writer_job!r} of another token",
+                    table=str(name), job=row.writer_job)
+            raise RefusedError(
+                TABLE_IN_USE,
+                f"{name} is read or written by running job(s) {', '.join(sorted(jobs))}; "
+                "unregister them first", {"table": str(name), "jobs": sorted(jobs)})
+        repo.delete_table_row(session, row.id)
+    if pointer.table_uuid is None:
+        return EndedTable([], [])
+    return EndedTable(repo.take_cut_files(session, pointer.table_uuid),
+                      repo.release_claims(session, pointer.table_uuid))
+
+
+@dataclass(frozen=True)
+class DroppedTable:
+    """What a purge deletes once the drop committed: the files of the table's last metadata
+    file under the locations it claimed, and the cut files its read sessions served."""
+
+    metadata_location: str
+    claims: list[str]
+    cut_files: list[str]
+
+
+def drop_table(database: Database, catalog: CatalogSite, levels: Sequence[str], table: str,
+               principal: Principal, guard: idempotency.Guard | None = None) -> DroppedTable:
+    """Drop the pointer and end the table (its history, leases, cut files, claims); answers
+    what a purge deletes. The pointer goes only if it is still the one read (a rename moves
+    its version), so a drop never ends another table that took the name meanwhile."""
+    namespace = namespace_name(levels)
+    name = table_name(catalog, namespace, table)
+    with database.transaction(write=False) as session:
+        pointer = _pointer(session, namespace, table)
+        version, metadata_location = pointer.version, pointer.metadata_location
+        table_uuid = pointer.table_uuid
+    claims: list[str] = []
+    if table_uuid is None:  # a row older than its identity: the file tells
+        try:
+            metadata = read_metadata(catalog, metadata_location)
+            table_uuid = str(metadata.table_uuid)
+            claims = catalog.warehouse.confine_table(metadata)
+        except Exception:  # noqa: BLE001 - an unreadable metadata file does not stop a drop
+            logger.warning("catalog_drop_metadata_unreadable",
+                           extra={"location": metadata_location})
+    with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
+        dropped = repo.delete_pointer(session, namespace, table, expected_version=version)
+        if dropped is None:
+            raise CommitFailedError(f"{name} changed concurrently, or is gone; retry")
+        if dropped.table_uuid is None and table_uuid is not None:
+            dropped.table_uuid = table_uuid
+        ended = end_table(session, name, principal, dropped)
+        if guard is not None:
+            guard.finish(session, {})
+    logger.info("catalog_table_dropped", extra={"namespace": namespace, "table": table})
+    return DroppedTable(metadata_location, ended.claims or claims, ended.cut_files)
+
+
+def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
+                 principal: Principal, source_levels: Sequence[str], source_table: str,
+                 target_levels: Sequence[str], target_table: str) -> None:
+    """Rename the pointer, and MetaService's record of the table with it (its barriers follow
+    it). A table a running job reads or writes keeps its name: the job knows it by that name."""
+    source = table_name(catalog, namespace_name(source_levels), source_table)
+    target = table_name(catalog, namespace_name(target_levels), target_table)
+    _pointer(session, source.database, source.table)
+    namespace_row(session, target.database)
+    if repo.get_pointer(session, target.database, target.table) is not None:
+        raise AlreadyExistsError(f"table already exists: {target.database}.{target.table}")
+    refuse_planted(session, target, principal)
+    row = tables_repo.find_table(session, source, for_update=True)
+    if row is not None:
+        jobs = repo.running_jobs_of(session, row.id)
+        if jobs:
+            raise RefusedError(
+                TABLE_IN_USE,
+                f"{source} is read or written by running job(s) {', '.join(sorted(jobs))}; "
+                "it keeps its name while they run", {"table": str(source), "jobs": jobs})
+        if tables_repo.find_table(session, target) is not None:
+            raise AlreadyExistsError(f"MetaService already records a table named {target}")
+        repo.rename_table_row(session, row.id, target)
+    if not repo.rename_pointer(session, (source.database, source.table),
+                               (target.database, target.table), ctx.clock.now_ms()):
+        raise NoSuchTableError(f"table does not exist: {source.database}.{source.table}")
+
