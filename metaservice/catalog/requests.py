@@ -149,8 +149,8 @@ class RegisterTableRequest(IcebergRequest):
 
 
 class CommitTableRequest(IcebergRequest):
-    """A commit to one table: pyiceberg's ``TableRequirement`` and ``TableUpdate`` models.
-    The identifier may be left out where the path names the table."""
+    """A commit to one table: the requirements that must hold and the updates to apply. The
+    identifier may be left out where the path names the table."""
 
     refused_as: ClassVar[str] = "invalid commit"
 

@@ -1,4 +1,5 @@
-"""The catalog's own response documents (its request and table models are pyiceberg's)."""
+"""The catalog's own response documents and list parameters (its request bodies are
+``requests.py``; its table models are pyiceberg's)."""
 
 from __future__ import annotations
 
