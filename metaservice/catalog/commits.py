@@ -73,8 +73,9 @@ class StagedCommit:
 
 # Exceptions pyiceberg raises while it applies a client's updates to metadata: each is the
 # client's bad input (a field that does not exist, a type it cannot hold, an empty create).
-_BAD_UPDATE = (*validation.INVALID_METADATA, IndexError, AttributeError, RecursionError,
-               NotImplementedError, AssertionError)
+_BAD_UPDATE: tuple[type[Exception], ...] = (
+    *validation.INVALID_METADATA, IndexError, AttributeError, RecursionError, NotImplementedError,
+    AssertionError)
 
 
 def _empty_metadata() -> TableMetadata:

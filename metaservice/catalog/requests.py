@@ -75,6 +75,12 @@ Namespace = Annotated[list[str], Field(description="the namespace's levels; this
 Properties = dict[str, str]
 
 
+_UNPARSEABLE: tuple[type[Exception], ...] = (
+    *validation.INVALID_METADATA, RecursionError, AttributeError, IndexError)
+"""What pyiceberg's parsers raise, besides pydantic's validation errors, on a body they cannot
+read."""
+
+
 class IcebergRequest(BaseModel):
     """A request body of the catalog. Fields it does not know are ignored, as Iceberg's own
     servers ignore them."""
@@ -93,8 +99,7 @@ class IcebergRequest(BaseModel):
             return handler(data)
         except ValidationError:
             raise
-        except (*validation.INVALID_METADATA, RecursionError, AttributeError,
-                IndexError) as exc:
+        except _UNPARSEABLE as exc:
             raise BadRequestError(f"{cls.refused_as}: {validation.describe(exc)}") from exc
 
     @classmethod
@@ -168,7 +173,8 @@ class CommitTableRequest(IcebergRequest):
     def for_table(self, namespace: str, table: str) -> PyIcebergCommitTableRequest:
         """pyiceberg's request for this commit to ``namespace.table``."""
         return PyIcebergCommitTableRequest(
-            identifier=PyIcebergTableIdentifier(namespace=[namespace], name=table),
+            identifier=PyIcebergTableIdentifier.model_validate(
+                {"namespace": [namespace], "name": table}),
             requirements=tuple(self.requirements), updates=tuple(self.updates))
 
 
