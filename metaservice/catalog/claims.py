@@ -17,8 +17,9 @@ from metaservice.names import TableName
 logger = logging.getLogger(__name__)
 
 
-def claim_table_locations(session: Session, name: TableName, keys: list[str], table_uuid: str,
-                     *, replaces: bool, now_ms: int, status: int = 409) -> None:
+def claim_table_locations(session: Session, name: TableName, keys: list[str],
+                          table_uuid: str, *, replaces: bool, now_ms: int,
+                          status: int = 409) -> None:
     """Refuse an identity another table has, and a location lying inside (or containing) one
     another table claims; then claim ``keys`` for the table (SPEC §11, Trust). Runs under
     ``repo.lock_locations``. ``replaces``: the table's own pointer may hold the uuid already.
@@ -52,7 +53,6 @@ def claim_locations(session: Session, what: str, keys: list[str], owner_uuid: st
     repo.add_claims(session, owner_uuid, keys, now_ms)
 
 
-
 def fill_identities(database: Database, catalog: CatalogSite, now_ms: int) -> int:
     """Give rows older than revision 0010 their table-uuid and the claims of their locations
     (read from their metadata files outside any transaction); answers how many were filled.
@@ -76,7 +76,7 @@ def fill_identities(database: Database, catalog: CatalogSite, now_ms: int) -> in
                                          location=keys[0]):
                     continue  # committed meanwhile: its commit recorded the identity
                 claim_table_locations(session, table_name(catalog, namespace, table), keys,
-                                 str(metadata.table_uuid), replaces=True, now_ms=now_ms)
+                                      str(metadata.table_uuid), replaces=True, now_ms=now_ms)
         except RefusedError as exc:
             logger.warning("catalog_identity_conflict",
                            extra={"table": f"{namespace}.{table}", "code": exc.code})

@@ -104,7 +104,6 @@ def apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
         raise
 
 
-
 def _check_derived_update(session: Session, row: TableRow, staged: StagedCommit,
                           changes: CommitChanges, principal: Principal) -> None:
     """A table a running job writes changes only through the token that owns that job (its
@@ -223,4 +222,3 @@ def _check_rollback(session: Session, name: TableName, snapshot_id: int) -> None
         raise domain_errors.RollbackPlanNotAppliedError(
             f"main of {name} may move back to snapshot {snapshot_id} only under an applied "
             "rollback plan that targets it", table=str(name), snapshot_id=snapshot_id)
-

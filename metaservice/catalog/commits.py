@@ -187,8 +187,8 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                     refuse_planted(session, one.name, principal)
                     repo.refuse_view_name(session, one.name.database, one.name.table)
                 claim_table_locations(session, one.name, one.claims, str(one.metadata.table_uuid),
-                                 replaces=one.base is not None, now_ms=ctx.clock.now_ms(),
-                                 status=400)
+                                      replaces=one.base is not None, now_ms=ctx.clock.now_ms(),
+                                      status=400)
             _swap(session, ctx, one)
         for one in changed:
             apply_rules(session, ctx, one, commit_changes(one.base, one.metadata), principal)

@@ -150,5 +150,3 @@ def replay(request: Request, database: Database, one: idempotency.Guard) -> Resp
         return Response(status_code=found.status)
     metadata = site(request).warehouse.read(location)
     return table_response(LoadedTable(metadata, location))
-
-

@@ -23,14 +23,12 @@ def acts_for_job(session: Session, principal: Principal, job: str) -> bool:
     return owner is None or owner.owner is None or owner.owner == principal.name
 
 
-
 def owns_job(session: Session, principal: Principal, job: str) -> bool:
     """Whether ``principal`` is the token that registered ``job`` (with authentication off,
     every caller and every job have no name, and so match; a job registered that way has no
     owner, and any writer acts for it, as SPEC §9 lets it)."""
     row = session.get(JobRow, job)
     return row is None or row.owner is None or row.owner == principal.name
-
 
 
 def refuse_planted(session: Session, name: TableName, principal: Principal) -> None:
@@ -42,4 +40,3 @@ def refuse_planted(session: Session, name: TableName, principal: Principal) -> N
         raise not_table_owner(
             f"{name} is the sink of running job {row.writer_job!r} of another token: only its "
             "token (or an admin) creates it", table=str(name), job=row.writer_job)
-

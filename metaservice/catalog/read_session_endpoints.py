@@ -108,4 +108,3 @@ def write_in_session(request: Request, session: ReadSession, ctx: Context, prefi
     _in_session(session, request, ctx, prefix)
     raise ForbiddenError("this is a read-only session of a consistent warehouse (SPEC §12): "
                          "commit through the head, warehouse without @…")
-

@@ -185,7 +185,6 @@ def table_exists(session: Session, levels: Sequence[str], table: str) -> None:
     _pointer(session, existing_table_namespace(levels, table), table)
 
 
-
 def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                  levels: Sequence[str], request: CreateTableRequest, principal: Principal,
                  guard: idempotency.Guard | None = None) -> LoadedTable:
@@ -235,7 +234,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         refuse_planted(session, name, principal)
         repo.refuse_view_name(session, namespace, name.table)
         claim_table_locations(session, name, keys, str(metadata.table_uuid), replaces=False,
-                         now_ms=ctx.clock.now_ms())
+                              now_ms=ctx.clock.now_ms())
         if not repo.insert_pointer(session, namespace, name.table, metadata_location,
                                    ctx.clock.now_ms(), table_uuid=str(metadata.table_uuid),
                                    location=keys[0]):
@@ -286,7 +285,7 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         # A table replaced above released its uuid's claims, not its pointer row: the row is
         # replaced in place, so its uuid may be the one registered.
         claim_table_locations(session, qualified, keys, str(metadata.table_uuid),
-                         replaces=False, now_ms=now)
+                              replaces=False, now_ms=now)
         if existing is not None:
             if not repo.swap_pointer(session, namespace, qualified.table,
                                      expected_version=existing.version,
@@ -323,7 +322,7 @@ def end_table(session: Session, name: TableName, principal: Principal,
         jobs = repo.running_jobs_of(session, row.id)
         if jobs:
             if row.writer_job is not None and not acts_for_job(session, principal,
-                                                                row.writer_job):
+                                                               row.writer_job):
                 raise not_table_owner(
                     f"{name} is written by running job {row.writer_job!r} of another token",
                     table=str(name), job=row.writer_job)
@@ -409,4 +408,3 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     if not repo.rename_pointer(session, (source.database, source.table),
                                (target.database, target.table), ctx.clock.now_ms()):
         raise NoSuchTableError(f"table does not exist: {source.database}.{source.table}")
-
