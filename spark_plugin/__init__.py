@@ -16,7 +16,7 @@ The public surface (SPEC §10)::
     sp.rollback_tables(plan, catalog=catalog, client=client)   # a rollback plan, on Iceberg
     sp.register_data_source(spark)   # format("metaservice"): streaming source, sink, batch reads
     sp.open_read_session(spark, "lake_strong")  # Spark with Iceberg's runtime: SQL reads one cut
-    barrier = sp.next_barrier(latest)  # the wall-clock rule, for writers choosing their barrier
+    barrier = sp.barrier_after(latest)  # the wall-clock rule, for writers choosing their barrier
 
 Tables are named ``<catalog>.<database>.<table>``. Where no ``catalog`` argument is given, the
 catalog is found by that name: in Spark's configuration (``spark.sql.catalog.<catalog>.*``),
@@ -31,7 +31,7 @@ it.
 """
 
 from spark_plugin import _errors
-from spark_plugin._barriers import next_barrier
+from spark_plugin._barriers import barrier_after
 from spark_plugin._batch_job import BarrierJob, BarrierStep
 from spark_plugin._client import DEFAULT_TIMEOUT, MetaServiceClient
 from spark_plugin._consistent_read import ConsistentFrames, consistent_read
@@ -79,11 +79,11 @@ __all__ = [
     "TableVersion",
     "Versions",
     "append_root",
+    "barrier_after",
     "consistent_read",
     "create_table_from_spark_schema",
     "expire_snapshots",
     "heartbeat_root",
-    "next_barrier",
     "open_read_session",
     "open_view",  # deprecated: open_read_session
     "register_data_source",

@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 
 
-def next_barrier(*latest: int | None) -> int:
+def barrier_after(*latest: int | None) -> int:
     """The barrier to commit after the barriers ``latest`` (``None`` entries are ignored):
     ``max(now_ms, max(latest) + 1)``, so barriers follow the wall clock and never go back.
 
     Example::
 
-        barrier = sp.next_barrier(previous_barrier)   # previous_barrier may be None
+        barrier = sp.barrier_after(previous_barrier)   # previous_barrier may be None
     """
     floor = max((int(b) for b in latest if b is not None), default=-1)
     return max(time.time_ns() // 1_000_000, floor + 1)

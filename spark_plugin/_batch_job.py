@@ -47,7 +47,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from spark_plugin._barriers import next_barrier
+from spark_plugin._barriers import barrier_after
 from spark_plugin._client import MetaServiceClient, client_or_default
 from spark_plugin._errors import UnknownTableError
 from spark_plugin._iceberg import (
@@ -476,7 +476,7 @@ class BarrierJob:
     def _sourceless_step(self) -> BarrierStep:
         """A job without sources chooses its barrier: ``max(now_ms, latest + 1)`` over its sinks
         (as the service and its Iceberg commits know them)."""
-        return BarrierStep(self, next_barrier(self._recover_sourceless(),
+        return BarrierStep(self, barrier_after(self._recover_sourceless(),
                                               self.last_committed_barrier), {}, {})
 
     # -- hooks of the step ----------------------------------------------------------------------

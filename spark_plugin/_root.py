@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spark_plugin._barriers import next_barrier
+from spark_plugin._barriers import barrier_after
 from spark_plugin._client import MetaServiceClient, client_or_default
 from spark_plugin._errors import (
     BarrierRegressionError,
@@ -140,7 +140,7 @@ def append_root(
             f"barrier {barrier} is not after latest({name}) = {latest.barrier}",
             details={"table": str(name), "barrier": barrier, "latest": latest.barrier})
     if barrier is None:
-        barrier = next_barrier(latest.barrier, last.barrier if last else None)
+        barrier = barrier_after(latest.barrier, last.barrier if last else None)
     from spark_plugin._spark_io import write_data_files
 
     files = write_data_files(spark, df, tbl)

@@ -53,7 +53,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from spark_plugin._barriers import next_barrier
+from spark_plugin._barriers import barrier_after
 from spark_plugin._errors import (
     JobNotRunningError,
     SinkCommitConflictError,
@@ -330,7 +330,7 @@ class MicroBatchCommit:
         except UnknownTableError:
             latest = None
         last = last_commit_of(self.table.metadata, o.job)
-        barrier = next_barrier(latest, last.barrier if last else None)
+        barrier = barrier_after(latest, last.barrier if last else None)
         summary = {BATCH_PROPERTY: str(self.batch_id)}
         if query:
             summary[QUERY_PROPERTY] = query
