@@ -30,6 +30,8 @@ imported only by the functions that need it, so the client and the Iceberg layer
 it.
 """
 
+from typing import Any
+
 from spark_plugin import _errors
 from spark_plugin._barriers import barrier_after
 from spark_plugin._batch_job import BarrierJob, BarrierStep
@@ -50,7 +52,8 @@ from spark_plugin.rollback import RolledBackTable, rollback_tables
 __version__ = "0.1.0"
 
 
-def register_data_source(spark, *, url=None, token=None):  # type: ignore[no-untyped-def]
+def register_data_source(spark: Any, *, url: str | None = None,
+                         token: str | None = None) -> Any:
     """Register the ``metaservice`` format with ``spark`` (Structured Streaming source and sink,
     batch reads) and the listener that unregisters a query's jobs when it terminates; see
     :mod:`spark_plugin.streaming`. Imported lazily: it needs pyspark.
