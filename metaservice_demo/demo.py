@@ -140,6 +140,8 @@ class StopSignals:
         self.stopping = True
         self.received = signum
         raise Stopped(signum)
+
+
 # -- the lake and the synthetic stream ------------------------------------------------------
 
 
