@@ -244,6 +244,11 @@ def test_the_base_install_imports_the_plugin_and_its_client_works_without_the_se
     assert "Traceback" not in served.stderr
     maintenance = venv.script("metaservice-maintenance", "--help", cwd=tmp_path)
     assert maintenance.returncode == 0, maintenance.stderr
+    # So does the demo's.
+    demo = venv.script("metaservice-demo", "--duration", "1", cwd=tmp_path)
+    assert demo.returncode == 2, demo.stdout + demo.stderr
+    assert "pip install 'metaservice[server,spark]'" in demo.stderr, demo.stderr
+    assert "Traceback" not in demo.stderr
 
 
 # -- the server extra: migrations found wherever it runs -------------------------------------
