@@ -1,5 +1,5 @@
-"""The ``metaservice`` command: serve the REST API, manage its database schema and tokens, run
-the demo, open DuckDB on the catalog, and show where the OpenLineage outbox stands."""
+"""The ``metaservice`` command: serve the REST API, manage its database schema and tokens, open
+DuckDB on the catalog, and show where the OpenLineage outbox stands."""
 
 from __future__ import annotations
 
@@ -227,19 +227,6 @@ def _first_line(exc: Exception) -> str:
     return str(getattr(exc, "orig", exc)).strip().splitlines()[0]
 
 
-def cmd_demo(args: argparse.Namespace) -> None:
-    try:
-        import pyspark  # noqa: F401
-    except ModuleNotFoundError as exc:
-        raise CommandError(f"the demo needs the spark extra ({exc.name} is missing): "
-                           "pip install -e '.[server,spark]'") from None
-    from metaservice.demo import run
-
-    code = run(args)
-    if code:
-        sys.exit(code)
-
-
 def cmd_duckdb(args: argparse.Namespace) -> None:
     from metaservice.duckdb_offline import ExtensionMissingError, exec_shell
 
@@ -283,12 +270,6 @@ def build_parser() -> argparse.ArgumentParser:
                                              "pending, per job the next to deliver")
     lineage.add_argument("--jobs", type=int, default=20, help="jobs listed (default 20)")
     lineage.set_defaults(func=cmd_lineage)
-
-    from metaservice.demo import build_parser as build_demo_parser
-
-    demo = sub.add_parser("demo", help="a streaming pipeline on Spark and Iceberg, kept "
-                                       "consistent (needs the spark extra)")
-    build_demo_parser(demo).set_defaults(func=cmd_demo)
 
     # Everything after `duckdb` is DuckDB's own (`-c SQL`, a database file, `-help`, ...).
     duckdb = sub.add_parser(

@@ -16,6 +16,7 @@ The public surface (SPEC §10)::
     sp.rollback_tables(plan, catalog=catalog, client=client)   # a rollback plan, on Iceberg
     sp.register_data_source(spark)   # format("metaservice"): streaming source, sink, batch reads
     sp.open_read_session(spark, "lake_strong")  # Spark with Iceberg's runtime: SQL reads one cut
+    barrier = sp.barrier_after(latest)  # the wall-clock rule, for writers choosing their barrier
 
 Tables are named ``<catalog>.<database>.<table>``. Where no ``catalog`` argument is given, the
 catalog is found by that name: in Spark's configuration (``spark.sql.catalog.<catalog>.*``),
@@ -29,70 +30,16 @@ imported only by the functions that need it, so the client and the Iceberg layer
 it.
 """
 
+from typing import Any
+
+from spark_plugin import _errors
+from spark_plugin._barriers import barrier_after
 from spark_plugin._batch_job import BarrierJob, BarrierStep
 from spark_plugin._client import DEFAULT_TIMEOUT, MetaServiceClient
 from spark_plugin._consistent_read import ConsistentFrames, consistent_read
-from spark_plugin._errors import (
-    APIError,
-    AuthenticationError,
-    BadRequestError,
-    BarrierInFutureError,
-    BarrierNotCompleteError,
-    BarrierNotExactError,
-    BarrierRegressionError,
-    BarrierRolledBackError,
-    CatalogConfigError,
-    CatchingUpError,
-    ConcurrentUpdateError,
-    ConflictError,
-    CycleError,
-    DatabaseUnavailableError,
-    GoneError,
-    HeldByCatalogError,
-    InternalServerError,
-    InvalidRequestError,
-    JobNotPlannedError,
-    JobNotRunningError,
-    LakeStateError,
-    LeaseExpiredError,
-    MetaServiceError,
-    MethodNotAllowedError,
-    NotAppendOnlyError,
-    NotASinkError,
-    NotFoundError,
-    NotMigratedError,
-    NotTableOwnerError,
-    NoVersionError,
-    OptionError,
-    PayloadTooLargeError,
-    PermissionDeniedError,
-    RateLimitedError,
-    RollbackInProgressError,
-    RollbackNotIncrementalError,
-    RollbackPlanNotAppliedError,
-    RollbackPlanOutdatedError,
-    ServiceUnavailableError,
-    SinkCommitConflictError,
-    SnapshotExpiredError,
-    SnapshotNotApprovedError,
-    SnapshotNotFoundError,
-    SnapshotProtectedError,
-    StreamStateError,
-    TableHasWriterError,
-    TokenExistsError,
-    TransportError,
-    UnknownBarrierError,
-    UnknownExpirationError,
-    UnknownJobError,
-    UnknownLeaseError,
-    UnknownRollbackPlanError,
-    UnknownSnapshotError,
-    UnknownTableError,
-    UnknownTokenError,
-    UnsupportedMediaTypeError,
-    UnsupportedSchemaError,
-    WorkerImportError,
-)
+
+# The exception classes: the names of ``spark_plugin._errors.__all__``, listed there only.
+from spark_plugin._errors import *  # noqa: F403
 from spark_plugin._iceberg.catalogs import CatalogSpec
 from spark_plugin._models import Commit, Position, TableVersion, Versions
 from spark_plugin._names import TableName
@@ -105,7 +52,8 @@ from spark_plugin.rollback import RolledBackTable, rollback_tables
 __version__ = "0.1.0"
 
 
-def register_data_source(spark, *, url=None, token=None):  # type: ignore[no-untyped-def]
+def register_data_source(spark: Any, *, url: str | None = None,
+                         token: str | None = None) -> Any:
     """Register the ``metaservice`` format with ``spark`` (Structured Streaming source and sink,
     batch reads) and the listener that unregisters a query's jobs when it terminates; see
     :mod:`spark_plugin.streaming`. Imported lazily: it needs pyspark.
@@ -120,79 +68,21 @@ def register_data_source(spark, *, url=None, token=None):  # type: ignore[no-unt
 
 
 __all__ = [
-    "APIError",
-    "AuthenticationError",
-    "BadRequestError",
-    "BarrierInFutureError",
     "BarrierJob",
-    "BarrierNotCompleteError",
-    "BarrierNotExactError",
-    "BarrierRegressionError",
-    "BarrierRolledBackError",
     "BarrierStep",
-    "CatalogConfigError",
     "CatalogSpec",
-    "CatchingUpError",
     "Commit",
-    "ConcurrentUpdateError",
-    "ConflictError",
     "ConsistentFrames",
-    "CycleError",
     "DEFAULT_TIMEOUT",
-    "DatabaseUnavailableError",
     "ExpirationSummary",
-    "GoneError",
-    "HeldByCatalogError",
-    "InternalServerError",
-    "InvalidRequestError",
-    "JobNotPlannedError",
-    "JobNotRunningError",
-    "LakeStateError",
-    "LeaseExpiredError",
     "MetaServiceClient",
-    "MetaServiceError",
-    "MethodNotAllowedError",
-    "NoVersionError",
-    "NotASinkError",
-    "NotAppendOnlyError",
-    "NotFoundError",
-    "NotTableOwnerError",
-    "NotMigratedError",
-    "OptionError",
-    "PayloadTooLargeError",
-    "PermissionDeniedError",
     "Position",
-    "RateLimitedError",
-    "RollbackInProgressError",
-    "RollbackNotIncrementalError",
-    "RollbackPlanNotAppliedError",
-    "RollbackPlanOutdatedError",
     "RolledBackTable",
-    "ServiceUnavailableError",
-    "SinkCommitConflictError",
-    "SnapshotExpiredError",
-    "SnapshotNotApprovedError",
-    "SnapshotProtectedError",
-    "SnapshotNotFoundError",
-    "StreamStateError",
-    "TableHasWriterError",
     "TableName",
     "TableVersion",
-    "TokenExistsError",
-    "TransportError",
-    "UnknownBarrierError",
-    "UnknownExpirationError",
-    "UnknownJobError",
-    "UnknownLeaseError",
-    "UnknownRollbackPlanError",
-    "UnknownSnapshotError",
-    "UnknownTableError",
-    "UnknownTokenError",
-    "UnsupportedMediaTypeError",
-    "UnsupportedSchemaError",
     "Versions",
-    "WorkerImportError",
     "append_root",
+    "barrier_after",
     "consistent_read",
     "create_table_from_spark_schema",
     "expire_snapshots",
@@ -202,6 +92,7 @@ __all__ = [
     "register_data_source",
     "rollback_tables",
 ]
+__all__ += _errors.__all__  # the exception classes
 
 # Public classes show as ``spark_plugin.X`` (in tracebacks, reprs and pickles), not as the
 # private module that defines them, as httpx does.

@@ -47,6 +47,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from spark_plugin._barriers import barrier_after
 from spark_plugin._client import MetaServiceClient, client_or_default
 from spark_plugin._errors import UnknownTableError
 from spark_plugin._iceberg import (
@@ -475,10 +476,8 @@ class BarrierJob:
     def _sourceless_step(self) -> BarrierStep:
         """A job without sources chooses its barrier: ``max(now_ms, latest + 1)`` over its sinks
         (as the service and its Iceberg commits know them)."""
-        floor = self._recover_sourceless()
-        if self.last_committed_barrier is not None:
-            floor = max(floor, self.last_committed_barrier)
-        return BarrierStep(self, max(int(time.time() * 1000), floor + 1), {}, {})
+        return BarrierStep(self, barrier_after(self._recover_sourceless(),
+                                              self.last_committed_barrier), {}, {})
 
     # -- hooks of the step ----------------------------------------------------------------------
 

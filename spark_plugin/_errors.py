@@ -139,7 +139,6 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UnsupportedSchemaError",
     "WorkerImportError",
-    "error_from_response",
 ]
 
 

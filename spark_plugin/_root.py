@@ -18,10 +18,10 @@ Guarantees of :func:`append_root`:
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from spark_plugin._barriers import barrier_after
 from spark_plugin._client import MetaServiceClient, client_or_default
 from spark_plugin._errors import (
     BarrierRegressionError,
@@ -140,9 +140,7 @@ def append_root(
             f"barrier {barrier} is not after latest({name}) = {latest.barrier}",
             details={"table": str(name), "barrier": barrier, "latest": latest.barrier})
     if barrier is None:
-        floor = max([b for b in (latest.barrier, last.barrier if last else None) if b is not None],
-                    default=-1)
-        barrier = max(int(time.time() * 1000), floor + 1)
+        barrier = barrier_after(latest.barrier, last.barrier if last else None)
     from spark_plugin._spark_io import write_data_files
 
     files = write_data_files(spark, df, tbl)

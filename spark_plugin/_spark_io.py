@@ -239,7 +239,7 @@ def create_table_from_spark_schema(
     from pyiceberg.exceptions import TableAlreadyExistsError
 
     name = TableName.parse(table)
-    struct: Any = schema if hasattr(schema, "fields") else schema.schema  # type: ignore[union-attr]
+    struct: Any = getattr(schema, "schema", schema)  # a DataFrame's schema, or the StructType
     iceberg_schema = spark_schema_to_iceberg(struct)
     cat = resolve_catalog(name, catalog, client=client)
     cat.create_namespace_if_not_exists(name.database)

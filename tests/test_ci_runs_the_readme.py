@@ -15,7 +15,7 @@ def _readme_commands() -> list[str]:
 
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
     setup, tests = _readme_commands()
-    assert "metaservice demo" in setup and "pytest" in tests
+    assert setup.endswith("&& .venv/bin/metaservice-demo") and "pytest" in tests
     run = (ROOT / ".ci" / "run").read_text().splitlines()
     commands = [line for line in run if line.strip() and not line.lstrip().startswith(
         ("#", "export ", "set ", "cd "))]

@@ -13,6 +13,7 @@ executor.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -243,6 +244,11 @@ def test_the_base_install_imports_the_plugin_and_its_client_works_without_the_se
     assert "Traceback" not in served.stderr
     maintenance = venv.script("metaservice-maintenance", "--help", cwd=tmp_path)
     assert maintenance.returncode == 0, maintenance.stderr
+    # So does the demo's.
+    demo = venv.script("metaservice-demo", "--duration", "1", cwd=tmp_path)
+    assert demo.returncode == 2, demo.stdout + demo.stderr
+    assert "pip install 'metaservice[server,spark]'" in demo.stderr, demo.stderr
+    assert "Traceback" not in demo.stderr
 
 
 # -- the server extra: migrations found wherever it runs -------------------------------------
@@ -301,10 +307,67 @@ def test_the_wheel_carries_the_migrations_inside_the_server_package_and_the_asse
     revisions = sorted(p.name for p in (ROOT / "migrations" / "versions").glob("0*.py"))
     assert [n.rsplit("/", 1)[1] for n in names
             if re.fullmatch(r"metaservice/_migrations/versions/0.*\.py", n)] == revisions
-    assert not [n for n in names if n.startswith("spark_plugin/demo")]
-    assert "metaservice/py.typed" in names and "spark_plugin/py.typed" in names
+    assert not [n for n in names if n.startswith(("spark_plugin/demo", "metaservice/demo"))]
+    assert {"metaservice/py.typed", "spark_plugin/py.typed", "metaservice_demo/py.typed",
+            "metaservice_demo/__init__.py", "metaservice_demo/__main__.py",
+            "metaservice_demo/demo.py", "metaservice_demo/server.py"} <= set(names)
     if (ROOT / "metaservice" / "ui" / "static").exists():
         assert [n for n in names if n.startswith("metaservice/ui/static/")], "dashboard assets"
+
+
+def test_the_wheel_s_commands_name_modules_it_carries(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        entry_points = next(zf.read(n).decode() for n in names
+                            if n.endswith(".dist-info/entry_points.txt"))
+    scripts = dict(re.findall(r"^([\w-]+) = ([\w.]+):\w+$", entry_points, re.M))
+    assert scripts == {"metaservice": "metaservice.cli",
+                       "metaservice-maintenance": "spark_plugin.maintenance",
+                       "metaservice-demo": "metaservice_demo.demo"}, entry_points
+    for module in scripts.values():
+        assert module.replace(".", "/") + ".py" in names
+
+
+# -- what imports what ----------------------------------------------------------------------
+
+
+def _imported_modules(package: str) -> dict[str, set[str]]:
+    """Per source file of ``package``, the modules it imports (at any depth of the file)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        modules: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        found[path.relative_to(ROOT).as_posix()] = modules
+    return found
+
+
+def test_the_server_imports_neither_the_plugin_nor_the_demo() -> None:
+    for path, modules in _imported_modules("metaservice").items():
+        wrong = {m for m in modules if m.split(".")[0] in ("spark_plugin", "metaservice_demo")}
+        assert not wrong, f"{path} imports {sorted(wrong)}"
+
+
+def test_the_plugin_does_not_import_the_demo() -> None:
+    for path, modules in _imported_modules("spark_plugin").items():
+        assert not [m for m in modules if m.split(".")[0] == "metaservice_demo"], path
+
+
+def test_the_demo_uses_the_plugin_s_public_api_and_starts_the_server_as_a_user_does() -> None:
+    """``import spark_plugin`` and its exports only, no private or streaming module; of the
+    server's package, DuckDB's offline loader only (the server runs as ``metaservice serve``)."""
+    import spark_plugin
+
+    for path, modules in _imported_modules("metaservice_demo").items():
+        plugin = {m for m in modules if m.split(".")[0] == "spark_plugin"}
+        assert plugin <= {"spark_plugin"} | {f"spark_plugin.{n}" for n in spark_plugin.__all__}, (
+            path, plugin)
+        server = {m for m in modules if m.split(".")[0] == "metaservice"}
+        assert server <= {"metaservice.duckdb_offline", "metaservice.duckdb_offline.connect"}, (
+            path, server)
 
 
 def test_the_installed_server_finds_its_migrations_from_any_directory(

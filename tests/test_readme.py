@@ -492,8 +492,9 @@ def test_the_engines_page_runs_as_one_script(sqlite_server_url: str, tmp_path: P
 
 # -- coverage -------------------------------------------------------------------------------
 
-# Where each README section's code blocks run (the set-up commands: .ci/run and
-# tests/spark_plugin/test_demo.py).
+# Where each README section's code blocks run (the set-up commands: .ci/run runs the test
+# command, tests/spark_plugin/test_demo.py the console script `metaservice-demo` that the first
+# one ends with).
 RUN_BY = {
     "": "test_ci_runs_the_readme.py, tests/spark_plugin/test_demo.py",
     **dict.fromkeys(WALKTHROUGH_SECTIONS, "test_the_readme_in_order_on_one_server"),

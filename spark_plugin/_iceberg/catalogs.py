@@ -169,6 +169,8 @@ class CatalogSpec:
             if not config:
                 raise CatalogConfigError(f"pyiceberg's configuration has no catalog "
                                          f"{self.name!r} in this process")
+            # pyiceberg's Config answers its RecursiveDict, which load_catalog accepts as
+            # properties but does not declare
             return load_catalog(self.name, **config)  # type: ignore[arg-type]
         return load_catalog(self.name, **self.props)
 
@@ -183,7 +185,7 @@ _catalogs_lock = threading.Lock()
 
 
 def _same_uri(uri: str | None, server_url: str) -> bool:
-    return bool(uri) and uri.rstrip("/") == server_url.rstrip("/") + BUILTIN_PATH  # type: ignore[union-attr]
+    return uri is not None and uri.rstrip("/") == server_url.rstrip("/") + BUILTIN_PATH
 
 
 def _sqlalchemy_url(jdbc: str, user: str | None, password: str | None, name: str) -> str:

@@ -146,6 +146,8 @@ def _make_guarded_transaction(table: Table, guard: Callable[[TableMetadata], Non
             if refused is not None:
                 raise refused
             guard(self._table.metadata)
+            # a private method of pyiceberg's Transaction (pinned <0.13 for such helpers), which
+            # its type hints do not declare
             super()._rebuild_snapshot_updates()  # type: ignore[misc]
 
     assert hasattr(Transaction, HOOKED_TRANSACTION_METHOD)
@@ -222,7 +224,9 @@ def commit_sink(
             logger.info("sink_commit_replayed", extra={"table": name, "job": job,
                                                         "barrier": barrier,
                                                         "snapshot_id": found.snapshot_id})
-            return SinkCommit(name, job, barrier, int(found.snapshot_id), True)  # type: ignore[arg-type]
+            if found.snapshot_id is None:  # existing() refuses such a commit: unreachable
+                raise SinkCommitConflictError(f"{name}: barrier {barrier} has no snapshot")
+            return SinkCommit(name, job, barrier, found.snapshot_id, True)
         tx = _make_guarded_transaction(table, guard)
         _ensure_name_mapping(tx)
         update = tx.update_snapshot(snapshot_properties=tags)

@@ -271,7 +271,8 @@ def _footer_columns(table: Table,
         with table.io.new_input(path).open() as stream:
             arrow_schema = pq.read_schema(stream)
         raw_ids = [(f.metadata or {}).get(b"PARQUET:field_id") for f in arrow_schema]
-        ids = None if any(r is None for r in raw_ids) else {int(r) for r in raw_ids}  # type: ignore[arg-type]
+        present = [int(r) for r in raw_ids if r is not None]
+        ids = set(present) if len(present) == len(raw_ids) else None
         return path, (ids, set(arrow_schema.names))
 
     if len(paths) <= 1:

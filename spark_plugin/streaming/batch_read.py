@@ -92,4 +92,5 @@ class ConsistentBatchReader(DataSourceReader):
                                     self.options.max_partition_bytes))
 
     def read(self, partition: InputPartition) -> Any:
+        # Spark hands back a partition partitions() made (ours); pyspark types the base class
         return read_partition(partition)  # type: ignore[arg-type]

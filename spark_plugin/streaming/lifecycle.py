@@ -121,6 +121,8 @@ def _listener_base() -> type:
     return StreamingQueryListener
 
 
+# pyspark's listener class is imported when the class is defined, not when this module is
+# checked: mypy cannot see a base class returned by a function.
 class StreamingJobsListener(_listener_base()):  # type: ignore[misc]
     """Unregisters the jobs of a streaming query when it terminates."""
 

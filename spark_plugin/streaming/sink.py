@@ -53,6 +53,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from spark_plugin._barriers import barrier_after
 from spark_plugin._errors import (
     JobNotRunningError,
     SinkCommitConflictError,
@@ -329,9 +330,7 @@ class MicroBatchCommit:
         except UnknownTableError:
             latest = None
         last = last_commit_of(self.table.metadata, o.job)
-        floor = max([int(b) for b in (latest, last.barrier if last else None) if b is not None],
-                    default=-1)
-        barrier = max(int(time.time() * 1000), floor + 1)
+        barrier = barrier_after(latest, last.barrier if last else None)
         summary = {BATCH_PROPERTY: str(self.batch_id)}
         if query:
             summary[QUERY_PROPERTY] = query

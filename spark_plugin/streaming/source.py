@@ -49,6 +49,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from spark_plugin._client import MetaServiceClient
 from spark_plugin._errors import (
     JobNotRunningError,
     StreamStateError,
@@ -131,7 +132,7 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- the service ------------------------------------------------------------------------
 
     @property
-    def _client(self):  # type: ignore[no-untyped-def]
+    def _client(self) -> MetaServiceClient:
         return client_for(self.options.connection)
 
     def _job_state(self) -> dict[str, Any]:
@@ -209,9 +210,10 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                        for t in sources]
         except (UnknownJobError, UnknownTableError):
             return None
-        if not latests or any(b is None for b in latests):
+        known = [int(b) for b in latests if b is not None]
+        if not known or len(known) < len(latests):
             return None
-        return min(int(b) for b in latests)
+        return min(known)
 
     def _pinned_after(self, barrier: int) -> bool:
         pinned = self._client.get_job(self.options.job).get("pinned_barrier")
@@ -298,6 +300,7 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _plan(self, begin: BarrierOffset, end: BarrierOffset) -> list[Any]:
         partitions = self.partitions(begin.to_json(), end.to_json())
+        # pyspark types them as InputPartition; partitions() above returns ours, with tasks
         return [t for p in partitions for t in p.tasks]  # type: ignore[attr-defined]
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
@@ -323,6 +326,7 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Any:
         crash_point("in_read", _batch_id())
+        # Spark hands back a partition partitions() made (ours); pyspark types the base class
         return read_partition(partition)  # type: ignore[arg-type]
 
     def commit(self, end: dict) -> None:

@@ -1,5 +1,5 @@
-"""``metaservice demo`` end to end, as a user runs it and as ``timeout`` or a container runtime
-stops it (SIGTERM).
+"""``metaservice-demo`` end to end, as a user runs it (the README's first command ends with
+it) and as ``timeout`` or a container runtime stops it (SIGTERM).
 
 One run of the demo (Spark starts once) serves the tests of the module: it runs until it has
 printed a few strong reads, at two cuts at least, then its process group gets SIGTERM, as
@@ -21,10 +21,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from metaservice.demo import ORDERS, clock
+from metaservice_demo.demo import ORDERS, clock
 
 pytestmark = pytest.mark.spark
 
+# the console script the README runs, installed next to this interpreter
+DEMO_COMMAND = Path(sys.executable).with_name("metaservice-demo")
 STRONG_READS = 3
 STRONG_READ = re.compile(r"^\[\s*(\d+\.\d)s\] read\s+strong read session \(DuckDB, lake@strong\) "
                          r"at barrier \d")
@@ -84,7 +86,7 @@ class _Output:
 def _start(tmpdir: Path, stderr: Path, *args: str) -> tuple[subprocess.Popen[str], _Output]:
     with stderr.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "metaservice", "demo", "--port", "0", *args],
+            [str(DEMO_COMMAND), "--port", "0", *args],
             env=_demo_env(tmpdir), stdout=subprocess.PIPE, stderr=err, text=True,
             start_new_session=True)  # its own process group, as under `timeout`
     return proc, _Output(proc)
@@ -127,7 +129,7 @@ def test_sigterm_stops_queries_spark_and_server_and_removes_the_temporary_direct
     assert "stopped by SIGTERM" in demo.out
     assert "stopping the streaming queries and Spark" in demo.out
     # no traceback of the demo's own process (Spark's Python workers may print theirs)
-    assert "metaservice/cli.py" not in demo.err, demo.err[-3000:]
+    assert "metaservice_demo/" not in demo.err, demo.err[-3000:]
     # the demo's directory (warehouse, checkpoints, database, Spark's scratch space) is gone
     assert sorted(p.name for p in demo.tmpdir.iterdir()) == []
 

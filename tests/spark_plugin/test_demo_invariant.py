@@ -1,11 +1,11 @@
-"""The invariant ``metaservice demo`` checks at every read, on tables built by hand: it spans the
+"""The invariant ``metaservice-demo`` checks at every read, on tables built by hand: it spans the
 sibling jobs of ``orders`` by joining their outputs customer by customer."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from metaservice.demo import ENRICHED, ORDERS, REVENUE, SPEND, figures_from_arrow
+from metaservice_demo.demo import ENRICHED, ORDERS, REVENUE, SPEND, figures_from_arrow
 
 ORDERS_ROWS = [(1, 10, 20.0), (2, 10, 5.5), (3, 11, 7.25), (4, 12, 1.0)]  # order, customer, amount
 SEGMENT = {10: "retail", 11: "business", 12: "retail"}

@@ -191,3 +191,13 @@ def test_public_exceptions_present_themselves_as_spark_plugin(cls: type[BaseExce
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is cls and str(copy) == str(error)
     assert vars(copy) == vars(error)
+
+
+def test_the_exception_classes_are_listed_once() -> None:
+    """``spark_plugin._errors.__all__`` names every exception class of the module, and the
+    package exports exactly those (its imports and ``__all__`` derive from that list)."""
+    defined = {name for name, value in vars(_errors).items()
+               if isinstance(value, type) and issubclass(value, sp.MetaServiceError)}
+    assert sorted(_errors.__all__) == sorted(defined)
+    assert {cls.__name__ for cls in public_exceptions()} == defined
+    assert all(getattr(sp, name) is getattr(_errors, name) for name in _errors.__all__)

@@ -1,12 +1,14 @@
-"""``metaservice demo``: a streaming pipeline on Spark and Iceberg, kept consistent, in one command.
+"""``metaservice-demo``: a streaming pipeline on Spark and Iceberg, kept consistent, in one command.
 
 What it does, printing each step as it happens:
 
-1. serves MetaService on an embedded SQLite file (``<dir>/metaservice.db``), with its built-in
-   Iceberg REST catalog (``<url>/iceberg``, warehouse ``lake`` in ``<dir>/warehouse``);
+1. starts ``metaservice serve`` on an embedded SQLite file (``<dir>/metaservice.db``, its output
+   in ``<dir>/server.log``), with its built-in Iceberg REST catalog (``<url>/iceberg``,
+   warehouse ``lake`` in ``<dir>/warehouse``);
 2. creates the tables in that catalog, which the jobs' source and sink find by name;
-3. ingests a synthetic stream into two root tables, ``orders`` and ``customers`` (both roots
-   complete the same barrier, one tick every ``--interval`` seconds);
+3. ingests a synthetic stream into two root tables, ``orders`` and ``customers``, with pyiceberg
+   through the catalog (both roots complete the same barrier, one tick every ``--interval``
+   seconds);
 4. runs three Structured Streaming jobs through the ``metaservice`` source and sink:
    ``enrich-orders`` (orders ⋈ customers → ``orders_enriched``, append),
    ``revenue-by-segment`` (an aggregate of ``orders_enriched`` → ``revenue_by_segment``,
@@ -29,6 +31,9 @@ What it does, printing each step as it happens:
 Data is tiny (a few rows per barrier) so that it starts fast on a laptop. Exit status: 0 when
 ``--duration`` elapsed and every strong read held the invariant, 1 when one did not, 128 + the
 signal's number when stopped by a signal (130 for Ctrl-C, 143 for SIGTERM).
+
+The demo is an application of both packages, as a user would write it: it runs the server as
+``metaservice serve`` and uses the plugin's public API (``import spark_plugin as sp``) only.
 """
 
 from __future__ import annotations
@@ -39,16 +44,17 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+import spark_plugin as sp
+from metaservice_demo.server import free_port, serve
 
 CATALOG = "lake"
 DATABASE = "shop"
@@ -134,57 +140,6 @@ class StopSignals:
         self.stopping = True
         self.received = signum
         raise Stopped(signum)
-# -- the server -------------------------------------------------------------------------------
-
-
-def _free_port(preferred: int) -> int:
-    for port in (preferred, 0):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return int(s.getsockname()[1])
-    raise RuntimeError("no free port")
-
-
-@contextlib.contextmanager
-def serve(database_file: Path, port: int, warehouse: Path) -> Iterator[str]:
-    """MetaService on ``database_file`` (migrated first), its built-in Iceberg catalog
-    ``lake`` writing into ``warehouse``, served by uvicorn in a thread."""
-    import uvicorn
-
-    from metaservice.app import create_app
-    from metaservice.db.engine import build_engine
-    from metaservice.db.migrate import upgrade_to_head
-    from metaservice.db.session import Database
-    from metaservice.settings import Settings
-
-    url = f"sqlite:///{database_file}"
-    database = Database(build_engine(url))
-    upgrade_to_head(database.engine)
-    settings = Settings(database_url=url, port=port, log_level="warning",
-                        warehouse=str(warehouse), catalog_name=CATALOG)
-    app = create_app(settings, database=database)
-    # Idle connections are kept as `metaservice serve` keeps them (settings.keep_alive_seconds):
-    # the jobs' pyiceberg REST clients reuse pooled connections without retry.
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="off", access_log=False,
-                            timeout_keep_alive=settings.keep_alive_seconds)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="metaservice-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the MetaService server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        database.dispose()
 
 
 # -- the lake and the synthetic stream ------------------------------------------------------
@@ -237,17 +192,16 @@ class SyntheticStream:
         import pyarrow as pa
         from pyiceberg.io.pyarrow import schema_to_pyarrow
 
-        from spark_plugin._iceberg import commit_sink, data_files_from_arrow, load_table
-
-        tbl = load_table(table, self.catalog)
+        tbl = self.catalog.load_table((DATABASE, table.rsplit(".", 1)[1]))
         data = pa.Table.from_pydict(rows, schema=schema_to_pyarrow(tbl.schema(),
                                                                    include_field_ids=False))
-        # through the built-in catalog, the commit records the root's barrier itself (SPEC §11)
-        commit_sink(tbl, job=INGEST_LABEL, barrier=barrier, root=True,
-                    data_files=data_files_from_arrow(tbl, data))
+        # one snapshot, as any engine appends; through the built-in catalog, its summary's
+        # barrier is recorded for the root in the same transaction (SPEC §11)
+        tbl.append(data, snapshot_properties={"metaservice.root-label": INGEST_LABEL,
+                                              "metaservice.barrier": str(barrier)})
 
     def tick(self) -> tuple[int, int, int]:
-        barrier = max(int(time.time() * 1000), (self.last_barrier or 0) + 1)
+        barrier = sp.barrier_after(self.last_barrier)
         new_customers = 3 if self.ticks == 0 else self.random.randint(0, 2)
         ids = list(range(self.customers + 1, self.customers + new_customers + 1))
         existing = self.customers
@@ -646,7 +600,7 @@ class Paces:
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="metaservice demo", description=__doc__)
+    parser = parser or argparse.ArgumentParser(prog="metaservice-demo", description=__doc__)
     parser.add_argument("--duration", type=float, default=None,
                         help="stop by itself this many seconds after every job has caught up "
                              "(default: run until Ctrl-C or SIGTERM)")
@@ -684,15 +638,14 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(base)
         base.mkdir(parents=True, exist_ok=True)
         # the streaming jobs' driver-side state belongs to this demo: keep it in its directory
-        from spark_plugin.streaming.lifecycle import STATE_DIR_ENV
-
-        os.environ.setdefault(STATE_DIR_ENV, str(base / "spark-state"))
+        os.environ.setdefault("METASERVICE_SPARK_STATE_DIR", str(base / "spark-state"))
         warehouse = base / "warehouse"
         warehouse.mkdir()
         print("MetaService demo: three streaming jobs over Iceberg, two of them reading the "
               "same stream at different paces, read consistently while they run.", flush=True)
-        port = _free_port(args.port)
-        with serve(base / "metaservice.db", port, warehouse) as url:
+        port = free_port(args.port)
+        with serve(base / "metaservice.db", port, warehouse, CATALOG,
+                   base / "server.log") as url:
             os.environ["METASERVICE_URL"] = url
             note = "" if port == args.port else f" (port {args.port} is taken)"
             console.say("server", f"{url}{note}  — API docs {url}/docs{_dashboard(url)}, "
@@ -722,9 +675,6 @@ def _dashboard(url: str) -> str:
 
 def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, url: str,
               base: Path, warehouse: Path) -> int:
-    import spark_plugin as sp
-    from spark_plugin.streaming import register_data_source
-
     # MetaService's built-in catalog: the jobs' source and sink find it by the tables' catalog
     # name, as nothing else configures a catalog 'lake'
     catalog = sp.CatalogSpec.metaservice(CATALOG, url).load()
@@ -752,7 +702,7 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
     try:
         spark = start_spark(base / "spark-local")
         signals.install()  # pyspark replaced the SIGINT handler with its own
-        register_data_source(spark, url=url)
+        sp.register_data_source(spark, url=url)
         slow = args.slow_trigger if args.slow_trigger is not None else max(2.0, 4 * args.interval)
         jobs = Jobs(spark, url, base / "checkpoints", max(0.5, args.interval / 2), slow, console)
 
@@ -855,15 +805,13 @@ def _wait_for_first_trigger(jobs: Jobs, job: str) -> None:
 
 def _wait_for_sinks(console: Console, client: Any, jobs: Jobs, barrier: int | None) -> None:
     """Until every job's sink completes ``barrier`` (printing each commit)."""
-    from spark_plugin._errors import UnknownTableError
-
     seen: dict[str, int | None] = dict.fromkeys(SINKS)
     while True:
         jobs.check()
         for job, table in SINKS.items():
             try:
                 latest = client.table_barriers(table, limit=1).get("latest_barrier")
-            except UnknownTableError:
+            except sp.UnknownTableError:
                 latest = None
             if latest is not None and latest != seen[job]:
                 seen[job] = latest
@@ -953,8 +901,34 @@ def _report(console: Console, client: Any, duck: DuckDB, paces: Paces,
                   f"{verdict} — {figures.describe()}", lines)
 
 
+# What the demo needs beyond the plugin: the server (`metaservice serve`) and Spark with DuckDB.
+EXTRAS_NEEDED = {"server": ("fastapi", "uvicorn", "sqlalchemy"),
+                 "spark": ("pyspark", "duckdb", "duckdb_extension_iceberg")}
+
+
+def missing_extras() -> dict[str, str]:
+    """The extras of the ``metaservice`` distribution that are not installed, each with a
+    module of it that is missing."""
+    import importlib.util
+
+    missing = {}
+    for extra, modules in EXTRAS_NEEDED.items():
+        absent = [m for m in modules if importlib.util.find_spec(m) is None]
+        if absent:
+            missing[extra] = absent[0]
+    return missing
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run(build_parser().parse_args(argv))
+    """The ``metaservice-demo`` command."""
+    args = build_parser().parse_args(argv)
+    missing = missing_extras()
+    if missing:
+        print("metaservice-demo: error: the demo needs the server and spark extras ("
+              + ", ".join(f"{m} of {e}" for e, m in missing.items()) + " missing): "
+              "pip install 'metaservice[server,spark]'", file=sys.stderr)
+        return 2
+    return run(args)
 
 
 if __name__ == "__main__":

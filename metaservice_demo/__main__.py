@@ -1,0 +1,5 @@
+import sys
+
+from metaservice_demo.demo import main
+
+sys.exit(main())
