@@ -16,25 +16,25 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.barriers import admission
 from metaservice.barriers import repository as barriers_repo
-from metaservice.barriers.protocol import (
+from metaservice.context import ServiceContext
+from metaservice.core.cuts import tables_not_exact
+from metaservice.core.delay_formulas import hop_latency
+from metaservice.core.exactness import Exactness
+from metaservice.core.protocol import (
     OtherJob,
     choose_barrier,
     earliest_barrier,
     jobs_ahead,
 )
-from metaservice.context import ServiceContext
 from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow, TopologyState
-from metaservice.delay.formulas import hop_latency
-from metaservice.expirations import handout
+from metaservice.history.service import DatabaseHistory
 from metaservice.jobs import repository as jobs_repo
 from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
+from metaservice.retention import handout
 from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
 from metaservice.versions.catching_up import rejoin_if_caught_up
-from metaservice.versions.cuts import tables_not_exact
-from metaservice.versions.exactness import Exactness
-from metaservice.versions.history import DatabaseHistory
 
 logger = logging.getLogger(__name__)
 
@@ -367,7 +367,7 @@ def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[
 
 def _decide(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
             exactness: Exactness, others: list[OtherJob], after: int | None) -> Position:
-    """Choose (``barriers/protocol.py``) and pin the barrier after ``after``, or wait."""
+    """Choose (``core/protocol.py``) and pin the barrier after ``after``, or wait."""
     ahead = jobs_ahead(exactness, others, after)
     barrier = choose_barrier(exactness, [s.qualified_name for s in sources], after, ahead)
     if barrier is None:

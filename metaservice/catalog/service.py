@@ -71,8 +71,8 @@ from metaservice.catalog.storage import MetadataFileError, Warehouse
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergTableRow, JobRow, TableRow
 from metaservice.db.session import Database
-from metaservice.expirations import service as expirations_service
 from metaservice.names import NAME_PART_PATTERN, TableName
+from metaservice.retention.expirations import service as expirations_service
 from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
 

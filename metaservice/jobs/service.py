@@ -18,12 +18,12 @@ from metaservice.barriers.service import (
     start_position,
 )
 from metaservice.context import ServiceContext
+from metaservice.core.graph import JobEdges
 from metaservice.db.models import JobRow
 from metaservice.jobs import repository as jobs_repo
 from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.graph import JobEdges
 from metaservice.topology.repository import load_running_topology, lock_topology
 from metaservice.versions.catching_up import refresh_after_topology_change
 

@@ -10,10 +10,10 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
+from metaservice.core.graph import Edge, Topology
 from metaservice.lineage.schemas import SnapshotLineage
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.graph import Edge, Topology
 
 
 def describe(session: Session, topology: Topology, tables: dict[str, int | None],

@@ -23,14 +23,14 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
+from metaservice.core import rollback_planning as planning
+from metaservice.core.graph import Topology
+from metaservice.core.rollback_planning import JobFacts, Snap, TableFacts
 from metaservice.db.models import RollbackPlanRow, TableRow
 from metaservice.names import TableName
-from metaservice.rollback import planning
 from metaservice.rollback import repository as rollback_repo
-from metaservice.rollback.planning import JobFacts, Snap, TableFacts
 from metaservice.rollback.schemas import PlanJobOut, PlanTableOut, RollbackPlanOut, SnapOut
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.graph import Topology
 from metaservice.topology.repository import load_running_topology, lock_topology
 from metaservice.versions.catching_up import refresh_after_topology_change
 

@@ -1,6 +1,6 @@
 """Answering version requests: which snapshot of each table to read (SPEC §4).
 
-Reads only. Every answer names snapshots exact at its cut (``versions/exactness.py``); the cut
+Reads only. Every answer names snapshots exact at its cut (``core/exactness.py``); the cut
 of a strong answer is a pure function of stored history that only grows while the topology
 stays the same, and topology changes keep it from moving backwards through the catching-up
 floors (``versions/catching_up.py``).
@@ -17,10 +17,7 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
-from metaservice.expirations import handout
-from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
-from metaservice.versions.cuts import (
+from metaservice.core.cuts import (
     Consistency,
     StrongCut,
     TableState,
@@ -30,8 +27,11 @@ from metaservice.versions.cuts import (
     tables_holding_back,
     tables_not_exact,
 )
-from metaservice.versions.exactness import Exactness
-from metaservice.versions.history import DatabaseHistory
+from metaservice.core.exactness import Exactness
+from metaservice.history.service import DatabaseHistory
+from metaservice.names import TableName
+from metaservice.retention import handout
+from metaservice.tables import repository as tables_repo
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The cut computation of SPEC §4, as pure functions over plain data and a barrier history.
 
 A *cut* is a barrier B; each table T of the cut is read at ``snap(T, B)``. Every cut is a
-barrier at which each table it serves is *exact* (``versions/exactness.py``), chosen among the
+barrier at which each table it serves is *exact* (``core/exactness.py``), chosen among the
 barriers those tables completed:
 
 - strong: per component C, the greatest barrier ≤ ``min latest(T)`` at which every caught-up
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from metaservice.versions.exactness import Exactness
+from metaservice.core.exactness import Exactness
 
 
 class Consistency(StrEnum):

@@ -14,7 +14,7 @@ A snapshot is protected, with one reason per rule that holds it:
   lease, SPEC §6).
 
 Every rule reads only committed rows; the caller orders itself against commits, pins and leases
-by locking the table row (``expirations/repository.py``).
+by locking the table row (``retention/expirations/repository.py``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
 from metaservice.db.models import TableRow
-from metaservice.expirations import repository as repo
-from metaservice.leases import repository as leases_repo
+from metaservice.retention.expirations import repository as repo
+from metaservice.retention.leases import repository as leases_repo
 from metaservice.versions.service import strong_cut_of_component
 
 LATEST = "latest"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from metaservice.versions.exactness import Exactness
+from metaservice.core.exactness import Exactness
 
 
 @dataclass(frozen=True)

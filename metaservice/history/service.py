@@ -1,4 +1,4 @@
-"""The barrier history of the database as :class:`~metaservice.versions.exactness.History`.
+"""The barrier history of the database as :class:`~metaservice.core.exactness.History`.
 
 One object serves one answer: it reads the tables' states and the newest rows of each table in
 a couple of statements (cuts are almost always among a table's newest barriers) and falls back
@@ -12,11 +12,11 @@ from collections.abc import Iterable
 from sqlalchemy.orm import Session
 
 from metaservice.barriers import repository as barriers_repo
+from metaservice.core.cuts import TableState
+from metaservice.core.exactness import Completion
+from metaservice.core.graph import Topology
 from metaservice.tables import repository as tables_repo
 from metaservice.tables.repository import CutState
-from metaservice.topology.graph import Topology
-from metaservice.versions.cuts import TableState
-from metaservice.versions.exactness import Completion
 
 # The newest rows read per table up front. Cuts trail ``latest`` by a few barriers at most;
 # anything older is one more seek.
