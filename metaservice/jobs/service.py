@@ -11,14 +11,10 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal, ensure_may_act_on_job
 from metaservice.barriers import repository as barriers_repo
-from metaservice.barriers.service import (
-    Position,
-    next_barrier,
-    pinned_position,
-    start_position,
-)
+from metaservice.barriers.service import next_barrier, pinned_position, start_position
 from metaservice.context import ServiceContext
 from metaservice.core.graph import JobEdges
+from metaservice.core.positions import Position
 from metaservice.db.models import JobRow
 from metaservice.jobs import repository as jobs_repo
 from metaservice.lineage import emission as lineage_emission

@@ -45,11 +45,7 @@ def refuse_approved(session: Session, snapshots: Iterable[tuple[str, int, int]])
 def raise_expired(expired: Sequence[Mapping[str, Any]]) -> None:
     """Raise the 410 naming the snapshots (``{"table", "snapshot_id"}``) approved for
     expiration."""
-    first = expired[0]
-    raise errors.SnapshotExpiredError(
-        f"snapshot {first['snapshot_id']} of {first['table']} is approved for expiration"
-        + (f" (and {len(expired) - 1} more)" if len(expired) > 1 else ""),
-        snapshots=list(expired))
+    raise errors.SnapshotExpiredError.approved(expired)
 
 
 SNAPSHOT_EXPIRED = "snapshot_expired"
