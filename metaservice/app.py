@@ -20,15 +20,15 @@ from metaservice.db.session import Database
 from metaservice.delay.endpoints import router as delay_router
 from metaservice.deps import authorize, refuse_unstorable_input
 from metaservice.error_handlers import install_error_handlers
-from metaservice.expirations.endpoints import router as expirations_router
 from metaservice.health.endpoints import router as health_router
 from metaservice.jobs.endpoints import router as jobs_router
-from metaservice.leases.endpoints import router as leases_router
 from metaservice.limits import BodySizeLimit, TokenBucket
 from metaservice.lineage.endpoints import router as lineage_router
 from metaservice.lineage.sender import OutboxSender, client_from_environment, naming_from
 from metaservice.observability.endpoints import router as observability_router
 from metaservice.observability.metrics import install_metrics
+from metaservice.retention.expirations.endpoints import router as expirations_router
+from metaservice.retention.leases.endpoints import router as leases_router
 from metaservice.rollback.endpoints import router as rollback_router
 from metaservice.schemas import ERROR_RESPONSES
 from metaservice.settings import Settings, get_settings

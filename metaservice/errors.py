@@ -12,6 +12,7 @@ on HTTP.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 
@@ -121,6 +122,16 @@ class BarrierInFutureError(MetaServiceError):
 class SnapshotExpiredError(MetaServiceError):
     status_code = 410
     code = "snapshot_expired"
+
+    @classmethod
+    def approved(cls, expired: Sequence[Mapping[str, Any]]) -> SnapshotExpiredError:
+        """The 410 naming the snapshots (``{"table", "snapshot_id"}``) approved for
+        expiration."""
+        first = expired[0]
+        return cls(
+            f"snapshot {first['snapshot_id']} of {first['table']} is approved for expiration"
+            + (f" (and {len(expired) - 1} more)" if len(expired) > 1 else ""),
+            snapshots=list(expired))
 
 
 class UnknownSnapshotError(MetaServiceError):

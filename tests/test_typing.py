@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # What mypy checks (with pyproject.toml's [tool.mypy] settings): one entry per package or module.
 TYPED_PATHS = [
+    "metaservice/core",
     "spark_plugin",
     "metaservice_demo",
 ]

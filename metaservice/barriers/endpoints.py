@@ -15,13 +15,14 @@ from metaservice.barriers.schemas import (
     CompletedOut,
     JobProgressOut,
     NextIn,
+    PositionOut,
     ProgressOut,
     RootReportIn,
     SinkCommitOut,
     TableBarriersOut,
+    position_answer,
 )
 from metaservice.deps import Context, ReadSession, WriteSession
-from metaservice.jobs.schemas import PositionOut, position_answer
 from metaservice.names import TableName
 from metaservice.path_params import BarrierPath, CatalogPath, DatabasePath, JobPath, TablePath
 from metaservice.schemas import INT64_MAX, TextInt

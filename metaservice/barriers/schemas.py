@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from metaservice.core.positions import Position
 from metaservice.schemas import Barrier, SnapshotId
 
 
@@ -83,3 +86,29 @@ class ProgressOut(BaseModel):
 class JobProgressOut(BaseModel):
     job: str
     progress: list[ProgressOut]
+
+
+class PositionOut(BaseModel):
+    action: Literal["process", "wait", "abort", "none"]
+    barrier: int | None = None
+    snapshots: dict[str, int] | None = None
+    previous: dict[str, int] | None = None
+    retry_after_ms: int | None = None
+    reason: str | None = None
+    restart_after: int | None = Field(
+        default=None, description="with an abort caused by a rollback: the job's next barrier "
+                                  "comes after this one (absent: from its start position)")
+
+
+def position_answer(position: Position) -> dict[str, Any]:
+    """A position in :class:`PositionOut`'s shape, its absent fields left out, except a
+    ``process`` position's ``previous``: ``null`` there means a full step (SPEC §5.2)."""
+    out = PositionOut(action=position.action, barrier=position.barrier,
+                      retry_after_ms=position.retry_after_ms, reason=position.reason,
+                      restart_after=position.restart_after)
+    if position.action in ("process", "none"):
+        out.snapshots, out.previous = position.snapshots, position.previous
+    answer = out.model_dump(exclude_none=True)
+    if position.action == "process":
+        answer["previous"] = position.previous
+    return answer

@@ -7,8 +7,8 @@ Lock order, everywhere: topology → job → tables (by id). Races are resolved 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -16,43 +16,29 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.barriers import admission
 from metaservice.barriers import repository as barriers_repo
-from metaservice.barriers.protocol import (
+from metaservice.context import ServiceContext
+from metaservice.core.cuts import tables_not_exact
+from metaservice.core.delay_formulas import hop_latency
+from metaservice.core.exactness import Exactness
+from metaservice.core.positions import Position, wall_clock_barrier
+from metaservice.core.protocol import (
     OtherJob,
     choose_barrier,
     earliest_barrier,
     jobs_ahead,
 )
-from metaservice.context import ServiceContext
 from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow, TopologyState
-from metaservice.delay.formulas import hop_latency
-from metaservice.expirations import handout
+from metaservice.history import repository as history_repo
+from metaservice.history.service import DatabaseHistory
 from metaservice.jobs import repository as jobs_repo
 from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
+from metaservice.retention import handout
 from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
 from metaservice.versions.catching_up import rejoin_if_caught_up
-from metaservice.versions.cuts import tables_not_exact
-from metaservice.versions.exactness import Exactness
-from metaservice.versions.history import DatabaseHistory
 
 logger = logging.getLogger(__name__)
-
-Action = Literal["process", "wait", "abort", "none"]
-
-
-@dataclass
-class Position:
-    """An answer of ``start`` or ``next``."""
-
-    action: Action
-    barrier: int | None = None
-    snapshots: dict[str, int] = field(default_factory=dict)
-    previous: dict[str, int] | None = field(default_factory=dict)
-    retry_after_ms: int | None = None
-    reason: str | None = None
-    restart_after: int | None = None  # with an abort caused by a rollback
-
 
 @dataclass
 class Completed:
@@ -133,8 +119,7 @@ def record_completed_barrier(session: Session, ctx: ServiceContext,
 
 def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> int:
     """``max(now_ms, latest(T) + 1)``."""
-    now = ctx.clock.now_ms()
-    return now if table.latest_barrier is None else max(now, table.latest_barrier + 1)
+    return wall_clock_barrier(ctx.clock.now_ms(), table.latest_barrier)
 
 
 def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snapshot_id: int,
@@ -192,7 +177,7 @@ def _sink_tables(session: Session, job: str) -> list[TableRow]:
 def _snap_map(session: Session, sources: list[TableRow], barrier: int) -> dict[str, Any] | None:
     result: dict[str, Any] = {}
     for s in sources:
-        row = barriers_repo.snap(session, s.id, barrier)
+        row = history_repo.snap(session, s.id, barrier)
         if row is None:
             return None
         result[s.qualified_name] = {"barrier": row.barrier, "snapshot_id": row.snapshot_id}
@@ -228,7 +213,7 @@ def _pin(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Table
     previous: dict[str, Any] = {}
     if after is not None:
         for s in sources:
-            row = barriers_repo.snap(session, s.id, after)
+            row = history_repo.snap(session, s.id, after)
             if row is not None:
                 previous[s.qualified_name] = {"barrier": row.barrier,
                                               "snapshot_id": row.snapshot_id}
@@ -367,7 +352,7 @@ def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[
 
 def _decide(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
             exactness: Exactness, others: list[OtherJob], after: int | None) -> Position:
-    """Choose (``barriers/protocol.py``) and pin the barrier after ``after``, or wait."""
+    """Choose (``core/protocol.py``) and pin the barrier after ``after``, or wait."""
     ahead = jobs_ahead(exactness, others, after)
     barrier = choose_barrier(exactness, [s.qualified_name for s in sources], after, ahead)
     if barrier is None:

@@ -38,13 +38,13 @@ from metaservice.catalog.errors import (
     RefusedError,
 )
 from metaservice.context import ServiceContext
+from metaservice.core.cuts import Consistency
 from metaservice.db.models import LeaseRow, ReadSessionRow
-from metaservice.expirations import handout
-from metaservice.leases import service as leases_service
 from metaservice.names import TableName
+from metaservice.retention import handout
+from metaservice.retention.leases import service as leases_service
 from metaservice.tables import repository as tables_repo
 from metaservice.versions import service as versions
-from metaservice.versions.cuts import Consistency
 
 logger = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from typing import Any, NamedTuple
 from sqlalchemy import Result, TextClause, bindparam, select, text, tuple_
 from sqlalchemy.orm import Session
 
+from metaservice.core.delay_formulas import Percentiles
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import TableRow
 from metaservice.db.rows import named_rows
-from metaservice.delay.formulas import Percentiles
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class RecentHop:
     finished_at: int
 
 
-# Nearest-rank percentiles (delay/formulas.py's; a test compares them on both backends).
+# Nearest-rank percentiles (core/delay_formulas.py's; a test compares them on both backends).
 # PostgreSQL computes them (below), so only one row per group leaves it. SQLite hands each
 # group's samples over as one string (group_concat, which skips NULLs) and Python sorts them:
 # its window functions ranking the same samples cost four times more CPU, and one result row

@@ -1,4 +1,4 @@
-"""Delay answers (SPEC §7): read the few rows they need, then apply ``delay/formulas.py``."""
+"""Delay answers (SPEC §7): read the few rows they need, then apply ``core/delay_formulas.py``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from sqlalchemy.orm import Session
 
 from metaservice import errors
 from metaservice.context import ServiceContext
-from metaservice.delay import formulas
+from metaservice.core import delay_formulas as formulas
+from metaservice.core.delay_formulas import JobDelayInput, Percentiles
+from metaservice.core.graph import Topology
 from metaservice.delay import repository as delay_repo
-from metaservice.delay.formulas import JobDelayInput, Percentiles
 from metaservice.names import TableName
-from metaservice.topology.graph import Topology
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query
 
 from metaservice.auth.service import Principal
+from metaservice.barriers.schemas import position_answer
 from metaservice.context import ServiceContext
 from metaservice.deps import (
     Context,
@@ -17,7 +18,7 @@ from metaservice.deps import (
     WriteSession,
 )
 from metaservice.jobs import service
-from metaservice.jobs.schemas import JobList, JobOut, StartIn, StartOut, position_answer
+from metaservice.jobs.schemas import JobList, JobOut, StartIn, StartOut
 from metaservice.jobs.service import Role
 from metaservice.names import TableName
 from metaservice.path_params import CatalogPath, DatabasePath, JobPath, TablePath

@@ -11,19 +11,15 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal, ensure_may_act_on_job
 from metaservice.barriers import repository as barriers_repo
-from metaservice.barriers.service import (
-    Position,
-    next_barrier,
-    pinned_position,
-    start_position,
-)
+from metaservice.barriers.service import next_barrier, pinned_position, start_position
 from metaservice.context import ServiceContext
+from metaservice.core.graph import JobEdges
+from metaservice.core.positions import Position
 from metaservice.db.models import JobRow
 from metaservice.jobs import repository as jobs_repo
 from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.graph import JobEdges
 from metaservice.topology.repository import load_running_topology, lock_topology
 from metaservice.versions.catching_up import refresh_after_topology_change
 

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 import orjson
 from fastapi import APIRouter, Query, Request, Response
 
+from metaservice.core.graph import Neighbourhood
 from metaservice.deps import Context, ReadSession
 from metaservice.lineage import openlineage, service
 from metaservice.lineage.schemas import LineageOut, SnapshotLineage, TableLineageOut
@@ -14,7 +15,6 @@ from metaservice.lineage.sender import naming_from
 from metaservice.names import TableName
 from metaservice.path_params import BarrierPath, CatalogPath, DatabasePath, TablePath
 from metaservice.schemas import TextInt
-from metaservice.topology.graph import Neighbourhood
 
 router = APIRouter(tags=["lineage"])
 

@@ -10,10 +10,11 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
+from metaservice.core.graph import Edge, Topology
+from metaservice.history import repository as history_repo
 from metaservice.lineage.schemas import SnapshotLineage
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.graph import Edge, Topology
 
 
 def describe(session: Session, topology: Topology, tables: dict[str, int | None],
@@ -49,7 +50,7 @@ def snapshot_lineage(session: Session, ctx: ServiceContext, name: TableName, bar
 
 def _lineage_of(session: Session, table_id: int, name: str, barrier: int,
                 depth_left: int) -> SnapshotLineage | None:
-    row = barriers_repo.snap(session, table_id, barrier)
+    row = history_repo.snap(session, table_id, barrier)
     if row is None:
         return None
     inputs: list[SnapshotLineage] = []

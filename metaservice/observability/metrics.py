@@ -31,9 +31,9 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from metaservice.context import ServiceContext
+from metaservice.core import delay_formulas as formulas
 from metaservice.db.models import LeaseRow, LeaseSnapshotRow, RollbackFenceRow
 from metaservice.db.session import Database
-from metaservice.delay import formulas
 from metaservice.delay import repository as delay_repo
 from metaservice.lineage import repository as outbox_repo
 from metaservice.lineage.sender import OutboxSender

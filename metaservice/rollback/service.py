@@ -21,16 +21,16 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from metaservice import errors
-from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
+from metaservice.core import rollback_planning as planning
+from metaservice.core.graph import Topology
+from metaservice.core.rollback_planning import JobFacts, Snap, TableFacts
 from metaservice.db.models import RollbackPlanRow, TableRow
+from metaservice.history import repository as history_repo
 from metaservice.names import TableName
-from metaservice.rollback import planning
 from metaservice.rollback import repository as rollback_repo
-from metaservice.rollback.planning import JobFacts, Snap, TableFacts
 from metaservice.rollback.schemas import PlanJobOut, PlanTableOut, RollbackPlanOut, SnapOut
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.graph import Topology
 from metaservice.topology.repository import load_running_topology, lock_topology
 from metaservice.versions.catching_up import refresh_after_topology_change
 
@@ -54,7 +54,7 @@ def _gather(session: Session, topology: Topology, table: str, barrier: int) -> _
     affected = planning.affected_by(topology, table)
     rows = {str(n): r for n, r in tables_repo.find_tables(
         session, [TableName.parse(n) for n in affected.tables]).items()}
-    targets = {n: _snap(barriers_repo.snap(session, r.id, barrier)) for n, r in rows.items()}
+    targets = {n: _snap(history_repo.snap(session, r.id, barrier)) for n, r in rows.items()}
     expirations = rollback_repo.expirations_of(
         session, [(rows[n].id, t.snapshot_id) for n, t in targets.items() if t is not None])
     facts = []
@@ -197,7 +197,7 @@ def apply(session: Session, ctx: ServiceContext, plan_id: str) -> RollbackPlanOu
     rolled_back = 0
     for row in sorted(locked.values(), key=lambda r: r.id):
         rolled_back += rollback_repo.roll_back_barriers(session, row.id, barrier)
-        rollback_repo.reset_latest(session, row, barriers_repo.snap(session, row.id, barrier))
+        rollback_repo.reset_latest(session, row, history_repo.snap(session, row.id, barrier))
     rollback_repo.add_fences(session, plan.id, ids.values())
     targets = {t.name: t.target for t in facts.tables}
     for facts_of_job in facts.jobs:

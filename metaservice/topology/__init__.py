@@ -1,1 +1,2 @@
-"""The topology: the graph table → job → table formed by running jobs (pure code)."""
+"""The topology formed by running jobs: reading it, its lock and its per-process cache
+(``repository.py``); the graph itself (table → job → table) is pure, ``core/graph.py``."""

@@ -7,8 +7,8 @@ import threading
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from metaservice.core.graph import JobEdges, Topology
 from metaservice.db.models import JobRow, JobTableRow, TableRow, TopologyState
-from metaservice.topology.graph import JobEdges, Topology
 
 
 def lock_topology(session: Session) -> int:

@@ -4,7 +4,7 @@ When a job starts or stops, components merge or split. The new component must no
 below the greatest one its parts served, F. Every table of it not exact at F in the new
 topology (or with no barrier yet) is marked *catching up* with F as its floor: it is answered
 404 ``catching_up``, and the component is held at F until the catching-up tables are exact
-with the rest at a barrier ≥ F (``versions/cuts.py``). That is decided from stored history at
+with the rest at a barrier ≥ F (``core/cuts.py``). That is decided from stored history at
 every read; the flags are cleared by the catching-up table's next commit once it holds, which
 changes no answer (it only spares later reads the work).
 """
@@ -15,11 +15,11 @@ from collections.abc import Iterable
 
 from sqlalchemy.orm import Session
 
+from metaservice.core.cuts import floors_after_join
+from metaservice.core.exactness import Exactness
+from metaservice.core.graph import Topology
+from metaservice.history.service import DatabaseHistory
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.graph import Topology
-from metaservice.versions.cuts import floors_after_join
-from metaservice.versions.exactness import Exactness
-from metaservice.versions.history import DatabaseHistory
 from metaservice.versions.service import component_cut
 
 

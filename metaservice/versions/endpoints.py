@@ -7,12 +7,12 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from metaservice.core.cuts import Consistency
 from metaservice.deps import Context, CurrentPrincipal, ReadSession, TransactionsDep
-from metaservice.leases import service as leases
 from metaservice.names import TableName
 from metaservice.path_params import CatalogPath, DatabasePath, TablePath
+from metaservice.retention.leases import service as leases
 from metaservice.versions import service
-from metaservice.versions.cuts import Consistency
 from metaservice.versions.schemas import VersionOut, VersionsIn, VersionsOut
 
 router = APIRouter(tags=["versions"])

@@ -1,6 +1,6 @@
 """Answering version requests: which snapshot of each table to read (SPEC §4).
 
-Reads only. Every answer names snapshots exact at its cut (``versions/exactness.py``); the cut
+Reads only. Every answer names snapshots exact at its cut (``core/exactness.py``); the cut
 of a strong answer is a pure function of stored history that only grows while the topology
 stays the same, and topology changes keep it from moving backwards through the catching-up
 floors (``versions/catching_up.py``).
@@ -15,12 +15,8 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from metaservice import errors
-from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
-from metaservice.expirations import handout
-from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
-from metaservice.versions.cuts import (
+from metaservice.core.cuts import (
     Consistency,
     StrongCut,
     TableState,
@@ -30,8 +26,12 @@ from metaservice.versions.cuts import (
     tables_holding_back,
     tables_not_exact,
 )
-from metaservice.versions.exactness import Exactness
-from metaservice.versions.history import DatabaseHistory
+from metaservice.core.exactness import Exactness
+from metaservice.history import repository as history_repo
+from metaservice.history.service import DatabaseHistory
+from metaservice.jobs import repository as jobs_repo
+from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             cuts = _weak_cuts(history, exactness, names, states)
         else:
             cuts = _strong_cuts(ctx, history, exactness, names)
-    snaps = barriers_repo.snaps(session, {found[n].id: cuts[n] for n in names})
+    snaps = history_repo.snaps(session, {found[n].id: cuts[n] for n in names})
     result: dict[str, Version] = {}
     missing: list[str] = []
     expired: list[dict[str, object]] = []
@@ -97,7 +97,7 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             f"no snapshot at or before the cut for {', '.join(missing)}",
             tables=missing, barriers={n: cuts[n] for n in missing})
     if expired:
-        handout.raise_expired(expired)
+        raise errors.SnapshotExpiredError.approved(expired)
     return result
 
 
@@ -173,10 +173,10 @@ def _holding_back(ctx: ServiceContext, history: DatabaseHistory,
     if writer is None:
         who = "it is a root table (ingestion reports its barriers)"
     else:
-        # imported here: the jobs' service imports the barrier protocol, which imports this
-        from metaservice.jobs import service as jobs_service
-
-        since = jobs_service.get(history.session, ctx, writer.job).job.started_at
+        job = jobs_repo.get_job(history.session, writer.job)
+        if job is None:
+            raise errors.UnknownJobError(f"unknown job {writer.job!r}", job=writer.job)
+        since = job.started_at
         who = f"its writer, job {writer.job}, has been running since {_utc(since)}"
         if since is not None:
             who += f" ({_duration(ctx.clock.now_ms() - since)})"
@@ -221,7 +221,7 @@ def _cuts_at_least_latest(history: DatabaseHistory,
             seeks[s.id] = x  # type: ignore[union-attr]
     if not candidates:
         return {}
-    found = barriers_repo.snaps(history.session, seeks)
+    found = history_repo.snaps(history.session, seeks)
     cuts: dict[frozenset[str], StrongCut] = {}
     for component, x in candidates.items():
         simple = True

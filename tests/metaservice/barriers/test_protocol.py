@@ -1,4 +1,4 @@
-"""The alignment rule of ``barriers/protocol.py`` over thousands of random histories, against a
+"""The alignment rule of ``core/protocol.py`` over thousands of random histories, against a
 brute force written from SPEC §5.3 and ``docs/decisions.md``."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metaservice.barriers.protocol import OtherJob, choose_barrier, jobs_ahead
-from metaservice.versions.exactness import Exactness, MemoryHistory
+from metaservice.core.exactness import Exactness, MemoryHistory
+from metaservice.core.protocol import OtherJob, choose_barrier, jobs_ahead
 from tests.metaservice.versions.test_cuts import histories, ref_exact
 
 # Jobs of the random histories: A writes a, B writes b (siblings on r1), C writes c, D writes d.

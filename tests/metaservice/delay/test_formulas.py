@@ -10,8 +10,8 @@ now = 1500.
 
 from __future__ import annotations
 
-from metaservice.delay import formulas
-from metaservice.delay.formulas import JobDelayInput, Percentiles
+from metaservice.core import delay_formulas as formulas
+from metaservice.core.delay_formulas import JobDelayInput, Percentiles
 
 NOW = 1500
 LATEST: dict[str, int | None] = {"A": 1000, "B": 900, "C": 800, "D": 850, "E": 700}

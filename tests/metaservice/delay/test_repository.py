@@ -1,13 +1,13 @@
-"""The database computes the nearest-rank percentiles: they must equal delay/formulas.py's."""
+"""The database computes the nearest-rank percentiles: they must equal core/delay_formulas.py's."""
 
 from __future__ import annotations
 
 import random
 
+from metaservice.core.delay_formulas import Percentiles
 from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow
 from metaservice.db.session import Database
 from metaservice.delay import repository as delay_repo
-from metaservice.delay.formulas import Percentiles
 
 
 def test_percentiles_in_sql_match_the_formula(database: Database) -> None:

@@ -1,5 +1,5 @@
-"""leases/service.py called directly: what can be leased, terms on the manual clock, renewal,
-``hold_more``, visibility by principal, and the protection a live lease gives."""
+"""retention/leases/service.py called directly: what can be leased, terms on the manual clock,
+renewal, ``hold_more``, visibility by principal, and the protection a live lease gives."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from metaservice.clock import ManualClock
 from metaservice.context import ServiceContext
 from metaservice.db.models import BarrierRow, ExpirationRow, SnapshotExpirationRow, TableRow
 from metaservice.db.session import Database
-from metaservice.expirations.protection import protected_snapshots
-from metaservice.leases import repository as leases_repo
-from metaservice.leases import service as leases
 from metaservice.names import TableName
+from metaservice.retention.leases import repository as leases_repo
+from metaservice.retention.leases import service as leases
+from metaservice.retention.protection import protected_snapshots
 from metaservice.settings import Settings
 
 T = TableName("lake", "db", "t")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metaservice.topology.graph import JobEdges, Topology
+from metaservice.core.graph import JobEdges, Topology
 
 
 def job(name: str, sources: list[str], sinks: list[str]) -> JobEdges:

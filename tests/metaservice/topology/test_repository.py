@@ -8,10 +8,10 @@ import random
 import pytest
 from sqlalchemy import update
 
+from metaservice.core.graph import JobEdges, Topology
 from metaservice.db.models import JobRow, JobTableRow, TableRow
 from metaservice.db.session import Database
 from metaservice.topology import repository as topology_repo
-from metaservice.topology.graph import JobEdges, Topology
 
 
 def _store_random_jobs(database: Database, seed: int) -> list[JobEdges]:

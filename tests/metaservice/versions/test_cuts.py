@@ -1,7 +1,7 @@
 """Exactness and the cuts of SPEC §2 and §4, in-process over plain histories.
 
 The reference below is written from the SPEC's words alone, as a brute force over every barrier;
-hypothesis compares it with ``versions/exactness.py`` (which walks bounds and seeks) over
+hypothesis compares it with ``core/exactness.py`` (which walks bounds and seeks) over
 thousands of random histories of chains, fan-outs and fan-ins.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metaservice.versions.cuts import (
+from metaservice.core.cuts import (
     TableState,
     compute_strong_cut,
     compute_weak_cut,
@@ -18,7 +18,7 @@ from metaservice.versions.cuts import (
     tables_behind,
     tables_not_exact,
 )
-from metaservice.versions.exactness import Exactness, MemoryHistory
+from metaservice.core.exactness import Exactness, MemoryHistory
 
 # -- the reference ------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from metaservice.clock import ManualClock
-from metaservice.versions.cuts import TableState, tables_holding_back
+from metaservice.core.cuts import TableState, tables_holding_back
 from tests.metaservice.protocol.test_examples import commit, plan, post, root
 from tests.metaservice.test_errors import assert_error
 

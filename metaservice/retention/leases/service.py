@@ -12,7 +12,7 @@
   ``GET /leases``, and the protection it gives is listed without its id. With authentication
   off every caller is the same (anonymous admin) principal.
 - Creation, renewal and ``POST /versions`` with ``lease_seconds`` hold their tables' rows
-  against approvals (``expirations/handout.py``), so a lease and an approval of the same
+  against approvals (``retention/handout.py``), so a lease and an approval of the same
   snapshot racing never both win, whichever server process runs them. A renewal also checks
   that none of its snapshots was approved: a server whose clock ran ahead may have seen the
   lease expired and approved one of them, and then the lease has lapsed.
@@ -32,14 +32,14 @@ from metaservice import errors
 from metaservice.auth.policy import Role
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
 from metaservice.context import ServiceContext
+from metaservice.core.cuts import Consistency
 from metaservice.db.models import LeaseRow
-from metaservice.expirations import handout
-from metaservice.expirations import repository as expirations_repo
-from metaservice.leases import repository as repo
 from metaservice.names import TableName
+from metaservice.retention import handout
+from metaservice.retention.expirations import repository as expirations_repo
+from metaservice.retention.leases import repository as repo
 from metaservice.tables import repository as tables_repo
 from metaservice.versions import service as versions
-from metaservice.versions.cuts import Consistency
 
 logger = logging.getLogger(__name__)
 

@@ -3,8 +3,9 @@ approved for expiration is never handed out or leased again.
 
 A path that *commits to* snapshots (a lease, a pinned barrier) first calls :func:`hold` on
 their tables, then checks with :func:`refuse_approved` / :func:`approved`: the hold orders it
-against approvals of those tables (see ``repository.py``), so either the approval comes first
-and the check sees it, or the hand-out comes first and the approval sees the lease or the pin.
+against approvals of those tables (see ``expirations/repository.py``), so either the approval
+comes first and the check sees it, or the hand-out comes first and the approval sees the lease
+or the pin.
 A plain version read holds nothing: it only checks, and a snapshot it answers is protected for
 the reader only if the request asked for a lease.
 """
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from metaservice import errors
 from metaservice.db.models import BarrierRow, TableRow
-from metaservice.expirations import repository as repo
+from metaservice.retention.expirations import repository as repo
 
 
 def hold(session: Session, table_ids: Iterable[int]) -> None:
@@ -44,11 +45,7 @@ def refuse_approved(session: Session, snapshots: Iterable[tuple[str, int, int]])
 def raise_expired(expired: Sequence[Mapping[str, Any]]) -> None:
     """Raise the 410 naming the snapshots (``{"table", "snapshot_id"}``) approved for
     expiration."""
-    first = expired[0]
-    raise errors.SnapshotExpiredError(
-        f"snapshot {first['snapshot_id']} of {first['table']} is approved for expiration"
-        + (f" (and {len(expired) - 1} more)" if len(expired) > 1 else ""),
-        snapshots=list(expired))
+    raise errors.SnapshotExpiredError.approved(expired)
 
 
 SNAPSHOT_EXPIRED = "snapshot_expired"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from metaservice.topology.graph import Topology
+from metaservice.core.graph import Topology
 
 REVISED, REWRITTEN, DOWNSTREAM = "revised", "rewritten", "downstream"
 

@@ -7,8 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from metaservice.deps import Context, CurrentPrincipal, ReadSession, WriteSession
-from metaservice.expirations import service
-from metaservice.expirations.schemas import (
+from metaservice.names import TableName
+from metaservice.path_params import CatalogPath, DatabasePath, TablePath
+from metaservice.retention.expirations import service
+from metaservice.retention.expirations.schemas import (
     CompletionIn,
     ExpirationIn,
     ExpirationOut,
@@ -17,8 +19,6 @@ from metaservice.expirations.schemas import (
     ProtectedSnapshotOut,
     RefusedOut,
 )
-from metaservice.names import TableName
-from metaservice.path_params import CatalogPath, DatabasePath, TablePath
 
 router = APIRouter(tags=["expirations"])
 

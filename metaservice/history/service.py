@@ -1,4 +1,4 @@
-"""The barrier history of the database as :class:`~metaservice.versions.exactness.History`.
+"""The barrier history of the database as :class:`~metaservice.core.exactness.History`.
 
 One object serves one answer: it reads the tables' states and the newest rows of each table in
 a couple of statements (cuts are almost always among a table's newest barriers) and falls back
@@ -11,12 +11,12 @@ from collections.abc import Iterable
 
 from sqlalchemy.orm import Session
 
-from metaservice.barriers import repository as barriers_repo
+from metaservice.core.cuts import TableState
+from metaservice.core.exactness import Completion
+from metaservice.core.graph import Topology
+from metaservice.history import repository as history_repo
 from metaservice.tables import repository as tables_repo
 from metaservice.tables.repository import CutState
-from metaservice.topology.graph import Topology
-from metaservice.versions.cuts import TableState
-from metaservice.versions.exactness import Completion
 
 # The newest rows read per table up front. Cuts trail ``latest`` by a few barriers at most;
 # anything older is one more seek.
@@ -49,7 +49,7 @@ class DatabaseHistory:
                     if n not in self._tails and self._states.get(n) is not None]
         if untailed:
             ids = {self._states[n].id: n for n in untailed}  # type: ignore[union-attr]
-            for table_id, rows in barriers_repo.tails(self.session, list(ids),
+            for table_id, rows in history_repo.tails(self.session, list(ids),
                                                       TAIL_DEPTH).items():
                 self._tails[ids[table_id]] = rows
 
@@ -95,7 +95,7 @@ class DatabaseHistory:
         if key not in self._seeks:
             state = self.state(table)
             self._seeks[key] = (None if state is None
-                                else barriers_repo.snap_seek(self.session, state.id, barrier))
+                                else history_repo.snap_seek(self.session, state.id, barrier))
         found = self._seeks[key]
         return None if found is None else Completion(*found)
 
@@ -111,5 +111,5 @@ class DatabaseHistory:
         state = self.state(table)
         if state is None:
             return None
-        return barriers_repo.first_change(self.session, state.id, after, snapshot_id, upto)
+        return history_repo.first_change(self.session, state.id, after, snapshot_id, upto)
 

@@ -14,7 +14,7 @@ A snapshot is protected, with one reason per rule that holds it:
   lease, SPEC §6).
 
 Every rule reads only committed rows; the caller orders itself against commits, pins and leases
-by locking the table row (``expirations/repository.py``).
+by locking the table row (``retention/expirations/repository.py``).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
 from metaservice.db.models import TableRow
-from metaservice.expirations import repository as repo
-from metaservice.leases import repository as leases_repo
+from metaservice.history import repository as history_repo
+from metaservice.retention.expirations import repository as repo
+from metaservice.retention.leases import repository as leases_repo
 from metaservice.versions.service import strong_cut_of_component
 
 LATEST = "latest"
@@ -69,7 +69,7 @@ def protected_snapshots(session: Session, ctx: ServiceContext, table: TableRow,
 
     cut = strong_cut_of_component(session, ctx, name)
     if cut is not None:
-        row = barriers_repo.snap(session, table.id, cut)
+        row = history_repo.snap(session, table.id, cut)
         if row is not None:
             protect(row.snapshot_id, STRONG_CUT, row.barrier)
 
@@ -83,7 +83,7 @@ def protected_snapshots(session: Session, ctx: ServiceContext, table: TableRow,
             (job.pinned_previous or {}).get(name), (job.pinned_snapshots or {}).get(name))
             if held is not None]
         if job.last_committed_barrier is not None:
-            row = barriers_repo.snap(session, table.id, job.last_committed_barrier)
+            row = history_repo.snap(session, table.id, job.last_committed_barrier)
             if row is not None:
                 floors.append(row.barrier)
         if floors:

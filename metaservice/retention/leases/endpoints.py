@@ -7,15 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query, Response
 
 from metaservice.deps import Context, CurrentPrincipal, ReadSession, WriteSession
-from metaservice.leases import service
-from metaservice.leases.schemas import (
+from metaservice.names import TableName
+from metaservice.retention.leases import service
+from metaservice.retention.leases.schemas import (
     LeasedSnapshotOut,
     LeaseIn,
     LeaseOut,
     LeasesOut,
     RenewIn,
 )
-from metaservice.names import TableName
 from metaservice.schemas import QualifiedTable, TextInt
 
 router = APIRouter(tags=["leases"])

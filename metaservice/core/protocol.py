@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from metaservice.versions.exactness import Exactness
+from metaservice.core.exactness import Exactness
 
 
 @dataclass(frozen=True)
@@ -97,10 +97,10 @@ def earliest_barrier(exactness: Exactness, sources: Sequence[str],
     """The oldest barrier, at or after every source's earliest retained one, at which all
     sources are exact (``from: "earliest"``); None when there is none."""
     history = exactness.history
-    latests = [history.latest(s) for s in sources]
-    if not sources or not firsts or any(b is None for b in latests):
+    latests = [b for b in (history.latest(s) for s in sources) if b is not None]
+    if not sources or not firsts or len(latests) < len(sources):
         return None
-    upper = min(latests)  # type: ignore[type-var]
+    upper = min(latests)
     x = max(firsts)
     for _ in range(64):  # a few candidates: sources exact at their own barriers
         if x > upper:

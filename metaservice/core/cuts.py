@@ -1,7 +1,7 @@
 """The cut computation of SPEC §4, as pure functions over plain data and a barrier history.
 
 A *cut* is a barrier B; each table T of the cut is read at ``snap(T, B)``. Every cut is a
-barrier at which each table it serves is *exact* (``versions/exactness.py``), chosen among the
+barrier at which each table it serves is *exact* (``core/exactness.py``), chosen among the
 barriers those tables completed:
 
 - strong: per component C, the greatest barrier ≤ ``min latest(T)`` at which every caught-up
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from metaservice.versions.exactness import Exactness
+from metaservice.core.exactness import Exactness
 
 
 class Consistency(StrEnum):
@@ -48,6 +48,15 @@ class StrongCut:
     rejoined: bool  # True when no table is catching up any more (flags may still be set)
 
 
+def _least_latest(states: Iterable[TableState]) -> int:
+    """The least ``latest`` of tables that all have a completed barrier."""
+    latests = [t.latest for t in states]
+    known = [b for b in latests if b is not None]
+    if len(known) < len(latests):
+        raise ValueError("a table with no completed barrier has no latest")
+    return min(known)
+
+
 def compute_strong_cut(exactness: Exactness, component: Iterable[TableState]) -> StrongCut:
     """``B_C`` of one component (see the module docstring)."""
     states = list(component)
@@ -59,7 +68,7 @@ def compute_strong_cut(exactness: Exactness, component: Iterable[TableState]) ->
         everyone = caught + behind
         if all(t.latest is not None for t in behind):
             joint = exactness.greatest_common(
-                (t.name for t in everyone), min(t.latest for t in everyone),  # type: ignore[type-var]
+                (t.name for t in everyone), _least_latest(everyone),
                 extra_candidates=[f for f in floors if f is not None])
             if joint is not None and (target is None or joint >= target):
                 return StrongCut(joint, rejoined=True)
@@ -69,13 +78,13 @@ def compute_strong_cut(exactness: Exactness, component: Iterable[TableState]) ->
             return StrongCut(None, rejoined=False)
         held = min(f for f in floors if f is not None)
         rest = exactness.greatest_common((t.name for t in caught),
-                                         min(t.latest for t in caught),  # type: ignore[type-var]
+                                         _least_latest(caught),
                                          extra_candidates=[held])
         return StrongCut(None if rest is None else min(rest, held), rejoined=False)
     if not caught:
         return StrongCut(None, rejoined=True)
     return StrongCut(exactness.greatest_common(
-        (t.name for t in caught), min(t.latest for t in caught)), rejoined=True)  # type: ignore[type-var]
+        (t.name for t in caught), _least_latest(caught)), rejoined=True)
 
 
 def compute_weak_cut(exactness: Exactness, requested: Iterable[TableState]) -> int | None:
@@ -85,7 +94,7 @@ def compute_weak_cut(exactness: Exactness, requested: Iterable[TableState]) -> i
     if not states or any(t.latest is None for t in states):
         return None
     return exactness.greatest_common((t.name for t in states),
-                                     min(t.latest for t in states))  # type: ignore[type-var]
+                                     _least_latest(states))
 
 
 def tables_holding_back(component: Iterable[TableState]) -> list[TableState]:

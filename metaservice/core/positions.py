@@ -1,0 +1,33 @@
+"""What the barrier protocol answers a job (``start``, ``next``), and the barrier the server
+assigns when a root table's report or a source-less job's commit names none.
+
+Value types shared by the barrier protocol, the jobs' rules and the wire schemas: they sit here,
+beneath all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Action = Literal["process", "wait", "abort", "none"]
+
+
+@dataclass
+class Position:
+    """An answer of ``start`` or ``next``."""
+
+    action: Action
+    barrier: int | None = None
+    snapshots: dict[str, int] = field(default_factory=dict)
+    previous: dict[str, int] | None = field(default_factory=dict)
+    retry_after_ms: int | None = None
+    reason: str | None = None
+    restart_after: int | None = None  # with an abort caused by a rollback
+
+
+def wall_clock_barrier(now_ms: int, latest: int | None) -> int:
+    """The barrier assigned at ``now_ms`` to a table whose latest barrier is ``latest``:
+    ``max(now_ms, latest + 1)`` (SPEC §3.3), the wall clock unless that would not move the
+    table forward."""
+    return now_ms if latest is None else max(now_ms, latest + 1)
