@@ -102,9 +102,11 @@ def earliest_barrier(exactness: Exactness, sources: Sequence[str],
         return None
     upper = min(latests)
     x = max(firsts)
-    for _ in range(64):  # a few candidates: sources exact at their own barriers
-        if x > upper:
-            return None
+    # The candidates are the barriers at which some source changed, oldest first: each step
+    # moves strictly forward (``first_change`` answers a barrier after ``x``) and stops at the
+    # least ``latest``, so the loop ends, after at most as many steps as there are barriers
+    # in between. No cap: a cap would answer "none yet" where a barrier exists.
+    while x <= upper:
         if all(exactness.is_exact(s, x) for s in sources):
             return x
         following = [history.first_change(s, x, None, upper) for s in sources]

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metaservice.core.exactness import Exactness, MemoryHistory
-from metaservice.core.protocol import OtherJob, choose_barrier, jobs_ahead
+from metaservice.core.protocol import OtherJob, choose_barrier, earliest_barrier, jobs_ahead
 from tests.metaservice.versions.test_cuts import histories, ref_exact
 
 # Jobs of the random histories: A writes a, B writes b (siblings on r1), C writes c, D writes d.
@@ -64,3 +64,16 @@ def test_a_slow_sibling_follows_the_fast_one() -> None:
     assert choose_barrier(e, ["r"], 20, []) == 30
     ahead = jobs_ahead(e, [OtherJob("B", frozenset({"t2"}), 30)], 10)
     assert choose_barrier(e, ["r"], 10, ahead) == 30
+
+
+def test_earliest_barrier_walks_every_candidate_however_many() -> None:
+    """Two derived sources that complete alternate barriers (a at even, b at odd ones) are
+    exact together only at 1,000, after ~500 candidates: the answer is 1,000, not "none yet"
+    (a bound on the candidates once turned this into a wait)."""
+    a = {b: b for b in range(2, 1000, 2)} | {1000: 1000}
+    b = {b: b for b in range(1, 1000, 2)} | {1000: 1000}
+    h = MemoryHistory(completed={"a": a, "b": b, "r": {1: 1}},
+                      writers={"a": frozenset({"r"}), "b": frozenset({"r"})})
+    assert earliest_barrier(Exactness(h), ["a", "b"], [1, 2]) == 1000
+    brute = [x for x in range(2, 1001) if ref_exact(h, "a", x) and ref_exact(h, "b", x)]
+    assert brute[0] == 1000
