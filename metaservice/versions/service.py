@@ -210,15 +210,21 @@ def _cuts_at_least_latest(history: DatabaseHistory,
     other one has a snapshot at X) has X as its strong cut — the greatest barrier it could be.
     Components that are not so simple are left to the full computation."""
     candidates: dict[frozenset[str], int] = {}
+    ids: dict[str, int] = {}
     seeks: dict[int, int] = {}
     for component in components:
-        states = [history.state(n) for n in component]
-        if any(s is None or s.latest is None or s.catching_up for s in states):
-            continue
-        x = min(s.latest for s in states)  # type: ignore[union-attr, type-var]
-        candidates[component] = x
-        for s in states:
-            seeks[s.id] = x  # type: ignore[union-attr]
+        latests: dict[str, int] = {}
+        for n in component:
+            state = history.state(n)
+            if state is None or state.latest is None or state.catching_up:
+                break
+            latests[n] = state.latest
+            ids[n] = state.id
+        else:
+            x = min(latests.values())
+            candidates[component] = x
+            for n in component:
+                seeks[ids[n]] = x
     if not candidates:
         return {}
     found = history_repo.snaps(history.session, seeks)
@@ -226,7 +232,7 @@ def _cuts_at_least_latest(history: DatabaseHistory,
     for component, x in candidates.items():
         simple = True
         for n in component:
-            snap = found.get(history.state(n).id)  # type: ignore[union-attr]
+            snap = found.get(ids[n])
             writer = history.writer_sources(n)
             if snap is None or (writer is not None and snap.barrier != x):
                 simple = False
