@@ -34,7 +34,8 @@ def where(_rows):
     while pid > 1:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
-        comm, ppid = stat[stat.index("(") + 1:stat.rindex(")")], int(stat[stat.rindex(")") + 2:].split()[1])
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
         if comm == "java":
             java, java_parent = pid, ppid
             break
