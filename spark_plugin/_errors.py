@@ -483,8 +483,10 @@ class CatalogConfigError(MetaServiceError, ValueError):
 
 class WorkerImportError(MetaServiceError, RuntimeError):
     """Spark's Python workers cannot import ``spark_plugin``: they run another interpreter than
-    the driver (``PYSPARK_PYTHON``, ``spark.pyspark.python``) or another environment. Install
-    the plugin there, or point Spark at an interpreter that has it. ``python`` is the workers'
+    the driver, or another environment. Install the plugin there, or point Spark at an
+    interpreter that has it: ``PYSPARK_PYTHON`` in the driver's environment before the
+    SparkContext starts (``spark-submit --conf spark.pyspark.python=...`` sets it; the same
+    setting on ``SparkSession.builder`` is ignored by pyspark). ``python`` is the workers'
     interpreter and ``reason`` what the import raised there. Also a ``RuntimeError``."""
 
     def __init__(self, message: str, python: str = "", reason: str = "") -> None:

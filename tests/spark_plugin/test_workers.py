@@ -49,4 +49,9 @@ def test_workers_without_the_plugin_fail_fast_with_the_reason(builtin_url, tmp_p
     assert error == sp.WorkerImportError.__name__
     assert Path(python).parent == Path(worker_python).parent
     assert reason == "ModuleNotFoundError: No module named 'spark_plugin'"
+    # the remedy that works, and why the builder's spark.pyspark.python did not
+    message = next(x for x in out.splitlines() if x.startswith("message:"))
+    assert "set PYSPARK_PYTHON to an interpreter that has it" in message
+    assert f"spark.pyspark.python={sys.executable} is in this session's configuration, but " \
+        "pyspark ignores it" in message
     assert "barrier_job: ok" in out

@@ -3,7 +3,9 @@
     python worker_import_driver.py ROOT WORKER_PYTHON SERVER_URL TABLE_PREFIX
 
 The plugin is put on this process's ``sys.path`` (not on ``PYTHONPATH``, which Spark hands to
-its workers), and ``PYSPARK_PYTHON`` is ``WORKER_PYTHON``. Prints one line per check:
+its workers), and ``PYSPARK_PYTHON`` is ``WORKER_PYTHON``; ``spark.pyspark.python``, set on the
+session builder to this interpreter (which has the plugin), is ignored by pyspark and must be
+named so in the error. Prints one line per check:
 ``register_data_source: <error class>|<python>|<reason>``, then ``barrier_job: ok`` when a
 BarrierJob (which runs no plugin code on workers) still works on such a session.
 """
@@ -24,6 +26,7 @@ def main(root: str, worker_python: str, url: str, prefix: str) -> int:
 
     spark = (SparkSession.builder.master("local[1]").appName("worker-import")
              .config("spark.ui.enabled", "false")
+             .config("spark.pyspark.python", sys.executable)
              .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
