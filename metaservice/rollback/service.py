@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from metaservice import errors
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
+from metaservice.db import locks
 from metaservice.db.models import RollbackPlanRow, TableRow
 from metaservice.names import TableName
 from metaservice.rollback import planning
@@ -31,7 +32,6 @@ from metaservice.rollback.planning import JobFacts, Snap, TableFacts
 from metaservice.rollback.schemas import PlanJobOut, PlanTableOut, RollbackPlanOut, SnapOut
 from metaservice.tables import repository as tables_repo
 from metaservice.topology.graph import Topology
-from metaservice.db import locks
 from metaservice.topology.repository import load_running_topology
 from metaservice.versions.catching_up import refresh_after_topology_change, tables_to_refresh
 
