@@ -69,6 +69,7 @@ from metaservice.catalog.errors import (
 )
 from metaservice.catalog.storage import MetadataFileError, Warehouse
 from metaservice.context import ServiceContext
+from metaservice.db import locks
 from metaservice.db.models import IcebergTableRow, JobRow, TableRow
 from metaservice.db.session import Database
 from metaservice.expirations import service as expirations_service
@@ -734,8 +735,9 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                                  replaces=one.base is not None, now_ms=ctx.clock.now_ms(),
                                  status=400)
             _swap(session, ctx, one)
-        for one in changed:
-            _apply_rules(session, ctx, one, commit_changes(one.base, one.metadata), principal)
+        with locks.unordered(session, len(changed) > 1):  # table by table, as requested
+            for one in changed:
+                _apply_rules(session, ctx, one, commit_changes(one.base, one.metadata), principal)
         if guard is not None:
             guard.finish(session, {"metadata-location": staged[0].metadata_location}
                          if len(staged) == 1 else {})
