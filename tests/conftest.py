@@ -29,6 +29,9 @@ from metaservice.settings import Settings
 
 POSTGRES_URL = os.environ.get("METASERVICE_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+# A lock taken out of the lock order (metaservice/db/locks.py) fails the request it is in,
+# in this process and in the servers the tests start.
+os.environ.setdefault("METASERVICE_CHECK_LOCK_ORDER", "1")
 
 
 def missing(message: str, *, required_by: str) -> NoReturn:

@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from metaservice.db import locks
 from metaservice.db.models import (
     BarrierRow,
     IcebergTableRow,
@@ -225,9 +226,11 @@ def peek_table(session: Session, name: TableName) -> tuple[int, bool] | None:
 def lock_table(session: Session, table_id: int, name: str) -> LockedTable | None:
     """Lock the table row for a commit (a row lock on PostgreSQL; SQLite's write transaction
     already excludes every other writer) and read what the commit checks."""
+    locks.check_table(session, table_id)
     row = session.execute(_LOCK, {"table_id": table_id}).first()
     if row is None:
         return None
+    locks.note_table_locked(session, table_id)
     return LockedTable(table_id, name, row.latest_barrier, row.latest_snapshot_id, row.writer_job,
                        bool(row.catching_up))
 

@@ -1,7 +1,8 @@
 """The rules of the barrier protocol (SPEC §3.3, §3.4 and §5).
 
-Lock order, everywhere: topology → job → tables (by id). Races are resolved by those locks
-(row locks on PostgreSQL, the write lock on SQLite) and by a compare-and-swap on ``latest(T)``.
+Locks are taken through ``db/locks.py``, in its order: topology → job → tables (by id). Races
+are resolved by those locks (row locks on PostgreSQL, the write lock on SQLite) and by a
+compare-and-swap on ``latest(T)``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from metaservice import errors
@@ -27,7 +27,8 @@ from metaservice.core.protocol import (
     earliest_barrier,
     jobs_ahead,
 )
-from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow, TopologyState
+from metaservice.db import locks
+from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow
 from metaservice.history import repository as history_repo
 from metaservice.history.service import DatabaseHistory
 from metaservice.jobs import repository as jobs_repo
@@ -50,19 +51,33 @@ class Completed:
 # -- recording a completed barrier ---------------------------------------------------------
 
 
-def _lock_table_for_commit(session: Session, name: TableName, *, create: bool,
-                           now_ms: int) -> barriers_repo.LockedTable | None:
-    """Lock the table row; first take the topology lock when the table is catching up (its flag
-    depends on the topology, and the topology lock comes first in the lock order)."""
+def _lock_topology_if_catching_up(session: Session, name: TableName) -> None:
+    """Take the topology lock when the table looks catching up (read without a lock): its
+    commit may clear the flags of its pipeline, which depend on the topology, and the topology
+    lock comes first in the lock order, before the job's and the table's."""
+    peek = barriers_repo.peek_table(session, name)
+    if peek is not None and peek[1]:
+        locks.lock_topology(session)
+
+
+def _lock_table_for_commit(session: Session, ctx: ServiceContext, name: TableName, *,
+                           create: bool, now_ms: int) -> barriers_repo.LockedTable | None:
+    """Lock the table row. When the caller holds the topology lock
+    (:func:`_lock_topology_if_catching_up`), lock the rows of the table's whole pipeline with
+    it, in id order: clearing their flags writes them. A table that turned catching up after
+    the peek is committed without: its flags are left to a later commit (they change no
+    answer)."""
     peek = barriers_repo.peek_table(session, name)
     if peek is None and create:  # the rare first report: create it (race-safe), then lock
         tables_repo.ensure_tables(session, [name], now_ms)
         peek = barriers_repo.peek_table(session, name)
     if peek is None:
         return None
-    table_id, catching_up = peek
-    if catching_up:
-        session.execute(select(TopologyState.id).where(TopologyState.id == 1).with_for_update())
+    table_id = peek[0]
+    if locks.holds_topology(session):
+        pipeline = ctx.topology_cache.get(session).component(str(name))
+        rows = tables_repo.find_tables(session, [TableName.parse(n) for n in pipeline])
+        locks.lock_tables(session, {table_id, *(r.id for r in rows.values())})
     return barriers_repo.lock_table(session, table_id, str(name))
 
 
@@ -110,7 +125,7 @@ def record_completed_barrier(session: Session, ctx: ServiceContext,
     if not barriers_repo.advance_latest(session, table, barrier=barrier, snapshot_id=snapshot_id,
                                         committed_at=now):
         raise errors.ConcurrentUpdateError(f"latest({name}) moved concurrently; retry", table=name)
-    if table.catching_up:
+    if table.catching_up and locks.holds_topology(session):  # else a later commit clears them
         rejoin_if_caught_up(session, ctx.topology_cache.get(session), name)
     logger.info("barrier_completed", extra={"table": name, "barrier": barrier,
                                             "snapshot_id": snapshot_id, "job": writer_job})
@@ -128,7 +143,8 @@ def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snaps
     the built-in catalog holds, its commits report (``via_catalog``); anyone else may only
     report its latest snapshot again (a heartbeat)."""
     admission.refuse_barrier_in_future(ctx, barrier)
-    table = _lock_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
+    _lock_topology_if_catching_up(session, name)
+    table = _lock_table_for_commit(session, ctx, name, create=True, now_ms=ctx.clock.now_ms())
     assert table is not None
     if (not via_catalog and snapshot_id != table.latest_snapshot_id
             and barriers_repo.held_by_catalog(session, name, ctx.settings.catalog_name)):
@@ -410,14 +426,12 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
            barrier: int | None, snapshot_id: int, via_catalog: bool = False) -> Completed:
     """SPEC §5.4: a job reports that ``snapshot_id`` of its sink completes its pinned barrier."""
     admission.refuse_barrier_in_future(ctx, barrier)
-    peek = barriers_repo.peek_table(session, table_name)
-    if peek is not None and peek[1]:
-        # Keep the lock order (topology → job → table): the flag's update needs the topology.
-        session.execute(select(TopologyState.id).where(TopologyState.id == 1).with_for_update())
+    _lock_topology_if_catching_up(session, table_name)
     job = jobs_repo.get_job(session, name, for_update=True)
     if job is None:
         raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
-    table = _lock_table_for_commit(session, table_name, create=False, now_ms=ctx.clock.now_ms())
+    table = _lock_table_for_commit(session, ctx, table_name, create=False,
+                                   now_ms=ctx.clock.now_ms())
     edges = jobs_repo.edge_rows(session, name)
     sinks = [t for role, t in edges if role == "sink"]
     has_sources = any(role == "source" for role, _ in edges)

@@ -30,8 +30,8 @@ from metaservice.catalog.errors import (
 from metaservice.catalog.owners import acts_for_job, owns_job
 from metaservice.context import ServiceContext
 from metaservice.db.models import TableRow
-from metaservice.retention.expirations import service as expirations_service
 from metaservice.names import TableName
+from metaservice.retention.expirations import service as expirations_service
 from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
 

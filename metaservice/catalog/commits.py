@@ -49,9 +49,11 @@ from metaservice.catalog.namespaces import namespace_row
 from metaservice.catalog.owners import refuse_planted
 from metaservice.catalog.site import CatalogSite, table_name
 from metaservice.context import ServiceContext
+from metaservice.db import locks
 from metaservice.db.models import IcebergTableRow
 from metaservice.db.session import Database
 from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
 
 logger = logging.getLogger(__name__)
 
@@ -190,6 +192,8 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                                       replaces=one.base is not None, now_ms=ctx.clock.now_ms(),
                                       status=400)
             _swap(session, ctx, one)
+        if len(changed) > 1:
+            _lock_up_front(session, changed)
         for one in changed:
             apply_rules(session, ctx, one, commit_changes(one.base, one.metadata), principal)
         if guard is not None:
@@ -199,3 +203,14 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         logger.info("catalog_commit", extra={"table": str(one.name),
                                              "location": one.metadata_location})
     return staged
+
+
+def _lock_up_front(session: Session, changed: list[StagedCommit]) -> None:
+    """A transaction over several tables takes the locks their barrier commits will ask for
+    before the first one, in the lock order (``db/locks.py``): the topology row, the tables'
+    running writers by name, the tables by id. Taken table by table in the request's order,
+    two such transactions could each hold a lock the other waits for."""
+    rows = tables_repo.find_tables(session, [one.name for one in changed])
+    locks.lock_topology(session)
+    locks.lock_jobs(session, [r.writer_job for r in rows.values() if r.writer_job is not None])
+    locks.lock_tables(session, [r.id for r in rows.values()])

@@ -7,16 +7,16 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from metaservice.db import locks
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import JobRow, JobTableRow, TableRow
 from metaservice.names import TableName
 
 
 def get_job(session: Session, name: str, *, for_update: bool = False) -> JobRow | None:
-    stmt = select(JobRow).where(JobRow.name == name)
     if for_update:
-        stmt = stmt.with_for_update().execution_options(populate_existing=True)
-    return session.scalars(stmt).first()
+        return locks.lock_job(session, name)
+    return session.scalars(select(JobRow).where(JobRow.name == name)).first()
 
 
 def create_planned_job(session: Session, name: str, now_ms: int, owner: str | None) -> None:

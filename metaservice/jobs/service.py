@@ -13,15 +13,16 @@ from metaservice.auth.service import ANONYMOUS_ADMIN, Principal, ensure_may_act_
 from metaservice.barriers import repository as barriers_repo
 from metaservice.barriers.service import next_barrier, pinned_position, start_position
 from metaservice.context import ServiceContext
-from metaservice.core.graph import JobEdges
+from metaservice.core.graph import JobEdges, Topology
 from metaservice.core.positions import Position
+from metaservice.db import locks
 from metaservice.db.models import JobRow
 from metaservice.jobs import repository as jobs_repo
 from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.repository import load_running_topology, lock_topology
-from metaservice.versions.catching_up import refresh_after_topology_change
+from metaservice.topology.repository import load_running_topology
+from metaservice.versions.catching_up import refresh_after_topology_change, tables_to_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def start(session: Session, ctx: ServiceContext, name: str,
           start_from: str | int = "resume", principal: Principal = ANONYMOUS_ADMIN) -> Started:
     """The job becomes running: it becomes the writer of its sinks (exactly one job wins a race
     for a sink), its edges join the topology (no cycle), and its start position is pinned."""
-    lock_topology(session)
+    locks.change_topology(session)
     _forget_expired(session, ctx)
     job = jobs_repo.get_job(session, name, for_update=True)
     if job is None:
@@ -162,14 +163,6 @@ def start(session: Session, ctx: ServiceContext, name: str,
             job=name, state=job.state)
     edges = jobs_repo.edge_rows(session, name)
     sink_rows = [t for role, t in edges if role == "sink"]
-    if sink_rows:
-        locked = tables_repo.find_tables(
-            session, [tables_repo.table_name(t) for t in sink_rows], for_update=True)
-        for table_name, row in sorted(locked.items()):
-            if row.writer_job is not None and row.writer_job != name:
-                raise errors.TableHasWriterError(
-                    f"{table_name} is already written by running job {row.writer_job!r}",
-                    table=str(table_name), writer=row.writer_job)
     before = load_running_topology(session)
     job_edges = JobEdges(
         name,
@@ -177,6 +170,14 @@ def start(session: Session, ctx: ServiceContext, name: str,
         frozenset(t.qualified_name for role, t in edges if role == "sink"),
     )
     after = before.with_job(job_edges)
+    # Its sinks and the tables whose flags the change recomputes, locked in one go (by id).
+    _lock_tables(session, {t.qualified_name for t in sink_rows}
+                 | tables_to_refresh(before, after, job_edges.sources | job_edges.sinks))
+    for row in sorted(sink_rows, key=lambda t: t.qualified_name):
+        if row.writer_job is not None and row.writer_job != name:
+            raise errors.TableHasWriterError(
+                f"{row.qualified_name} is already written by running job {row.writer_job!r}",
+                table=row.qualified_name, writer=row.writer_job)
     _refuse_cycle(after)
     now = ctx.clock.now_ms()
     for row in sink_rows:
@@ -190,10 +191,15 @@ def start(session: Session, ctx: ServiceContext, name: str,
     return Started(_view(session, job), position)
 
 
+def _lock_tables(session: Session, names: set[str]) -> None:
+    rows = tables_repo.find_tables(session, [TableName.parse(n) for n in names])
+    locks.lock_tables(session, [r.id for r in rows.values()])
+
+
 def unregister(session: Session, ctx: ServiceContext, name: str,
                principal: Principal = ANONYMOUS_ADMIN) -> JobView:
     """The job terminates: its edges leave the topology, its history stays. Idempotent."""
-    lock_topology(session)
+    locks.change_topology(session)
     job = jobs_repo.get_job(session, name, for_update=True)
     if job is None or _is_forgotten(job, ctx):
         raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
@@ -204,6 +210,10 @@ def unregister(session: Session, ctx: ServiceContext, name: str,
     before = load_running_topology(session) if was_running else None
     now = ctx.clock.now_ms()
     edges = jobs_repo.edge_rows(session, name)
+    if before is not None:  # its sinks and the tables whose flags are recomputed, by id
+        touched = {t.qualified_name for _, t in edges}
+        _lock_tables(session, touched | tables_to_refresh(
+            before, Topology([j for j in before.jobs.values() if j.job != name]), touched))
     for role, table in edges:
         if role == "sink" and table.writer_job == name:
             table.writer_job = None

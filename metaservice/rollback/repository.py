@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from metaservice.db import locks
 from metaservice.db.models import (
     BarrierRow,
     JobProgressRow,
@@ -136,8 +137,8 @@ def lift_fences(session: Session, plan_id: str) -> None:
 def running_jobs(session: Session, names: Iterable[str], *,
                  for_update: bool = False) -> list[JobRow]:
     """The running jobs among ``names``, by name (the lock order among jobs)."""
-    stmt = (select(JobRow).where(JobRow.name.in_(sorted(set(names))), JobRow.state == "running")
-            .order_by(JobRow.name))
     if for_update:
-        stmt = stmt.with_for_update().execution_options(populate_existing=True)
-    return list(session.scalars(stmt))
+        return locks.lock_jobs(session, names, running_only=True)
+    return list(session.scalars(
+        select(JobRow).where(JobRow.name.in_(sorted(set(names))), JobRow.state == "running")
+        .order_by(JobRow.name)))

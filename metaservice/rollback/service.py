@@ -25,14 +25,15 @@ from metaservice.context import ServiceContext
 from metaservice.core import rollback_planning as planning
 from metaservice.core.graph import Topology
 from metaservice.core.rollback_planning import JobFacts, Snap, TableFacts
+from metaservice.db import locks
 from metaservice.db.models import RollbackPlanRow, TableRow
 from metaservice.history import repository as history_repo
 from metaservice.names import TableName
 from metaservice.rollback import repository as rollback_repo
 from metaservice.rollback.schemas import PlanJobOut, PlanTableOut, RollbackPlanOut, SnapOut
 from metaservice.tables import repository as tables_repo
-from metaservice.topology.repository import load_running_topology, lock_topology
-from metaservice.versions.catching_up import refresh_after_topology_change
+from metaservice.topology.repository import load_running_topology
+from metaservice.versions.catching_up import refresh_after_topology_change, tables_to_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -151,20 +152,21 @@ def _signature(document: dict[str, Any]) -> tuple[Any, ...]:
 
 def _lock_affected(session: Session, topology: Topology, table: str) -> None:
     """Lock what an apply decides from before reading it, in the lock order: the affected
-    running jobs (by name), then the affected tables (by id). A commit racing the apply then
-    either finished before (the facts show it: its barrier is rolled back and the job restarts
-    below it) or waits for the apply and meets the fence; never a job whose last committed
-    barrier stays at one the rollback took back from its sink."""
+    running jobs (by name), then the affected tables with every table whose catching-up flag
+    the apply recomputes (the affected tables' whole pipelines), all at once by id. A commit
+    racing the apply then either finished before (the facts show it: its barrier is rolled back
+    and the job restarts below it) or waits for the apply and meets the fence; never a job
+    whose last committed barrier stays at one the rollback took back from its sink."""
     affected = planning.affected_by(topology, table)  # stable: the topology lock is held
     rollback_repo.running_jobs(session, affected.jobs, for_update=True)
-    tables_repo.find_tables(session, [TableName.parse(n) for n in affected.tables],
-                            for_update=True)
+    names = set(affected.tables) | tables_to_refresh(topology, topology, affected.tables)
+    tables_repo.find_tables(session, [TableName.parse(n) for n in names], for_update=True)
 
 
 def apply(session: Session, ctx: ServiceContext, plan_id: str) -> RollbackPlanOut:
     """Invalidate, reset ``latest``, abort and restart the jobs, fence the tables. Applying an
     applied (or completed) plan again answers it as it is."""
-    lock_topology(session)
+    locks.change_topology(session)
     plan = rollback_repo.get_plan(session, plan_id, for_update=True)
     if plan is None:
         raise errors.UnknownRollbackPlanError(f"unknown rollback plan {plan_id!r}", plan=plan_id)

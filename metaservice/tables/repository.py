@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from metaservice.db import locks
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import TableRow, TopologyState
 from metaservice.db.rows import named_rows
@@ -51,9 +52,9 @@ def find_tables(session: Session, names: Iterable[TableName], *,
             [(n.catalog, n.database, n.table) for n in wanted]
         )
     ).order_by(TableRow.id)
-    if for_update:
-        stmt = stmt.with_for_update().execution_options(populate_existing=True)
     rows = session.scalars(stmt).all()
+    if for_update:  # found first, then locked in the lock order (by id) and re-read
+        rows = list(locks.lock_tables(session, [r.id for r in rows]).values())
     return {TableName(r.catalog, r.database, r.name): r for r in rows}
 
 
@@ -194,15 +195,14 @@ def cut_states(session: Session, names: Iterable[str]) -> tuple[dict[str, CutSta
 
 
 def lock_cut_states(session: Session, names: Iterable[str]) -> dict[str, CutState]:
-    """``CutState`` of ``names`` with their rows locked (by id, the lock order)."""
+    """``CutState`` of ``names`` with their rows locked (``db/locks.py``, by id)."""
     keys = [TableName.parse(n) for n in dict.fromkeys(names)]
     if not keys:
         return {}
-    rows = session.execute(
-        select(*_CUT_STATE_COLUMNS)
-        .where(tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
-            [(k.catalog, k.database, k.table) for k in keys]))
-        .order_by(TableRow.id).with_for_update())
+    where = tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
+        [(k.catalog, k.database, k.table) for k in keys])
+    locks.lock_tables(session, session.scalars(select(TableRow.id).where(where)).all())
+    rows = session.execute(select(*_CUT_STATE_COLUMNS).where(where).order_by(TableRow.id))
     return dict(_cut_state(row) for row in named_rows(rows, _CutStateRow))
 
 

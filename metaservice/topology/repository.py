@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import threading
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from metaservice.core.graph import JobEdges, Topology
+from metaservice.db import locks
 from metaservice.db.models import JobRow, JobTableRow, TableRow, TopologyState
 
 
 def lock_topology(session: Session) -> int:
-    """Take the topology lock (a row lock on PostgreSQL, the database write lock on SQLite) and
-    bump its version: every change to the set of running jobs goes through here, so changes made
-    by several server processes are serialised and caches see them."""
-    session.execute(update(TopologyState).where(TopologyState.id == 1)
-                    .values(version=TopologyState.version + 1))
-    return session.scalar(select(TopologyState.version).where(TopologyState.id == 1)) or 0
+    """Take the topology lock and bump its version (``db/locks.py``: :func:`change_topology`)."""
+    return locks.change_topology(session)
 
 
 _VERSION = select(TopologyState.version).where(TopologyState.id == 1)  # read on every answer

@@ -23,15 +23,29 @@ from metaservice.tables import repository as tables_repo
 from metaservice.versions.service import component_cut
 
 
+def tables_to_refresh(before: Topology, after: Topology, touched: Iterable[str]) -> set[str]:
+    """The tables :func:`refresh_after_topology_change` reads and may write: every component
+    containing a touched table, with the components its tables were in before. A caller that
+    locks tables of its own locks these with them, in one go (the lock order is by id)."""
+    everything: set[str] = set()
+    for component in {after.component(t) for t in touched}:
+        everything |= component
+        everything = everything.union(*(before.component(t) for t in component))
+    return everything
+
+
 def refresh_after_topology_change(session: Session, before: Topology, after: Topology,
                                   touched: Iterable[str]) -> None:
     """Recompute the catching-up flags of every component containing a touched table.
-    Called with the topology lock held, after the change is written."""
+    Called with the topology lock held, after the change is written; the rows of
+    :func:`tables_to_refresh` are locked first, all at once."""
+    touched = set(touched)
+    tables_repo.lock_cut_states(session, tables_to_refresh(before, after, touched))
     components = {after.component(t) for t in touched}
     for component in components:
         old_components = {before.component(t) for t in component}
         everything = set(component).union(*old_components)
-        locked = tables_repo.lock_cut_states(session, everything)
+        locked = tables_repo.lock_cut_states(session, everything)  # held already: re-read
         old_history = DatabaseHistory(session, before, dict(locked))
         old_exactness = Exactness(old_history)
         previous_cuts: list[int | None] = []

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from sqlalchemy import and_, or_, select, tuple_
 from sqlalchemy.orm import Session
 
-from metaservice.db.engine import on_postgres
+from metaservice.db import locks
 from metaservice.db.models import (
     BarrierRow,
     ExpirationRow,
@@ -32,22 +32,13 @@ _CHUNK = 400
 
 def lock_table_for_approval(session: Session, table_id: int) -> TableRow | None:
     """The table row, locked exclusively (``FOR UPDATE``) and re-read."""
-    return session.scalars(
-        select(TableRow).where(TableRow.id == table_id).with_for_update()
-        .execution_options(populate_existing=True)
-    ).first()
+    return locks.lock_table(session, table_id)
 
 
 def hold_tables(session: Session, table_ids: Iterable[int]) -> None:
     """Share-lock the table rows (``FOR KEY SHARE``, by id): an approval of any of these tables
     waits for this transaction, and this one waits for an approval in progress."""
-    ids = sorted(set(table_ids))
-    if not ids or not on_postgres(session):
-        return
-    session.execute(
-        select(TableRow.id).where(TableRow.id.in_(ids)).order_by(TableRow.id)
-        .with_for_update(read=True, key_share=True)
-    ).all()
+    locks.share_tables(session, table_ids)
 
 
 def _pairs_clause(pairs: list[tuple[int, int]]):  # type: ignore[no-untyped-def]
