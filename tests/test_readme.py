@@ -363,6 +363,7 @@ def run_catalog_section(text: str, url: str, cwd: Path) -> None:
             run_sql(block, url, cwd)
 
 
+@pytest.mark.slow  # `metaservice serve` as a process, curl, DuckDB
 def test_the_readme_in_order_on_one_server(server_url: str, tmp_path: Path) -> None:
     """The curl walk-through answers as shown, and the built-in catalog's blocks then run as
     written on the same server: nothing the walk-through leaves behind gets in their way."""
