@@ -48,15 +48,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 # -- the fast subset: pytest -m "not slow" -----------------------------------------------------
-# Slow by what they need: a SparkSession (the ``spark`` fixture), Spark 3.5 or the browser. Tests
-# that start server processes or run long randomized histories carry the marker themselves.
+# Slow by what they need: a SparkSession (the ``spark`` fixture), Spark 3.5, the browser or two
+# server processes (``two_servers``). Other tests that start server processes, race many threads
+# or run long randomized histories carry the marker themselves.
 
 SLOW_MARKERS = ("spark", "spark_jvm", "browser")
-SLOW_FIXTURES = ("spark",)
+SLOW_FIXTURES = ("spark", "two_servers")
 
 FAST_SUBSET = False
 """Whether the ``-m`` expression leaves slow tests out: property tests then run a tenth of their
-examples (``examples``)."""
+examples, at least 10 (``examples``)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,7 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def examples(count: int) -> int:
-    """A property test's ``max_examples``: ``count``, a tenth of it in the fast subset."""
+    """A property test's ``max_examples``: ``count``, a tenth of it (at least 10) in the fast
+    subset."""
     return max(10, count // 10) if FAST_SUBSET else count
 
 

@@ -225,7 +225,6 @@ def test_a_lease_racing_an_approval_exactly_one_wins(client: httpx.Client) -> No
         _race_rounds(client, lessee, approver, rounds=40)
 
 
-@pytest.mark.slow  # two server processes
 def test_a_lease_and_an_approval_on_two_server_processes(two_servers: list[str]) -> None:  # noqa: F811
     """The same race with the lease sent to one server process and the approval to another
     sharing the database: the database, not a process, decides."""
