@@ -8,9 +8,12 @@ skipped, unless ``CI`` or ``METASERVICE_REQUIRE_POSTGRES`` is set: then they fai
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -45,6 +48,43 @@ def missing(message: str, *, required_by: str) -> NoReturn:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backend", default="all", choices=["all", "sqlite", "postgresql"],
                      help="storage backends to run the behaviour suite on")
+
+
+# -- the fast subset: pytest -m "not slow" -----------------------------------------------------
+# Slow by what they need: a SparkSession (the ``spark`` fixture), Spark 3.5, the browser or two
+# server processes (``two_servers``). Other tests that start server processes, race many threads
+# or run long randomized histories carry the marker themselves.
+
+SLOW_MARKERS = ("spark", "spark_jvm", "browser")
+SLOW_FIXTURES = ("spark", "two_servers")
+
+FAST_SUBSET = False
+"""Whether the ``-m`` expression leaves slow tests out: property tests then run a tenth of their
+examples, at least 10 (``examples``)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global FAST_SUBSET
+    expression = config.getoption("markexpr", "")
+    if expression:
+        from _pytest.mark.expression import Expression
+
+        FAST_SUBSET = not Expression.compile(expression).evaluate(
+            lambda name, **_: name == "slow")
+
+
+def examples(count: int) -> int:
+    """A property test's ``max_examples``: ``count``, a tenth of it (at least 10) in the fast
+    subset."""
+    return max(10, count // 10) if FAST_SUBSET else count
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if (any(item.get_closest_marker(name) for name in SLOW_MARKERS)
+                or any(name in getattr(item, "fixturenames", ()) for name in SLOW_FIXTURES)):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -133,10 +173,66 @@ def app(database: Database, settings: Settings, clock: ManualClock):  # type: ig
 # ServerThread and free_port come from benchmarks/_environment.py: one helper for the tests and
 # the benchmarks.
 
+# Starting and stopping uvicorn costs a test ~0.2 s of waiting (its loop looks at `should_exit`
+# every 0.1 s and its shutdown sleeps 0.1 s), so one server per session serves each test's own app
+# (``serving``); between tests it closes every connection and waits for every request, as a
+# stopping server does. One TLS context serves every test client: httpx builds a new one (the
+# whole CA bundle parsed) for each client otherwise, though these clients speak plain HTTP.
+
+LOOPBACK_TLS = httpx.create_ssl_context()
+
+
+class _CurrentApp:
+    """The ASGI app of the loopback server: the running test's app."""
+
+    def __init__(self) -> None:
+        self.app: object | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        self.loop = asyncio.get_running_loop()
+        if self.app is None:
+            raise RuntimeError("the loopback server serves no test's app")
+        await self.app(scope, receive, send)  # type: ignore[operator]
+
+
+@pytest.fixture(scope="session")
+def loopback() -> Iterator[tuple[ServerThread, _CurrentApp]]:
+    current = _CurrentApp()
+    with ServerThread(current) as server:
+        yield server, current
+
+
+async def _close_connections(server: ServerThread, timeout: float) -> None:
+    """What uvicorn does when it stops, short of closing its socket: every connection is asked
+    to close (at once when idle, after its answer otherwise) and its requests are waited for."""
+    state = server.server.server_state
+    for connection in list(state.connections):
+        connection.shutdown()
+    deadline = time.monotonic() + timeout
+    while (state.connections or state.tasks) and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+
+
+@contextmanager
+def serving(loopback: tuple[ServerThread, _CurrentApp], app: object) -> Iterator[ServerThread]:
+    """``app`` served over the session's loopback server for the block's duration."""
+    server, current = loopback
+    current.app = app
+    try:
+        yield server
+    finally:
+        if current.loop is not None:
+            asyncio.run_coroutine_threadsafe(_close_connections(server, 15),
+                                             current.loop).result(timeout=20)
+        current.app = None
+
+
 @pytest.fixture
-def client(app) -> Iterator[httpx.Client]:  # type: ignore[no-untyped-def]
+def client(app, loopback) -> Iterator[httpx.Client]:  # type: ignore[no-untyped-def]
     """An HTTP client talking to the app over a real loopback socket."""
-    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+    with serving(loopback, app) as server, httpx.Client(
+            base_url=server.url, timeout=30, verify=LOOPBACK_TLS) as http:
         yield http
 
 

@@ -36,6 +36,8 @@ from metaservice.db.migrate import head_revision
 from tests.conftest import free_port
 from tests.metaservice.test_durability import ServerProcess
 
+pytestmark = pytest.mark.slow  # builds wheels and virtualenvs, starts the server as a process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The server's and Spark's distributions: none of them is in the base install.

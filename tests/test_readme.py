@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,7 @@ WALKTHROUGH_SECTIONS = ("A two-job pipeline in curl", "Barriers and consistent v
 README_URL = "http://127.0.0.1:8000"
 CATALOG_SECTION = "The built-in Iceberg catalog"
 SPARK35_SECTION = "Spark 3.5 and the Iceberg runtime, offline"
+CONTRIBUTING_SECTION = "Contributing"
 ENGINES = ROOT / "docs" / "engines.md"
 
 _MORE_KEY = "\u2026more"
@@ -363,6 +365,7 @@ def run_catalog_section(text: str, url: str, cwd: Path) -> None:
             run_sql(block, url, cwd)
 
 
+@pytest.mark.slow  # `metaservice serve` as a process, curl, DuckDB
 def test_the_readme_in_order_on_one_server(server_url: str, tmp_path: Path) -> None:
     """The curl walk-through answers as shown, and the built-in catalog's blocks then run as
     written on the same server: nothing the walk-through leaves behind gets in their way."""
@@ -490,6 +493,40 @@ def test_the_engines_page_runs_as_one_script(sqlite_server_url: str, tmp_path: P
     assert done.stdout.count("|     2|      2|") == 2, done.stdout
 
 
+# -- the fast subset ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # collects the whole suite in a pytest process
+def test_the_fast_subset_command_leaves_out_what_the_readme_says() -> None:
+    """The Contributing section's command, collecting only: the pure tests and the HTTP tests on
+    both backends are in; Spark, Spark 3.5, the browser and server processes are out."""
+    [block] = code_blocks(sections(README.read_text())[CONTRIBUTING_SECTION], ("bash",))
+    [command] = [line for line in block.splitlines() if line.strip()]
+    python, *arguments = shlex.split(command)
+    assert python == ".venv/bin/python" and arguments[:2] == ["-m", "pytest"]
+    done = subprocess.run([sys.executable, *arguments, "--collect-only", "-q",
+                           "-p", "no:cacheprovider"], cwd=ROOT, env=user_environment(),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    selected = [line for line in done.stdout.splitlines() if "::" in line]
+    modules = {line.split("::", 1)[0] for line in selected}
+    for pure in ("tests/metaservice/topology/test_graph.py",
+                 "tests/metaservice/delay/test_formulas.py",
+                 "tests/metaservice/barriers/test_protocol.py",
+                 "tests/metaservice/versions/test_cuts.py"):
+        assert pure in modules, pure
+    for backend in ("sqlite", "postgresql"):
+        assert any(line.startswith("tests/metaservice/jobs/test_jobs.py::")
+                   and f"[{backend}" in line for line in selected), backend
+    for slow in ("tests/spark_plugin/test_pipeline.py",  # Spark
+                 "tests/metaservice/catalog/test_spark.py",  # Spark 3.5
+                 "tests/metaservice/ui/test_dashboard_browser.py",  # the browser
+                 "tests/metaservice/test_durability.py",  # server processes
+                 "tests/metaservice/test_replicas.py",
+                 "tests/metaservice/protocol/test_machine.py"):  # long randomized histories
+        assert slow not in modules, slow
+
+
 # -- coverage -------------------------------------------------------------------------------
 
 # Where each README section's code blocks run (the set-up commands: .ci/run runs the test
@@ -502,6 +539,7 @@ RUN_BY = {
     CATALOG_SECTION: "test_the_readme_in_order_on_one_server",
     SPARK35_SECTION: "test_the_spark35_section_runs_as_written",
     "Lineage in Marquez (OpenLineage)": "tests/metaservice/lineage/test_readme_lineage.py",
+    CONTRIBUTING_SECTION: "test_the_fast_subset_command_leaves_out_what_the_readme_says",
 }
 
 

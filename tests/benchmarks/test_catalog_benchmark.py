@@ -10,6 +10,7 @@ from benchmarks import catalog
 from benchmarks._report import Result
 
 
+@pytest.mark.slow  # the benchmark's server process
 def test_the_three_commit_series_append_and_record_their_barriers(backend: str) -> None:
     commits = catalog.measure_commits(backend, blocks=2, per_block=2)
     assert {name: len(v) for name, v in commits.latencies_ms.items()} == {
@@ -22,6 +23,7 @@ def test_the_three_commit_series_append_and_record_their_barriers(backend: str) 
     assert all(isinstance(r.met, bool) and r.ratio is not None for r in results)
 
 
+@pytest.mark.slow  # the benchmark's server process
 def test_load_table_of_a_history_built_through_the_catalog(
         backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(catalog, "HISTORY_CHUNK", 5)  # 11 added snapshots in 3 commits

@@ -17,6 +17,8 @@ import pytest
 
 from benchmarks._environment import free_port
 
+pytestmark = pytest.mark.slow  # runs the image's command as a process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from benchmarks._environment import free_port
+
+pytestmark = pytest.mark.slow  # every test runs the command as a process
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -23,6 +23,8 @@ import pytest
 
 from benchmarks._environment import free_port
 
+pytestmark = pytest.mark.slow  # servers run as processes and are killed
+
 CRASHES = 3
 
 

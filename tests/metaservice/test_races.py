@@ -20,6 +20,8 @@ from sqlalchemy import select
 from metaservice.db.models import BarrierRow, JobRow, TableRow
 from metaservice.db.session import Database
 
+pytestmark = pytest.mark.slow  # many threads racing, many rounds
+
 RACERS = 32
 
 

@@ -23,6 +23,8 @@ from sqlalchemy import text
 from benchmarks._environment import free_port
 from metaservice.db.session import Database
 
+pytestmark = pytest.mark.slow  # two server processes
+
 CLIENTS = 64
 ROOTS = 4
 STEPS_PER_CLIENT = 12

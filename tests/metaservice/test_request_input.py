@@ -15,6 +15,7 @@ from metaservice.request_input import (
     might_be_refused,
     parameters_problem,
 )
+from tests.conftest import examples
 
 # Any code point, lone surrogates included: JSON can spell each one.
 TEXT = st.text(st.characters(min_codepoint=0) | st.integers(0xD800, 0xDFFF).map(chr))
@@ -32,7 +33,7 @@ def _nested(depth: int) -> Any:
 
 
 @given(document=JSON, ascii_only=st.booleans())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_a_body_that_could_be_refused_is_always_examined(document: Any, ascii_only: bool) -> None:
     body = json.dumps(document, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     if document_problem(json.loads(body)) is not None:

@@ -158,6 +158,7 @@ def test_two_writers_registering_one_new_job_at_once_one_wins(secured: tuple,
                                 rounds=20)
 
 
+@pytest.mark.slow  # two server processes
 def test_two_writers_on_two_server_processes_registering_one_new_job(
         secured: tuple, database: Database, database_url: str) -> None:
     """The same race with each writer on its own server process sharing the database: the

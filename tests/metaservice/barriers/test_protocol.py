@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from metaservice.core.exactness import Exactness, MemoryHistory
 from metaservice.core.protocol import OtherJob, choose_barrier, earliest_barrier, jobs_ahead
+from tests.conftest import examples
 from tests.metaservice.versions.test_cuts import histories, ref_exact
 
 # Jobs of the random histories: A writes a, B writes b (siblings on r1), C writes c, D writes d.
@@ -40,7 +41,7 @@ def ref_choice(h: MemoryHistory, me: str, after: int | None,
     return None
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(histories(), st.sampled_from(sorted(JOBS)), st.none() | st.integers(0, 40),
        st.fixed_dictionaries({j: st.none() | st.integers(1, 40) for j in JOBS}))
 def test_choice_matches_the_reference(h: MemoryHistory, me: str, after: int | None,

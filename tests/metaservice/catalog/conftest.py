@@ -11,7 +11,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from metaservice.settings import Settings
-from tests.conftest import ServerThread
+from tests.conftest import LOOPBACK_TLS, ServerThread, serving
 
 
 @pytest.fixture
@@ -34,14 +34,14 @@ def server_database_url(backend: str, tmp_path: Path, request: pytest.FixtureReq
 
 
 @pytest.fixture
-def server(app) -> Iterator[ServerThread]:  # type: ignore[no-untyped-def]
-    with ServerThread(app) as running:
+def server(app, loopback) -> Iterator[ServerThread]:  # type: ignore[no-untyped-def]
+    with serving(loopback, app) as running:
         yield running
 
 
 @pytest.fixture
 def client(server: ServerThread) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as http:
+    with httpx.Client(base_url=server.url, timeout=30, verify=LOOPBACK_TLS) as http:
         yield http
 
 

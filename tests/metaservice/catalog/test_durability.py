@@ -19,6 +19,8 @@ from tests.metaservice.catalog.conftest import rest_catalog
 from tests.metaservice.catalog.test_pyiceberg import SCHEMA, barriers, rows
 from tests.metaservice.test_durability import ServerProcess
 
+pytestmark = pytest.mark.slow  # a catalog server process, killed mid-commit
+
 CRASHES = 2
 NO_RETRY = {"commit.retry.num-retries": "0"}
 

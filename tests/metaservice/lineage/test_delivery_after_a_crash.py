@@ -14,12 +14,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import pytest
 
 from benchmarks._environment import free_port
 from metaservice.db.session import Database
 from metaservice.lineage import repository as outbox_repo
 from tests.metaservice.lineage.openlineage_checks import Receiver
 from tests.metaservice.lineage.test_openlineage_events import EXPECTED, run_pipeline, shape
+
+pytestmark = pytest.mark.slow  # a server process, killed and restarted
 
 
 @contextmanager

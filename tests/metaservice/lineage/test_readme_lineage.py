@@ -10,10 +10,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from benchmarks._environment import free_port
 from tests.metaservice.lineage.openlineage_checks import Receiver
 from tests.test_readme import README, code_blocks, sections
+
+pytestmark = pytest.mark.slow  # the README's `metaservice serve`, a process
 
 MARQUEZ = "http://marquez:5000"
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from benchmarks._environment import free_port
 from metaservice.logging_config import JsonFormatter, TextFormatter
@@ -81,6 +82,7 @@ def _serve_output(tmp_path, log_format: str) -> str:  # type: ignore[no-untyped-
     return output.decode()
 
 
+@pytest.mark.slow  # `metaservice serve` as a process
 def test_serve_logs_json_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
     output = _serve_output(tmp_path, "json")
     lines = [json.loads(line) for line in output.splitlines() if line.strip()]
@@ -92,6 +94,7 @@ def test_serve_logs_json_lines(tmp_path) -> None:  # type: ignore[no-untyped-def
     assert not [line for line in lines if "color_message" in line]
 
 
+@pytest.mark.slow  # `metaservice serve` as a process
 def test_serve_logs_text_lines_without_uvicorns_colour_copy(tmp_path) -> None:  # type: ignore[no-untyped-def]
     output = _serve_output(tmp_path, "text")
     lines = [line for line in output.splitlines() if line.strip()]

@@ -22,6 +22,8 @@ from metaservice.clock import ManualClock
 from metaservice.db.session import Database
 from tests.metaservice.protocol.machine import CHAINS, FANOUT, ProtocolMachine, Record
 
+pytestmark = pytest.mark.slow  # long randomized histories
+
 EXAMPLES = int(os.environ.get("METASERVICE_MODEL_EXAMPLES", "0"))
 STEPS = int(os.environ.get("METASERVICE_MODEL_STEPS", "0"))
 SURVEY = os.environ.get("METASERVICE_MODEL_SURVEY") == "1"

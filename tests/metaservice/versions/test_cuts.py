@@ -19,6 +19,7 @@ from metaservice.core.cuts import (
     tables_not_exact,
 )
 from metaservice.core.exactness import Exactness, MemoryHistory
+from tests.conftest import examples
 
 # -- the reference ------------------------------------------------------------------------
 
@@ -154,7 +155,7 @@ def histories(draw: st.DrawFn) -> MemoryHistory:
     return MemoryHistory(completed=completed, writers=WRITERS)
 
 
-@settings(max_examples=700, deadline=None)
+@settings(max_examples=examples(700), deadline=None)
 @given(histories(), st.integers(0, 45))
 def test_exactness_matches_the_reference(h: MemoryHistory, b: int) -> None:
     e = Exactness(h)
@@ -169,7 +170,7 @@ def test_exactness_matches_the_reference(h: MemoryHistory, b: int) -> None:
             assert bound is not None and bound >= greatest
 
 
-@settings(max_examples=700, deadline=None)
+@settings(max_examples=examples(700), deadline=None)
 @given(histories(), st.lists(st.sampled_from(TABLES), min_size=1, max_size=6, unique=True),
        st.integers(0, 45))
 def test_greatest_common_matches_the_reference(h: MemoryHistory, tables: list[str],
