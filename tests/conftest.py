@@ -51,8 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 # -- the fast subset: pytest -m "not slow" -----------------------------------------------------
-# Slow by what they need: a SparkSession (the ``spark`` fixture), Spark 3.5, the browser or two
-# server processes (``two_servers``). Other tests that start server processes, race many threads
+# Slow by what they need: a SparkSession (the ``spark`` fixture), Spark 3.5, the browser, two
+# server processes (``two_servers``) or PostgreSQL (``pytest_generate_tests``). Other tests that start server processes, race many threads
 # or run long randomized histories carry the marker themselves.
 
 SLOW_MARKERS = ("spark", "spark_jvm", "browser")
@@ -91,7 +91,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         chosen = metafunc.config.getoption("--backend")
         backends = ["sqlite", "postgresql"] if chosen == "all" else [chosen]
-        metafunc.parametrize("backend", backends, scope="session")
+        # A test's PostgreSQL run is slow (a network round trip per statement): the fast
+        # subset runs every behaviour test on SQLite; `--backend postgresql` asks for it anyway.
+        params = [pytest.param(b, marks=pytest.mark.slow) if b == "postgresql" and chosen == "all"
+                  else b for b in backends]
+        metafunc.parametrize("backend", params, scope="session")
 
 
 # -- PostgreSQL: one schema per test session --------------------------------------------------

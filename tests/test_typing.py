@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# mypy over three packages takes a minute of CPU from a cold cache.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # What mypy checks (with pyproject.toml's [tool.mypy] settings): one entry per package or module.
