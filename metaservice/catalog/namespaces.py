@@ -90,6 +90,7 @@ def update_namespace_properties(session: Session, catalog: CatalogSite, levels: 
         raise UnprocessableEntityError(
             f"properties both removed and updated: {', '.join(sorted(overlap))}")
     properties = dict(row.properties)
+    removals = list(dict.fromkeys(removals))  # a key named twice is removed once
     removed = [key for key in removals if key in properties]
     missing = [key for key in removals if key not in properties]
     for key in removed:

@@ -33,6 +33,9 @@ from metaservice.db.session import Database
 from metaservice.settings import Settings
 from tests.metaservice.jobs.test_jobs import plan
 
+# A minute of generated requests per backend: the full run's, not the fast subset's.
+pytestmark = pytest.mark.slow
+
 EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 12}
 
 EXCLUDED = {

@@ -71,6 +71,15 @@ def test_errors_use_the_iceberg_model(client: httpx.Client) -> None:
                   "UnprocessableEntityException")
 
 
+def test_a_property_removed_twice_in_one_request_is_removed_once(client: httpx.Client) -> None:
+    client.post("/iceberg/v1/namespaces", json={"namespace": ["db"], "properties": {"a": "1"}})
+    answer = client.post("/iceberg/v1/namespaces/db/properties",
+                         json={"removals": ["a", "a", "b", "b"], "updates": {}})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["removed"] == ["a"] and answer.json()["missing"] == ["b"]
+    assert "a" not in client.get("/iceberg/v1/namespaces/db").json()["properties"]
+
+
 @pytest.mark.parametrize("namespace, table", [
     (["a", "b"], "t"),  # two levels: tables are catalog.database.table
     (["bad name"], "t"),
