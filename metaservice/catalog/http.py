@@ -119,10 +119,17 @@ def idempotent(request: Request, database: Database, ctx: ServiceContext, operat
             raise CommitFailedError("the Idempotency-Key expired while in use; retry with a "
                                     "new key") from None
         return replayed
+    except CommitFailedError:
+        # A request racing the key's first use can read the table after that use committed:
+        # its requirements then fail before it ever claims the key. The key's outcome, if it
+        # has one now, is the answer; a lost race of a key nobody finished is not final.
+        replayed = replay(request, database, one)
+        if replayed is not None:
+            return replayed
+        raise
     except (IcebergError, MetaServiceError) as exc:
         answer = iceberg_error_response(exc)
-        if answer.status_code in idempotency.FINAL_ERROR_STATUSES and not (
-                answer.status_code == 409 and isinstance(exc, CommitFailedError)):
+        if answer.status_code in idempotency.FINAL_ERROR_STATUSES:
             with database.transaction(write=True) as session:
                 idempotency.record(session, one, answer.status_code,
                                    {"error": json.loads(answer.body)})
