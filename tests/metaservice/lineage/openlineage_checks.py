@@ -183,7 +183,9 @@ def check_with_json_schemas(event: dict[str, Any], extra_schemas: list[dict[str,
 
     def validate(instance: Any, url: str) -> None:
         registry.resolver().lookup(url)  # the schema is there (else: Unresolvable)
-        Draft202012Validator({"$ref": url}, registry=registry).validate(instance)
+        Draft202012Validator({"$ref": url}, registry=registry,
+                             format_checker=Draft202012Validator.FORMAT_CHECKER
+                             ).validate(instance)
 
     assert event["schemaURL"] == "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
     validate(event, event["schemaURL"])
