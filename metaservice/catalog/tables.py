@@ -116,6 +116,14 @@ def _pointer(session: Session, namespace: str, table: str) -> IcebergTableRow:
     return pointer
 
 
+def _metadata_location(session: Session, namespace: str, table: str) -> str:
+    """The metadata file the table's pointer names (``_pointer``, reading only that)."""
+    location = repo.pointer_location(session, namespace, table)
+    if location is None:
+        raise NoSuchTableError(f"table does not exist: {namespace}.{table}")
+    return location
+
+
 def read_metadata(catalog: CatalogSite, location: str) -> TableMetadata:
     """A table's own metadata file (its pointer names it)."""
     return catalog.warehouse.read(location)
@@ -142,7 +150,7 @@ def load_table(database: Database, catalog: CatalogSite, levels: Sequence[str], 
     JSON."""
     namespace = existing_table_namespace(levels, table)
     with database.transaction(write=False) as session:
-        location = _pointer(session, namespace, table).metadata_location
+        location = _metadata_location(session, namespace, table)
     tag = etag(location, snapshots)
     if etag_matches(if_none_match, tag):
         return NotModified(tag)
@@ -160,12 +168,12 @@ def load_table_in_session(database: Database, ctx: ServiceContext, catalog: Cata
     name = table_name(catalog, namespace, table)
     warehouse = catalog.warehouse
     with database.transaction(write=True) as session:
-        _pointer(session, namespace, table)
+        _metadata_location(session, namespace, table)
         cut = read_sessions.cut_for(session, ctx, prefix, name, principal)
         # The pointer is read again after the cut: the commit that recorded the cut's snapshot
         # swapped the pointer in the same transaction, so this read sees metadata that has it
         # (read before, on PostgreSQL, it could predate a commit the cut already saw).
-        head_location = _pointer(session, namespace, table).metadata_location
+        head_location = _metadata_location(session, namespace, table)
         # A cut file goes only after its row: while the row is recorded, a file this process
         # wrote (or found) is there.
         location = warehouse.remembered_cut_location(head_location, cut.snapshot_id,
