@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     metadata_read_seconds: float = Field(
         default=30.0, gt=0, le=3600,
         description="a metadata file not read within this time fails its request (503)")
+    metadata_cache_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0,
+        description="the JSON of the metadata files the catalog answers with (tables' heads, "
+                    "read sessions' cut files) is kept in memory up to this many bytes in all, "
+                    "per process: a metadata file never changes, so a load is its pointer "
+                    "lookup and these bytes; 0 keeps none")
     idempotency_key_seconds: float = Field(
         default=1800.0, ge=60, le=7 * 86_400,
         description="how long the catalog answers a retried mutation's Idempotency-Key with its "

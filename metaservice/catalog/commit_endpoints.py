@@ -6,12 +6,11 @@ from __future__ import annotations
 from fastapi import APIRouter, BackgroundTasks, Request, Response
 from pyiceberg.table import CommitTableRequest as PyIcebergCommitTableRequest
 
-from metaservice.catalog import commits, idempotency
+from metaservice.catalog import commits, idempotency, tables
 from metaservice.catalog.http import PREFIX, idempotent, levels, principal, site, table_response
 from metaservice.catalog.requests import CommitTableRequest, CommitTransactionRequest
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES
 from metaservice.catalog.site import namespace_name
-from metaservice.catalog.tables import LoadedTable
 from metaservice.deps import Context, DatabaseDep
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
@@ -30,7 +29,7 @@ def commit_table(request: Request, database: DatabaseDep, ctx: Context, namespac
         if guard is not None:
             guard.outcome = {"metadata-location": staged.metadata_location}
         _delete_removed_cut_files(request, background, [staged])
-        return table_response(LoadedTable(staged.metadata, staged.metadata_location))
+        return table_response(tables.loaded(site(request), staged.metadata_location))
 
     return idempotent(request, database, ctx, "commitTable", 200, run)
 

@@ -125,15 +125,16 @@ def metadata_at(metadata: TableMetadata, snapshot_id: int, barrier: int,
     })
 
 
-def cut_metadata_location(head_location: str, served: TableMetadata) -> str:
-    """Where the metadata a read session serves (``served``, ``metadata_at`` of the file at
-    ``head_location``) is written: in the head file's directory, named after the content's
-    hash, so every session serving the same cut shares one file, also across later commits.
+def cut_metadata_location(head_location: str, content: bytes) -> str:
+    """Where the metadata a read session serves (``metadata_at`` of the file at
+    ``head_location``; ``content`` is its JSON) is written: in the head file's directory, named
+    after the content's hash, so every session serving the same cut shares one file, also
+    across later commits.
 
     Named ``cut-<hash>.metadata.json`` (files written before the rename are ``view-<hash>…``,
     recorded with their location like any other): no version prefix, so it never passes for a
     version of the table's own history (the pointer never names it).
     """
-    digest = hashlib.sha256(served.model_dump_json().encode()).hexdigest()[:32]
+    digest = hashlib.sha256(content).hexdigest()[:32]
     directory = head_location.rsplit("/", 1)[0]
     return f"{directory}/cut-{digest}.metadata.json"

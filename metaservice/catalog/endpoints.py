@@ -12,9 +12,12 @@ registered with the app's error handlers once, whichever is installed first.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from fastapi import FastAPI
 from prometheus_client import Counter
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -30,7 +33,7 @@ from metaservice.catalog.http import PREFIX, iceberg_error_response
 from metaservice.catalog.namespace_endpoints import ENDPOINTS
 from metaservice.catalog.site import CatalogSite
 from metaservice.catalog.sql_view_endpoints import sql_view_router
-from metaservice.catalog.storage import Warehouse
+from metaservice.catalog.storage import MetadataJsonCache, Warehouse
 from metaservice.error_handlers import render_errors_under
 from metaservice.settings import Settings
 
@@ -45,11 +48,14 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
     app.state.catalog = CatalogSite(settings.catalog_name, Warehouse(
         settings.warehouse, settings.allowed_locations,
         max_metadata_bytes=settings.max_metadata_bytes,
-        read_seconds=settings.metadata_read_seconds))
+        read_seconds=settings.metadata_read_seconds,
+        metadata_cache_bytes=settings.metadata_cache_bytes))
     app.state.catalog_metrics = Counter(
         "metaservice_iceberg_metrics_reports",
         "Iceberg metrics reports received by the catalog, by report type.",
         ["kind"], registry=app.state.metrics.registry)
+    app.state.metrics.registry.register(
+        MetadataCacheCollector(app.state.catalog.warehouse.metadata_cache))
     render_errors_under(app, PREFIX, iceberg_error_response, IcebergError, ValidationError)
     for router in (namespace_endpoints.router, table_endpoints.router, commit_endpoints.router,
                    sql_view_router, read_session_endpoints.router):
@@ -67,3 +73,25 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
             logger.info("catalog_identities_filled", extra={"tables": filled})
 
     app.router.add_event_handler("startup", fill_identities)
+
+
+class MetadataCacheCollector(Collector):
+    """The cache of metadata files' JSON (``METASERVICE_METADATA_CACHE_BYTES``), at scrape:
+    how often a load found its file's JSON there, and the bytes it holds."""
+
+    def __init__(self, cache: MetadataJsonCache) -> None:
+        self._cache = cache
+
+    def collect(self) -> Iterator[Metric]:
+        cache = self._cache
+        yield CounterMetricFamily(
+            "metaservice_catalog_metadata_cache_hits",
+            "Lookups of a metadata file's JSON (a table answer) that found it in memory.",
+            value=cache.hits)
+        yield CounterMetricFamily(
+            "metaservice_catalog_metadata_cache_misses",
+            "Lookups of a metadata file's JSON that did not (serialised then).", value=cache.misses)
+        yield GaugeMetricFamily(
+            "metaservice_catalog_metadata_cache_bytes",
+            "Bytes of metadata JSON held in memory (at most METASERVICE_METADATA_CACHE_BYTES).",
+            value=cache.size)

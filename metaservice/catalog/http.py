@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
-from metaservice.catalog import idempotency
+from metaservice.catalog import idempotency, tables
 from metaservice.catalog.errors import (
     CommitFailedError,
     IcebergError,
@@ -80,18 +80,19 @@ def principal(request: Request) -> Principal:
 
 def table_response(loaded: LoadedTable | NotModified,
                    if_none_match: str | None = None) -> Response:
-    """A table answer with its ``ETag``; 304 with no body when ``If-None-Match`` names it."""
+    """A table answer with its ``ETag``; 304 with no body when ``If-None-Match`` names it. The
+    metadata's JSON comes serialised (``LoadedTable.metadata_json``): the body is put together
+    from bytes."""
     if isinstance(loaded, NotModified):
         return Response(status_code=304, headers={"ETag": loaded.etag})
     tag = loaded.etag
     if tag is not None and etag_matches(if_none_match, tag):
         return Response(status_code=304, headers={"ETag": tag})
-    parts = []
+    parts = [b"{"]
     if loaded.metadata_location is not None:
-        parts.append(f'"metadata-location":{json.dumps(loaded.metadata_location)}')
-    parts.append(f'"metadata":{loaded.metadata.model_dump_json()}')
-    parts.append('"config":{}')
-    return Response("{" + ",".join(parts) + "}", media_type="application/json",
+        parts += [b'"metadata-location":', json.dumps(loaded.metadata_location).encode(), b","]
+    parts += [b'"metadata":', loaded.metadata_json, b',"config":{}}']
+    return Response(b"".join(parts), media_type="application/json",
                     headers={"ETag": tag} if tag is not None else None)
 
 
@@ -155,5 +156,4 @@ def replay(request: Request, database: Database, one: idempotency.Guard) -> Resp
     location = found.outcome.get("metadata-location")
     if location is None:
         return Response(status_code=found.status)
-    metadata = site(request).warehouse.read(location)
-    return table_response(LoadedTable(metadata, location))
+    return table_response(tables.loaded(site(request), location))

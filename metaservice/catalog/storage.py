@@ -1,8 +1,10 @@
 """Metadata files in the warehouse, through pyiceberg's FileIO (local paths, ``s3://``, …).
 
-A metadata file is written once and never changed, so files read are cached by location. A
-file is written before the transaction that points at it commits: a crash in between leaves an
-unreferenced file, never a pointer without its file.
+A metadata file is written once and never changed, so files are cached by location: parsed
+(``read``), and as the JSON the catalog answers with (``metadata_json``, bounded by
+``METASERVICE_METADATA_CACHE_BYTES``), so that a table's load is its pointer lookup and bytes
+already serialised. A file is written before the transaction that points at it commits: a crash
+in between leaves an unreferenced file, never a pointer without its file.
 
 A table at a read session's cut (SPEC §12) is a file too, a cut file, named after what decides
 its content and shared by every read session serving that cut: written by whichever request
@@ -36,7 +38,7 @@ from typing import Generic, TypeVar
 from urllib.parse import urlparse
 
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.serializers import Compressor, FromByteStream, ToOutputFile
+from pyiceberg.serializers import Compressor, FromByteStream
 from pyiceberg.table.locations import SimpleLocationProvider
 from pyiceberg.table.metadata import TableMetadata
 
@@ -116,6 +118,66 @@ class _Recent(Generic[K, V]):
             while len(self._items) > _CACHE_SIZE:
                 self._items.popitem(last=False)
 
+    def forget(self, key: K) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+
+class MetadataJsonCache:
+    """The JSON of metadata files by location (``model_dump_json``, as the catalog answers
+    it), the most recently used kept up to ``limit`` bytes in all (0 keeps none); safe across
+    threads. A metadata file never changes once written, so an entry never goes stale; one is
+    put only once its file is on disk (written, or read), and goes when the server deletes the
+    file. ``hits`` and ``misses`` count lookups."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.hits = 0
+        self.misses = 0
+        self._size = 0
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        """The bytes held, at most ``limit``."""
+        return self._size
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, location: str) -> bytes | None:
+        with self._lock:
+            content = self._items.get(location)
+            if content is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self._items.move_to_end(location)
+            return content
+
+    def put(self, location: str, content: bytes) -> None:
+        """Keep ``content``, evicting the least recently used entries beyond ``limit``; a file
+        larger than ``limit`` is not kept."""
+        if len(content) > self.limit:
+            return
+        with self._lock:
+            self._drop(location)
+            self._items[location] = content
+            self._size += len(content)
+            while self._size > self.limit:
+                _, evicted = self._items.popitem(last=False)
+                self._size -= len(evicted)
+
+    def forget(self, location: str) -> None:
+        with self._lock:
+            self._drop(location)
+
+    def _drop(self, location: str) -> None:
+        content = self._items.pop(location, None)
+        if content is not None:
+            self._size -= len(content)
+
 
 class Warehouse:
     """Where the catalog's tables live (``METASERVICE_WAREHOUSE``), and the only places the
@@ -123,7 +185,8 @@ class Warehouse:
 
     def __init__(self, root: str, allowed: Sequence[str] = (), *,
                  max_metadata_bytes: int = 64 * 1024 * 1024,
-                 read_seconds: float = 30.0) -> None:
+                 read_seconds: float = 30.0,
+                 metadata_cache_bytes: int = 64 * 1024 * 1024) -> None:
         if not _has_scheme(root):
             root = os.path.abspath(root)
         self.root = root.rstrip("/")
@@ -133,6 +196,7 @@ class Warehouse:
         self.read_seconds = read_seconds
         self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="metadata-read")
         self._files: _Recent[str, TableMetadata] = _Recent()
+        self.metadata_cache = MetadataJsonCache(metadata_cache_bytes)
         self._cut_locations: _Recent[tuple[str, int, int, str], str] = _Recent()
 
     # -- confinement -------------------------------------------------------------------------
@@ -239,16 +303,18 @@ class Warehouse:
         with self.io(location).new_output(location).create(overwrite=False) as stream:
             stream.write(Compressor.get_compressor(location).bytes_compressor()(content))
         self._files.put(location, metadata)
+        self.metadata_cache.put(location, content)  # the answer of the commit and of loads
 
-    def write_shared(self, metadata: TableMetadata, location: str) -> None:
-        """Write a metadata file whose name stands for its content, unless it is there already.
+    def write_shared(self, content: bytes, location: str) -> None:
+        """Write a metadata file whose name stands for its content (``content``, the metadata's
+        JSON), unless it is there already; its JSON is cached then (``metadata_json``).
 
         Requests serving the same content may race to write it: each succeeds and no reader
         ever sees part of the file. A local file is written under a temporary name and linked
         into place (a link never replaces a file; pyarrow's ``create`` would truncate one
         written meanwhile); an object store's object appears whole when its upload completes,
-        and a racing upload of it stores the same bytes again. Not cached: the catalog serves
-        such a file's metadata from the file it derives from, never reads it back.
+        and a racing upload of it stores the same bytes again. Its metadata is never read back:
+        the catalog derives it from the file it comes from.
         """
         io = self.io(location)
         if not io.new_input(location).exists():
@@ -256,15 +322,14 @@ class Warehouse:
             if path is None:
                 # FileExistsError: written meanwhile by another request, the same content.
                 with contextlib.suppress(FileExistsError):
-                    ToOutputFile.table_metadata(metadata, io.new_output(location))
+                    _write_new(io, location, content)
             else:
                 directory = os.path.dirname(path)
                 os.makedirs(directory, exist_ok=True)
                 handle, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
                 os.close(handle)
                 try:
-                    ToOutputFile.table_metadata(metadata, io.new_output(temporary),
-                                                overwrite=True)
+                    _write_new(io, temporary, content, overwrite=True)
                     _sync(temporary)  # on disk before its name is: a crash leaves no empty file
                     # FileExistsError: linked meanwhile by another request, the same content.
                     with contextlib.suppress(FileExistsError):
@@ -272,6 +337,7 @@ class Warehouse:
                     _sync(directory)
                 finally:
                     os.unlink(temporary)
+        self.metadata_cache.put(location, content)
 
     def read(self, location: str) -> TableMetadata:
         """The metadata file at ``location``: a regular file inside the warehouse, at most
@@ -295,6 +361,16 @@ class Warehouse:
                 f"metadata file {location} was not read within {self.read_seconds:g} s") from None
         self._files.put(location, metadata)
         return metadata
+
+    def metadata_json(self, location: str) -> bytes:
+        """The metadata file at ``location`` as the catalog answers it (its
+        ``model_dump_json``), serialised once while it stays in ``metadata_cache``: the file
+        never changes. Raises what ``read`` raises."""
+        content = self.metadata_cache.get(location)
+        if content is None:
+            content = self.read(location).model_dump_json().encode()
+            self.metadata_cache.put(location, content)
+        return content
 
     def read_bytes(self, location: str, what: str = "metadata file") -> bytes:
         """The content of a file inside the warehouse that is read as a metadata file: a regular
@@ -360,14 +436,20 @@ class Warehouse:
                 f"{location} inflates to larger than {self.max_metadata_bytes} bytes")
         return text  # type: ignore[no-any-return]
 
+    def remembered_cut_location(self, head_location: str, snapshot_id: int, barrier: int,
+                                kind: str) -> str | None:
+        """The location ``cut_location`` gave for this head file and cut, if remembered."""
+        return self._cut_locations.get((head_location, snapshot_id, barrier, kind))
+
     def cut_location(self, head_location: str, snapshot_id: int, barrier: int, kind: str,
-                     served: TableMetadata) -> str:
-        """``consistent_warehouses.cut_metadata_location``, remembered per head file and cut:
-        hashing a long history's metadata costs more than serving it from the cache."""
+                     content: bytes) -> str:
+        """``consistent_warehouses.cut_metadata_location`` of the served metadata's JSON
+        (``content``), remembered per head file and cut: a later load at the cut finds its
+        file's location, and its JSON in the cache, without computing the cut again."""
         key = (head_location, snapshot_id, barrier, kind)
         location = self._cut_locations.get(key)
         if location is None:
-            location = consistent_warehouses.cut_metadata_location(head_location, served)
+            location = consistent_warehouses.cut_metadata_location(head_location, content)
             self._cut_locations.put(key, location)
         return location
 
@@ -375,6 +457,7 @@ class Warehouse:
         """Delete cut files no read session can use any more. Runs after the transaction that
         forgot them committed; a file that cannot be deleted is logged and left."""
         for location in locations:
+            self.metadata_cache.forget(location)
             try:
                 self.io(location).delete(location)
             except FileNotFoundError:
@@ -428,14 +511,22 @@ class Warehouse:
                     logger.warning("purge_unreadable_manifest",
                                    extra={"location": manifest.manifest_path})
         previous = {entry.metadata_file for entry in metadata.metadata_log}
-        for path in [*owned(data_files), *manifests, *manifest_lists, *owned(previous),
-                     *owned([metadata_location])]:
+        metadata_files = [*owned(previous), *owned([metadata_location])]
+        for path in metadata_files:
+            self._files.forget(path)
+            self.metadata_cache.forget(path)
+        for path in [*owned(data_files), *manifests, *manifest_lists, *metadata_files]:
             try:
                 io.delete(path)
             except FileNotFoundError:
                 pass
             except Exception:  # noqa: BLE001 - logged and left
                 logger.warning("purge_file_not_deleted", extra={"location": path[:300]})
+
+
+def _write_new(io: FileIO, location: str, content: bytes, *, overwrite: bool = False) -> None:
+    with io.new_output(location).create(overwrite=overwrite) as stream:
+        stream.write(content)
 
 
 def inside(key: str, root: str) -> bool:

@@ -65,7 +65,10 @@ PARQUET_CODEC = "zstd"
 
 @dataclass
 class LoadedTable:
-    metadata: TableMetadata
+    """A table answer: its metadata as JSON (``model_dump_json``), the metadata file it comes
+    from (None for a staged create), and which snapshots it holds."""
+
+    metadata_json: bytes
     metadata_location: str | None
     snapshots: str = "all"
 
@@ -113,24 +116,45 @@ def _pointer(session: Session, namespace: str, table: str) -> IcebergTableRow:
     return pointer
 
 
+def _metadata_location(session: Session, namespace: str, table: str) -> str:
+    """The metadata file the table's pointer names (``_pointer``, reading only that)."""
+    location = repo.pointer_location(session, namespace, table)
+    if location is None:
+        raise NoSuchTableError(f"table does not exist: {namespace}.{table}")
+    return location
+
+
 def read_metadata(catalog: CatalogSite, location: str) -> TableMetadata:
     """A table's own metadata file (its pointer names it)."""
     return catalog.warehouse.read(location)
+
+
+def loaded(catalog: CatalogSite, location: str, snapshots: str = "all") -> LoadedTable:
+    """The answer of the metadata file at ``location``: with all snapshots, its JSON as the
+    warehouse caches it (serialised once per file)."""
+    if snapshots == "all":
+        return LoadedTable(catalog.warehouse.metadata_json(location), location)
+    metadata = _with_snapshots(read_metadata(catalog, location), snapshots)
+    return LoadedTable(_json(metadata), location, snapshots)
+
+
+def _json(metadata: TableMetadata) -> bytes:
+    return metadata.model_dump_json().encode()
 
 
 def load_table(database: Database, catalog: CatalogSite, levels: Sequence[str], table: str,
                snapshots: str = "all",
                if_none_match: str | None = None) -> LoadedTable | NotModified:
     """The table's current metadata, or ``NotModified`` (its file left unread) when
-    ``if_none_match`` names it."""
+    ``if_none_match`` names it: the pointer lookup, then (once the file is cached) its
+    JSON."""
     namespace = existing_table_namespace(levels, table)
     with database.transaction(write=False) as session:
-        location = _pointer(session, namespace, table).metadata_location
+        location = _metadata_location(session, namespace, table)
     tag = etag(location, snapshots)
     if etag_matches(if_none_match, tag):
         return NotModified(tag)
-    metadata = read_metadata(catalog, location)
-    return LoadedTable(_with_snapshots(metadata, snapshots), location, snapshots)
+    return loaded(catalog, location, snapshots)
 
 
 def load_table_in_session(database: Database, ctx: ServiceContext, catalog: CatalogSite,
@@ -138,17 +162,27 @@ def load_table_in_session(database: Database, ctx: ServiceContext, catalog: Cata
                           snapshots: str = "all") -> LoadedTable:
     """The table as the read session ``prefix`` serves it: the table at the session's cut
     (SPEC §12). The cut is fixed in one transaction, the files are read and written outside
-    any, and the cut file is recorded in a second one before it is written."""
+    any, and the cut file is recorded in a second one before it is written. A cut this process
+    served before is answered from its cut file's cached JSON."""
     namespace = existing_table_namespace(levels, table)
     name = table_name(catalog, namespace, table)
+    warehouse = catalog.warehouse
     with database.transaction(write=True) as session:
-        _pointer(session, namespace, table)
+        _metadata_location(session, namespace, table)
         cut = read_sessions.cut_for(session, ctx, prefix, name, principal)
         # The pointer is read again after the cut: the commit that recorded the cut's snapshot
         # swapped the pointer in the same transaction, so this read sees metadata that has it
         # (read before, on PostgreSQL, it could predate a commit the cut already saw).
-        pointer = _pointer(session, namespace, table)
-        head_location = pointer.metadata_location
+        head_location = _metadata_location(session, namespace, table)
+        # A cut file goes only after its row: while the row is recorded, a file this process
+        # wrote (or found) is there.
+        location = warehouse.remembered_cut_location(head_location, cut.snapshot_id,
+                                                     cut.barrier, cut.kind)
+        recorded = location is not None and repo.cut_file_recorded(session, location)
+    if location is not None and recorded and snapshots == "all":
+        cached = warehouse.metadata_cache.get(location)
+        if cached is not None:
+            return LoadedTable(cached, location)
     served = consistent_warehouses.metadata_at(read_metadata(catalog, head_location),
                                                cut.snapshot_id, cut.barrier, cut.kind)
     if served is None:
@@ -156,20 +190,24 @@ def load_table_in_session(database: Database, ctx: ServiceContext, catalog: Cata
             f"snapshot {cut.snapshot_id} of {name} at barrier {cut.barrier} is no longer in "
             "the table's metadata (expired outside MetaService)",
             snapshots=[{"table": str(name), "snapshot_id": cut.snapshot_id}])
+    content = _json(served)  # serialised once: named after, written, and answered
     # Engines may read the file at metadata-location rather than the answer: it holds the cut.
-    location = catalog.warehouse.cut_location(head_location, cut.snapshot_id,
-                                              cut.barrier, cut.kind, served)
+    location = warehouse.cut_location(head_location, cut.snapshot_id, cut.barrier, cut.kind,
+                                      content)
     # Recorded before it is written: a file on disk whose row never committed is only left
     # behind, a row whose file was never written deletes nothing. The session's lease keeps the
     # snapshot (and so the row) from being expired in between.
-    with database.transaction(write=False) as session:
-        recorded = repo.cut_file_recorded(session, location)
+    if not recorded:
+        with database.transaction(write=False) as session:
+            recorded = repo.cut_file_recorded(session, location)
     if not recorded:
         with database.transaction(write=True) as session:
             repo.record_cut_file(session, location, str(served.table_uuid), cut.snapshot_id,
                                  ctx.clock.now_ms())
-    catalog.warehouse.write_shared(served, location)
-    return LoadedTable(_with_snapshots(served, snapshots), location, snapshots)
+    warehouse.write_shared(content, location)
+    if snapshots == "all":
+        return LoadedTable(content, location)
+    return LoadedTable(_json(_with_snapshots(served, snapshots)), location, snapshots)
 
 
 def _with_snapshots(metadata: TableMetadata, snapshots: str) -> TableMetadata:
@@ -221,7 +259,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     validation.table_metadata(metadata, catalog.warehouse.root)
     keys = catalog.warehouse.confine_table(metadata)
     if request.stage_create:
-        return LoadedTable(metadata, None)
+        return LoadedTable(_json(metadata), None)
     metadata_location = catalog.warehouse.new_metadata_location(metadata, 0)
     catalog.warehouse.write(metadata, metadata_location)
     with database.transaction(write=True) as session:
@@ -242,7 +280,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_table_created", extra={"table": str(name)})
-    return LoadedTable(metadata, metadata_location)
+    return loaded(catalog, metadata_location)
 
 
 def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
@@ -300,7 +338,7 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
             guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_table_registered", extra={"table": str(qualified),
                                                    "location": metadata_location})
-    return LoadedTable(metadata, metadata_location)
+    return loaded(catalog, metadata_location)
 
 
 @dataclass(frozen=True)

@@ -130,12 +130,12 @@ def test_a_cut_file_is_named_after_its_content() -> None:
     served = new_table_metadata(Schema(NestedField(1, "id", LongType(), required=False)),
                                 UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER,
                                 "s3://bucket/db/t", {"metaservice.barrier": "100"})
-    name = cut_metadata_location(head, served)
-    assert name == cut_metadata_location(head, served.model_copy())
+    name = cut_metadata_location(head, served.model_dump_json().encode())
+    assert name == cut_metadata_location(head, served.model_copy().model_dump_json().encode())
     assert name.startswith("s3://bucket/db/t/metadata/cut-")
     assert name.endswith(".metadata.json")
     other = served.model_copy(update={"properties": {"metaservice.barrier": "101"}})
-    assert cut_metadata_location(head, other) != name
+    assert cut_metadata_location(head, other.model_dump_json().encode()) != name
     assert MetastoreCatalog._parse_metadata_version(head) == 7
     assert MetastoreCatalog._parse_metadata_version(name) == -1
 

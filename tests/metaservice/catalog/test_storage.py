@@ -38,12 +38,14 @@ def test_racing_writes_of_a_shared_file_all_succeed_and_are_read_whole(
     partial: list[str] = []
     done = threading.Event()
 
+    content = metadata.model_dump_json().encode()
+
     def write() -> None:
         warehouse = Warehouse(root)  # one per thread: no cache shared between writers
         start.wait()
         try:
             for location in locations:
-                warehouse.write_shared(metadata, location)
+                warehouse.write_shared(content, location)
         except BaseException as exc:  # noqa: BLE001
             failures.append(exc)
 
