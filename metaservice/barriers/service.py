@@ -51,29 +51,33 @@ class Completed:
 # -- recording a completed barrier ---------------------------------------------------------
 
 
-def _lock_topology_if_catching_up(session: Session, name: TableName) -> None:
-    """Take the topology lock when the table looks catching up (read without a lock): its
-    commit may clear the flags of its pipeline, which depend on the topology, and the topology
-    lock comes first in the lock order, before the job's and the table's."""
+def _find_table_for_commit(session: Session, name: TableName, *, create: bool,
+                           now_ms: int) -> int | None:
+    """The table's id, read without a lock (created on its first report with ``create``), and
+    the topology lock taken when the table looks catching up: its commit may clear the flags
+    of its pipeline, which depend on the topology, and the topology lock comes first in the
+    lock order, before the job's and the table's. None when there is no such table."""
     peek = barriers_repo.peek_table(session, name)
-    if peek is not None and peek[1]:
-        locks.lock_topology(session)
-
-
-def _lock_table_for_commit(session: Session, ctx: ServiceContext, name: TableName, *,
-                           create: bool, now_ms: int) -> barriers_repo.LockedTable | None:
-    """Lock the table row. When the caller holds the topology lock
-    (:func:`_lock_topology_if_catching_up`), lock the rows of the table's whole pipeline with
-    it, in id order: clearing their flags writes them. A table that turned catching up after
-    the peek is committed without: its flags are left to a later commit (they change no
-    answer)."""
-    peek = barriers_repo.peek_table(session, name)
-    if peek is None and create:  # the rare first report: create it (race-safe), then lock
+    if peek is None and create:  # the rare first report: create it (race-safe)
         tables_repo.ensure_tables(session, [name], now_ms)
         peek = barriers_repo.peek_table(session, name)
     if peek is None:
         return None
-    table_id = peek[0]
+    table_id, catching_up = peek
+    if catching_up:
+        locks.lock_topology(session)
+    return table_id
+
+
+def _lock_table_for_commit(session: Session, ctx: ServiceContext, name: TableName,
+                           table_id: int | None) -> barriers_repo.LockedTable | None:
+    """Lock the table row. When the caller holds the topology lock
+    (:func:`_find_table_for_commit`), lock the rows of the table's whole pipeline with it, in
+    id order: clearing their flags writes them. A table that turned catching up after the
+    peek is committed without: its flags are left to a later commit (they change no
+    answer)."""
+    if table_id is None:
+        return None
     if locks.holds_topology(session):
         pipeline = ctx.topology_cache.get(session).component(str(name))
         rows = tables_repo.find_tables(session, [TableName.parse(n) for n in pipeline])
@@ -143,8 +147,8 @@ def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snaps
     the built-in catalog holds, its commits report (``via_catalog``); anyone else may only
     report its latest snapshot again (a heartbeat)."""
     admission.refuse_barrier_in_future(ctx, barrier)
-    _lock_topology_if_catching_up(session, name)
-    table = _lock_table_for_commit(session, ctx, name, create=True, now_ms=ctx.clock.now_ms())
+    table_id = _find_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
+    table = _lock_table_for_commit(session, ctx, name, table_id)
     assert table is not None
     if (not via_catalog and snapshot_id != table.latest_snapshot_id
             and barriers_repo.held_by_catalog(session, name, ctx.settings.catalog_name)):
@@ -426,12 +430,12 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
            barrier: int | None, snapshot_id: int, via_catalog: bool = False) -> Completed:
     """SPEC §5.4: a job reports that ``snapshot_id`` of its sink completes its pinned barrier."""
     admission.refuse_barrier_in_future(ctx, barrier)
-    _lock_topology_if_catching_up(session, table_name)
+    table_id = _find_table_for_commit(session, table_name, create=False,
+                                      now_ms=ctx.clock.now_ms())
     job = jobs_repo.get_job(session, name, for_update=True)
     if job is None:
         raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
-    table = _lock_table_for_commit(session, ctx, table_name, create=False,
-                                   now_ms=ctx.clock.now_ms())
+    table = _lock_table_for_commit(session, ctx, table_name, table_id)
     edges = jobs_repo.edge_rows(session, name)
     sinks = [t for role, t in edges if role == "sink"]
     has_sources = any(role == "source" for role, _ in edges)
