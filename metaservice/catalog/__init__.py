@@ -6,7 +6,7 @@ By concept, each with its routes (HTTP only) and its rules:
 - tables (list, load, create, register, drop, rename): ``table_endpoints.py``, ``tables.py``;
 - commits: ``commit_endpoints.py``, ``commits.py`` (staging with pyiceberg, the pointer swap),
   ``commit_rules.py`` (the trust rules, and the barrier, expiration and rollback services a
-  commit completes), ``changes.py`` (pure: what a commit changes);
+  commit completes), ``changes.py`` (pure: the staged commit and what it changes);
 - Iceberg views: ``sql_view_endpoints.py``, ``sql_view_service.py``, ``sql_views.py`` (pure),
   ``sql_view_repository.py``;
 - consistent warehouses and their read sessions: ``read_session_endpoints.py``,

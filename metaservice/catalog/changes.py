@@ -1,4 +1,6 @@
-"""What a commit changes, as far as MetaService's rules care (pure code over table metadata).
+"""A commit staged for the rules (``StagedCommit``: the metadata before and after, the file
+written), and what it changes, as far as MetaService's rules care (pure code over table
+metadata).
 
 A commit's effect is read from the metadata before and after pyiceberg applied its updates, not
 from the updates themselves, so every way of reaching a state (an ``add-snapshot`` and a
@@ -13,9 +15,26 @@ from dataclasses import dataclass, field
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
 
+from metaservice.names import TableName
+
 JOB_PROPERTY = "metaservice.job"
 BARRIER_PROPERTY = "metaservice.barrier"
 REPLACE = "replace"
+
+
+@dataclass
+class StagedCommit:
+    name: TableName
+    base: TableMetadata | None
+    base_version: int | None
+    metadata: TableMetadata
+    metadata_location: str
+    changed: bool
+    # The locations the table claims after the commit, when it creates the table or claims
+    # one it did not (set-location, a write.*.path property); None otherwise.
+    claims: list[str] | None = None
+    # Cut files of the snapshots the commit removed: deleted once it committed.
+    removed_cut_files: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

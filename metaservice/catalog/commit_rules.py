@@ -9,7 +9,7 @@ expiration services a commit reports to.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
@@ -20,7 +20,7 @@ from metaservice.auth.policy import Role
 from metaservice.auth.service import Principal
 from metaservice.barriers import service as barriers_service
 from metaservice.catalog import repository as repo
-from metaservice.catalog.changes import CommitChanges
+from metaservice.catalog.changes import CommitChanges, StagedCommit
 from metaservice.catalog.errors import (
     HEAD_NOT_FORWARD,
     BadRequestError,
@@ -34,9 +34,6 @@ from metaservice.names import TableName
 from metaservice.retention.expirations import service as expirations_service
 from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
-
-if TYPE_CHECKING:
-    from metaservice.catalog.commits import StagedCommit
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from pyiceberg.catalog import MetastoreCatalog
 from pyiceberg.exceptions import CommitFailedException
@@ -35,7 +34,7 @@ from sqlalchemy.orm import Session
 from metaservice.auth.service import Principal
 from metaservice.catalog import idempotency, validation
 from metaservice.catalog import repository as repo
-from metaservice.catalog.changes import commit_changes
+from metaservice.catalog.changes import StagedCommit, commit_changes
 from metaservice.catalog.claims import claim_table_locations
 from metaservice.catalog.commit_rules import apply_rules
 from metaservice.catalog.errors import (
@@ -56,21 +55,6 @@ from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class StagedCommit:
-    name: TableName
-    base: TableMetadata | None
-    base_version: int | None
-    metadata: TableMetadata
-    metadata_location: str
-    changed: bool
-    # The locations the table claims after the commit, when it creates the table or claims
-    # one it did not (set-location, a write.*.path property); None otherwise.
-    claims: list[str] | None = None
-    # Cut files of the snapshots the commit removed: deleted once it committed.
-    removed_cut_files: list[str] = field(default_factory=list)
 
 
 # Exceptions pyiceberg raises while it applies a client's updates to metadata: each is the
