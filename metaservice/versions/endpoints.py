@@ -30,7 +30,8 @@ def get_version(consistency: Consistency, catalog: CatalogPath, database: Databa
                         snapshot_id=version.snapshot_id,
                         snapshot_barrier=version.snapshot_barrier)
     if version.held_back_by:
-        answer.held_back_by = [TableHoldOut(**h.details()) for h in version.held_back_by]
+        answer.held_back_by = [TableHoldOut.model_validate(h.details())
+                               for h in version.held_back_by]
     return answer
 
 
