@@ -110,6 +110,27 @@ def tables_holding_back(component: Iterable[TableState]) -> list[TableState]:
     return [t for t in states if t.latest == least]
 
 
+def tables_holding_cut(exactness: Exactness, component: Iterable[TableState],
+                       cut: StrongCut) -> list[TableState]:
+    """The catching-up tables that hold a component's strong cut ``cut`` (its
+    :func:`compute_strong_cut`) back: the cut is pinned at a catching-up floor while the
+    caught-up tables alone are exact together at a greater barrier. Empty when nothing is held
+    — the tables have rejoined, no cut is served at all (see :func:`tables_holding_back`), or
+    the caught-up tables would serve no more than the cut anyway. Every catching-up table of
+    the component is named: the cut moves on only once all of them have rejoined. Sorted by
+    name."""
+    if cut.rejoined or cut.barrier is None:
+        return []
+    states = sorted(component, key=lambda t: t.name)
+    caught = [t for t in states if not t.catching_up and t.latest is not None]
+    if not caught:
+        return []
+    free = exactness.greatest_common((t.name for t in caught), _least_latest(caught))
+    if free is None or free <= cut.barrier:
+        return []
+    return [t for t in states if t.catching_up]
+
+
 def tables_behind(requested: Iterable[TableState], barrier: int) -> list[str]:
     """The tables whose ``latest`` is below ``barrier`` (an explicit barrier is not complete)."""
     return sorted(t.name for t in requested if t.latest is None or t.latest < barrier)

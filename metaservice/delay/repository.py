@@ -22,10 +22,11 @@ class TableLatest:
     name: str
     latest_barrier: int | None
     latest_committed_at: int | None
+    catching_up: bool = False
 
 
 _TABLES = select(TableRow.id, TableRow.catalog, TableRow.database, TableRow.name,
-                 TableRow.latest_barrier, TableRow.latest_committed_at)
+                 TableRow.latest_barrier, TableRow.latest_committed_at, TableRow.catching_up)
 
 
 class _TableRow(NamedTuple):
@@ -35,11 +36,13 @@ class _TableRow(NamedTuple):
     name: str
     latest_barrier: int | None
     latest_committed_at: int | None
+    catching_up: bool
 
 
 def _table_latest(rows: Result[*tuple[Any, ...]]) -> list[TableLatest]:
     return [TableLatest(r.id, f"{r.catalog}.{r.database}.{r.name}", r.latest_barrier,
-                        r.latest_committed_at) for r in named_rows(rows, _TableRow)]
+                        r.latest_committed_at, bool(r.catching_up))
+            for r in named_rows(rows, _TableRow)]
 
 
 def all_tables(session: Session) -> list[TableLatest]:

@@ -2,6 +2,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from metaservice.versions.schemas import TableHoldOut
+
+HELD_BACK_BY = ("the catching-up tables (with their writers, and since when) that hold the strong "
+                "cut of this table's pipeline at their floor although its other tables are exact "
+                "together at a newer barrier; empty when nothing holds it")
+
 
 class PercentilesOut(BaseModel):
     """Nearest-rank percentiles (observed values) over the window, in milliseconds."""
@@ -32,6 +38,7 @@ class TableDelayOut(BaseModel):
     lag_ms: int | None = Field(description="now − latest(T)")
     writer_job: str | None
     bottleneck_job: str | None
+    held_back_by: list[TableHoldOut] = Field(default_factory=list, description=HELD_BACK_BY)
     end_to_end_latency_ms: PercentilesOut = Field(description="committed_at − barrier")
 
 
@@ -69,4 +76,5 @@ class TableDelayDetailOut(BaseModel):
     root: RootOut | None
     bottleneck: JobDelayOut | None
     upstream_jobs: list[JobDelayOut] = Field(description="worst first")
+    held_back_by: list[TableHoldOut] = Field(default_factory=list, description=HELD_BACK_BY)
     end_to_end_latency_ms: PercentilesOut

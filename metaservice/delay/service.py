@@ -14,6 +14,7 @@ from metaservice.core.delay_formulas import JobDelayInput, Percentiles
 from metaservice.core.graph import Topology
 from metaservice.delay import repository as delay_repo
 from metaservice.names import TableName
+from metaservice.versions import service as versions
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 
@@ -79,6 +80,10 @@ def _writer_inputs(topology: Topology) -> dict[str, JobDelayInput]:
     return writer_of
 
 
+def _held_back_by(holds: tuple[versions.TableHold, ...]) -> list[dict[str, Any]]:
+    return [h.details() for h in holds]
+
+
 def _window_start(now: int, window_seconds: float) -> int:
     return now - int(window_seconds * 1000)
 
@@ -98,12 +103,15 @@ def overview(session: Session, ctx: ServiceContext, window_seconds: float) -> di
     bottlenecks = formulas.bottlenecks_by_table(
         names, writer_of, figures.local_lag, {j: figures.recent_hop(j) for j in topology.jobs},
         figures.stalled)
+    # Only the components with a catching-up table can have their strong cut held.
+    holds = versions.cut_holds(session, ctx, [t.name for t in tables if t.catching_up])
     table_out = [
         dict(table=t.name, latest_barrier=t.latest_barrier,
              latest_committed_at=t.latest_committed_at,
              lag_ms=formulas.table_lag(now, t.latest_barrier),
              writer_job=writer_of[t.name].job if t.name in writer_of else None,
              bottleneck_job=bottlenecks.get(t.name),
+             held_back_by=_held_back_by(holds.get(t.name, ())),
              end_to_end_latency_ms=_percentiles_out(samples.get(t.id)))
         for t in sorted(tables, key=lambda t: t.name)
     ]
@@ -144,4 +152,6 @@ def table_delay(session: Session, ctx: ServiceContext, name: TableName,
               if decomposition.root else None),
         bottleneck=figures.out(ranked[0]) if ranked else None,
         upstream_jobs=[figures.out(j) for j in ranked],
+        held_back_by=_held_back_by(versions.cut_holds(session, ctx, [qualified]).get(
+            qualified, ())),
         end_to_end_latency_ms=_percentiles_out(e2e))

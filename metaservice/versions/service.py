@@ -9,8 +9,8 @@ floors (``versions/catching_up.py``).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 
 from sqlalchemy.orm import Session
 
@@ -24,6 +24,7 @@ from metaservice.core.cuts import (
     compute_weak_cut,
     tables_behind,
     tables_holding_back,
+    tables_holding_cut,
     tables_not_exact,
 )
 from metaservice.core.exactness import Exactness
@@ -35,11 +36,31 @@ from metaservice.tables import repository as tables_repo
 
 
 @dataclass(frozen=True)
+class TableHold:
+    """A table that keeps its component's strong cut back, and the job that writes it.
+
+    ``writer_started_at`` (ms since the epoch) is when that job started: for a table that
+    joined with its new writer, since when the cut has been held."""
+
+    table: str
+    latest_barrier: int | None
+    catching_up: bool
+    catch_up_floor: int | None
+    writer_job: str | None
+    writer_started_at: int | None
+
+    def details(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Version:
     table: str
     barrier: int  # the cut
     snapshot_id: int
     snapshot_barrier: int  # the barrier the snapshot completed (≤ the cut)
+    # Strong answers only: the catching-up tables pinning the component's cut at their floor.
+    held_back_by: tuple[TableHold, ...] = ()
 
 
 def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
@@ -52,6 +73,7 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
     exactness = Exactness(history)
     states = {n: history.table_state(n) for n in names}
     unknown = [n for n in names if states[n].latest is None]
+    holds: dict[str, tuple[TableHold, ...]] = {}
     if barrier is not None:
         behind = tables_behind(states.values(), barrier)
         if behind:
@@ -74,12 +96,19 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
         cuts = {n: barrier for n in names}
     else:
         if unknown:
+            # A new sink of a running job names that job, and since when it has not committed.
+            written = _holds(history, (states[n] for n in unknown
+                                       if history.topology.writer(n) is not None))
+            message = f"no completed barrier yet for {', '.join(unknown)}"
+            if not written:
+                raise errors.NoVersionError(message, tables=unknown)
             raise errors.NoVersionError(
-                f"no completed barrier yet for {', '.join(unknown)}", tables=unknown)
+                f"{message}: " + "; ".join(_reason(ctx, h) for h in written),
+                tables=unknown, holding_back=[h.details() for h in written])
         if consistency == Consistency.weak:
             cuts = _weak_cuts(history, exactness, names, states)
         else:
-            cuts = _strong_cuts(ctx, history, exactness, names)
+            cuts, holds = _strong_cuts(ctx, history, exactness, names)
     snaps = history_repo.snaps(session, {found[n].id: cuts[n] for n in names})
     result: dict[str, Version] = {}
     missing: list[str] = []
@@ -91,7 +120,8 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
             continue
         if snap.approved_for_expiration:
             expired.append({"table": name, "snapshot_id": snap.snapshot_id})
-        result[name] = Version(name, cuts[name], snap.snapshot_id, snap.barrier)
+        result[name] = Version(name, cuts[name], snap.snapshot_id, snap.barrier,
+                               holds.get(name, ()))
     if missing:
         raise errors.NoVersionError(
             f"no snapshot at or before the cut for {', '.join(missing)}",
@@ -125,11 +155,14 @@ def component_cut(history: DatabaseHistory, exactness: Exactness,
 
 
 def _strong_cuts(ctx: ServiceContext, history: DatabaseHistory, exactness: Exactness,
-                 names: list[str]) -> dict[str, int]:
+                 names: list[str]) -> tuple[dict[str, int], dict[str, tuple[TableHold, ...]]]:
+    """The strong cut of every requested table, and what holds it (only the tables whose
+    component's cut a catching-up table holds)."""
     components = {history.topology.component(n) for n in names}
     history.load(set().union(*components))
     quick = _cuts_at_least_latest(history, components)
     cuts: dict[str, int] = {}
+    holds: dict[str, tuple[TableHold, ...]] = {}
     catching: list[str] = []
     unaligned: list[str] = []
     holding_back: list[TableState] = []
@@ -143,49 +176,90 @@ def _strong_cuts(ctx: ServiceContext, history: DatabaseHistory, exactness: Exact
             unaligned += [n for n in members if n not in behind]
             holding_back += tables_holding_back(history.table_state(n) for n in component)
             continue
+        held = _holds(history, tables_holding_cut(
+            exactness, (history.table_state(n) for n in component), cut))
         for n in members:
             cuts[n] = cut.barrier
+            if held:
+                holds[n] = held
     if catching:
+        behind_holds = _holds(history, (history.table_state(n) for n in sorted(catching)))
         raise errors.CatchingUpError(
-            f"{', '.join(sorted(catching))} joined a pipeline behind its strong cut and is "
-            "catching up", tables=sorted(catching))
+            f"{', '.join(sorted(catching))} joined a pipeline behind its strong cut and "
+            f"{'is' if len(catching) == 1 else 'are'} catching up: "
+            + "; ".join(_reason(ctx, h) for h in behind_holds),
+            tables=sorted(catching), holding_back=[h.details() for h in behind_holds])
     if unaligned:
-        held = [_holding_back(ctx, history, t) for t in holding_back]
+        held_back = _holds(history, holding_back)
         raise errors.NoVersionError(
             f"no barrier yet at which every table of the pipeline of {', '.join(unaligned)} "
-            "is exact: " + "; ".join(reason for reason, _ in held),
-            tables=sorted(unaligned), holding_back=[detail for _, detail in held])
-    return cuts
+            "is exact: " + "; ".join(_reason(ctx, h) for h in held_back),
+            tables=sorted(unaligned), holding_back=[h.details() for h in held_back])
+    return cuts, holds
 
 
-def _holding_back(ctx: ServiceContext, history: DatabaseHistory,
-                  state: TableState) -> tuple[str, dict[str, object]]:
-    """Why ``state`` keeps its component from a strong cut, said of that table and its writer
-    (the job that has not produced, and since when), and the same as the error's details."""
-    if state.latest is None:
-        what = f"{state.name} has no barrier yet"
-    elif state.catching_up:
-        what = f"{state.name} is catching up (latest barrier {state.latest})"
+def cut_holds(session: Session, ctx: ServiceContext,
+              tables: Iterable[str]) -> dict[str, tuple[TableHold, ...]]:
+    """For every table of the components of ``tables`` whose strong cut a catching-up table
+    holds (see :func:`~metaservice.core.cuts.tables_holding_cut`), what holds it; other tables
+    are absent. The catching-up tables themselves are listed too: their component's cut is
+    held. Reads nothing more for components with no catching-up table."""
+    names = list(tables)
+    if not names:
+        return {}
+    topology = ctx.topology_cache.get(session)
+    history = DatabaseHistory(session, topology)
+    components = {topology.component(t) for t in names}
+    history.load(set().union(*components))
+    exactness = Exactness(history)
+    found: dict[str, tuple[TableHold, ...]] = {}
+    for component in components:
+        states = [history.table_state(n) for n in sorted(component)]
+        if not any(t.catching_up for t in states):
+            continue
+        cut = compute_strong_cut(exactness, states)
+        held = _holds(history, tables_holding_cut(exactness, states, cut))
+        if held:
+            found |= dict.fromkeys(component, held)
+    return found
+
+
+def _holds(history: DatabaseHistory, states: Iterable[TableState]) -> tuple[TableHold, ...]:
+    """Each table of ``states`` with its writer (the running job writing it, if any) and since
+    when that job has been running."""
+    found: list[TableHold] = []
+    for state in states:
+        writer = history.topology.writer(state.name)
+        since = None
+        if writer is not None:
+            job = jobs_repo.get_job(history.session, writer.job)
+            if job is None:
+                raise errors.UnknownJobError(f"unknown job {writer.job!r}", job=writer.job)
+            since = job.started_at
+        found.append(TableHold(state.name, state.latest, state.catching_up, state.catch_up_floor,
+                               None if writer is None else writer.job, since))
+    return tuple(found)
+
+
+def _reason(ctx: ServiceContext, hold: TableHold) -> str:
+    """Why ``hold``'s table keeps its component's strong cut back, said of that table and its
+    writer (the job that has not produced, and since when)."""
+    if hold.latest_barrier is None:
+        what = f"{hold.table} has no barrier yet"
+    elif hold.catching_up:
+        what = f"{hold.table} is catching up (latest barrier {hold.latest_barrier})"
     else:
-        what = f"{state.name} is the furthest behind (latest barrier {state.latest})"
-    writer = history.topology.writer(state.name)
-    since = None
-    if writer is None:
+        what = f"{hold.table} is the furthest behind (latest barrier {hold.latest_barrier})"
+    since = hold.writer_started_at
+    if hold.writer_job is None:
         who = "it is a root table (ingestion reports its barriers)"
     else:
-        job = jobs_repo.get_job(history.session, writer.job)
-        if job is None:
-            raise errors.UnknownJobError(f"unknown job {writer.job!r}", job=writer.job)
-        since = job.started_at
-        who = f"its writer, job {writer.job}, has been running since {_utc(since)}"
+        who = f"its writer, job {hold.writer_job}, has been running since {_utc(since)}"
         if since is not None:
             who += f" ({_duration(ctx.clock.now_ms() - since)})"
-        if state.latest is None:
+        if hold.latest_barrier is None:
             who += " without committing a barrier"
-    return f"{what}; {who}", {"table": state.name, "latest_barrier": state.latest,
-                              "catching_up": state.catching_up,
-                              "writer_job": None if writer is None else writer.job,
-                              "writer_started_at": since}
+    return f"{what}; {who}"
 
 
 def _utc(ms: int | None) -> str:

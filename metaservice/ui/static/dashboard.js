@@ -163,6 +163,30 @@
     return "lag-bad";
   }
 
+  // What holds a table's strong cut (GET /delay's held_back_by): the catching-up table, the job
+  // writing it and for how long, as "held by job B (lake.db.t2) for 5.0 min".
+  function fmtHold(hold, now) {
+    const who = hold.writer_job ? `job ${hold.writer_job} (${hold.table})` : hold.table;
+    const since = hold.writer_started_at;
+    return `held by ${who}` +
+      (since !== null && since !== undefined && now ? ` for ${fmtDuration(now - since)}` : "");
+  }
+
+  function fmtHolds(holds, now) {
+    return holds.map((h) => fmtHold(h, now)).join("; ") +
+      ` at barrier ${fmtBarrier(holds[0].catch_up_floor)}`;
+  }
+
+  // The badge beside a table whose strong cut is held, or nothing.
+  function heldBadges(holds, now) {
+    if (!holds || !holds.length) return [];
+    return [" ", el("span", { class: "badge bad held",
+                              "data-held-by": holds.map((h) => h.table).join(" "),
+                              title: "strong reads of this pipeline stay at that barrier until " +
+                                "every catching-up table has caught up" },
+                    "strong cut " + fmtHolds(holds, now))];
+  }
+
   function tablePath(name) {
     return name.split(".").map(encodeURIComponent).join("/");
   }
@@ -516,7 +540,7 @@
       const clock = t.latest_barrier === null || isWallClock(t.latest_barrier);
       const row = el("tr", { "data-id": "table:" + t.table, "data-table": t.table,
                              "data-lag-class": lagClass(tableLag(t)) },
-        el("td", { class: "name" }, wrappable(t.table)),
+        el("td", { class: "name" }, wrappable(t.table), ...heldBadges(t.held_back_by, delay.now)),
         el("td", { class: lagClass(tableLag(t)) + (clock ? "" : " not-a-time"),
                    title: clock ? null : `latest barrier ${t.latest_barrier} is not a ` +
                      "wall-clock time (milliseconds since 1970), so it has no lag" },
@@ -640,6 +664,9 @@
         ["bottleneck", detail.bottleneck ? `${detail.bottleneck.job} (local lag ` +
           `${fmtDuration(detail.bottleneck.local_lag_ms)})` : "—"],
         ["end-to-end p50/p95/p99", clock ? fmtPercentiles(detail.end_to_end_latency_ms) : "—"],
+        ["strong cut", detail.held_back_by && detail.held_back_by.length
+          ? el("span", { class: "held" }, breakable(fmtHolds(detail.held_back_by, detail.now)))
+          : "not held"],
       ]));
       const hops = detail.path.map((h) => [breakable(h.job), breakable(`${h.source} → ${h.sink}`),
                                            fmtDuration(h.lag_ms),

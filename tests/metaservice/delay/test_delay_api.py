@@ -129,3 +129,31 @@ def test_answers_match_their_documented_models(client: httpx.Client, clock: Manu
     for table in ("r", "t1", "t2"):
         TableDelayDetailOut.model_validate(_ok(client.get(f"/delay/lake/db/{table}")),
                                            strict=True)
+
+
+def test_delay_names_the_job_and_table_holding_a_strong_cut(client: httpx.Client,
+                                                            clock: ManualClock) -> None:
+    """r → A → t1, then B (t1 → t2) started and never committed while A completed five more
+    barriers: every table of the pipeline names t2 and B as what holds its strong cut."""
+    from metaservice.delay.schemas import DelayOut, TableDelayDetailOut
+    from tests.metaservice.versions.test_held_cut import (
+        HOLD,
+        a_completes_five_more,
+        start_b_beside_a,
+    )
+
+    start_b_beside_a(client, clock)
+    a_completes_five_more(client, clock)
+    overview = _ok(client.get("/delay"))
+    DelayOut.model_validate(overview, strict=True)
+    assert {t["table"]: t["held_back_by"] for t in overview["tables"]} == {
+        "lake.db.r": [HOLD], "lake.db.t1": [HOLD], "lake.db.t2": [HOLD]}
+    for table in ("r", "t1", "t2"):
+        detail = _ok(client.get(f"/delay/lake/db/{table}"))
+        TableDelayDetailOut.model_validate(detail, strict=True)
+        assert detail["held_back_by"] == [HOLD]
+
+    _ok(client.post("/unregister/B"))
+    assert {t["table"]: t["held_back_by"] for t in _ok(client.get("/delay"))["tables"]} == {
+        "lake.db.r": [], "lake.db.t1": [], "lake.db.t2": []}
+    assert _ok(client.get("/delay/lake/db/t1"))["held_back_by"] == []

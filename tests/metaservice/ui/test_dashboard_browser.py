@@ -405,3 +405,26 @@ def test_answers_are_parsed_losslessly(browser: Any, client: httpx.Client) -> No
         parsed = browser.execute_script(
             f"return window.metaservice.{parser}(arguments[0]);", text)
         assert parsed == expected, parser
+
+
+def test_a_held_strong_cut_names_the_job_and_table_holding_it(
+        browser: Any, client: httpx.Client, clock: ManualClock) -> None:
+    """r → A → t1, then B (t1 → t2) started five minutes ago and never committed while A
+    completed five more barriers: every table of the pipeline wears the badge."""
+    from tests.metaservice.versions.test_held_cut import a_completes_five_more, start_b_beside_a
+
+    start_b_beside_a(client, clock)
+    a_completes_five_more(client, clock)
+    browser.get(f"{client.base_url}/ui")
+    _wait(browser, "return document.body.dataset.ready === 'true'")
+    badges = browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#tables tbody tr')]"
+        ".map(r => [r.dataset.table, r.querySelector('.held')?.textContent ?? null]));")
+    held = "strong cut held by job B (lake.db.t2) for 5.0 min at barrier 2026-11-18 11:06:41Z"
+    assert badges == {"lake.db.r": held, "lake.db.t1": held, "lake.db.t2": held}
+
+    browser.find_element("css selector", "#tables tr[data-table='lake.db.t1']").click()
+    details = _wait(browser, "const t = document.getElementById('details-body').textContent;"
+                             "return t.includes('strong cut') && t;")
+    assert "held by job B (lake.db.t2) for 5.0 min" in details
+    assert _console_errors(browser) == []

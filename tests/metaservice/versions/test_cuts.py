@@ -11,11 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metaservice.core.cuts import (
+    StrongCut,
     TableState,
     compute_strong_cut,
     compute_weak_cut,
     floors_after_join,
     tables_behind,
+    tables_holding_cut,
     tables_not_exact,
 )
 from metaservice.core.exactness import Exactness, MemoryHistory
@@ -176,3 +178,27 @@ def test_exactness_matches_the_reference(h: MemoryHistory, b: int) -> None:
 def test_greatest_common_matches_the_reference(h: MemoryHistory, tables: list[str],
                                                upper: int) -> None:
     assert Exactness(h).greatest_common(tables, upper) == ref_greatest_common(h, tables, upper)
+
+
+def test_a_cut_is_held_only_where_the_caught_up_tables_would_serve_more() -> None:
+    """r → A → t1 → B → t2, t2 joined at the floor 10 and has no barrier."""
+    h = MemoryHistory(completed={"r": {10: 1, 20: 2}, "t1": {10: 11}, "t2": {}},
+                      writers={"t1": frozenset({"r"}), "t2": frozenset({"t1"})})
+    e = Exactness(h)
+    r, t1 = TableState("r", 20), TableState("t1", 10)
+    t2 = TableState("t2", None, catching_up=True, catch_up_floor=10)
+    cut = compute_strong_cut(e, [r, t1, t2])
+    assert cut == StrongCut(10, rejoined=False)
+    # t1 has nothing after the floor: the cut would be 10 without t2 too.
+    assert tables_holding_cut(e, [r, t1, t2], cut) == []
+    # Rejoined, or no cut at all (no_version's holding_back says that): not a hold.
+    assert tables_holding_cut(e, [r, t1, t2], StrongCut(10, rejoined=True)) == []
+    assert tables_holding_cut(e, [r, t1, t2], StrongCut(None, rejoined=False)) == []
+
+    h = MemoryHistory(completed={"r": {10: 1, 20: 2}, "t1": {10: 11, 20: 12}, "t2": {}},
+                      writers=h.writers)
+    e = Exactness(h)
+    t1 = TableState("t1", 20)
+    cut = compute_strong_cut(e, [r, t1, t2])
+    assert cut == StrongCut(10, rejoined=False)
+    assert tables_holding_cut(e, [t2, t1, r], cut) == [t2]

@@ -35,7 +35,7 @@ def test_a_job_that_never_committed_is_named_with_its_start(client: httpx.Client
     assert error["details"]["tables"] == ["lake.db.t"]
     assert error["details"]["holding_back"] == [{
         "table": "lake.db.u", "latest_barrier": None, "catching_up": True,
-        "writer_job": "daily", "writer_started_at": T0}]
+        "catch_up_floor": None, "writer_job": "daily", "writer_started_at": T0}]
 
     post(client, "/unregister/daily")  # its edges leave the topology: t has a cut again
     assert client.get("/version/strong/lake/db/t").json()["barrier"] == T0 + 1000
