@@ -122,6 +122,8 @@ def tables_holding_cut(exactness: Exactness, component: Iterable[TableState],
     if cut.rejoined or cut.barrier is None:
         return []
     states = sorted(component, key=lambda t: t.name)
+    if not any(t.catching_up for t in states):  # the common case: nothing can hold it
+        return []
     caught = [t for t in states if not t.catching_up and t.latest is not None]
     if not caught:
         return []
