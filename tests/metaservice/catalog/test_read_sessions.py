@@ -252,6 +252,19 @@ def test_a_repeat_load_that_writes_nothing_still_needs_a_live_session_of_the_cal
     assert expired.status_code == 404 and "expired or does not exist" in expired.text
 
 
+def test_a_path_whose_prefix_names_no_session_is_not_a_session_route(
+        catalog: RestCatalog, client: httpx.Client) -> None:
+    """Read sessions' routes come first, but take only prefixes that can name a session: a
+    namespace called ``namespaces`` is still the head's."""
+    catalog.create_namespace("namespaces")
+    catalog.create_table("namespaces.tables", schema=SCHEMA)
+    assert client.get("/iceberg/v1/namespaces/namespaces").status_code == 200
+    loaded = client.get("/iceberg/v1/namespaces/namespaces/tables/tables")
+    assert loaded.status_code == 200, loaded.text
+    assert "metaservice.barrier" not in loaded.json()["metadata"]["properties"]
+    assert client.get("/iceberg/v1/nosession/namespaces").status_code == 404
+
+
 def test_bad_warehouses_and_tables_without_a_version(
         catalog: RestCatalog, client: httpx.Client, server: ServerThread) -> None:
     for warehouse in ("other", "lake@weak", "lake@barrier=-1", "lake@barrier=x", "other@strong",
