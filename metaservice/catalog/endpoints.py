@@ -57,8 +57,8 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
     app.state.metrics.registry.register(
         MetadataCacheCollector(app.state.catalog.warehouse.metadata_cache))
     render_errors_under(app, PREFIX, iceberg_error_response, IcebergError, ValidationError)
-    for router in (namespace_endpoints.router, table_endpoints.router, commit_endpoints.router,
-                   sql_view_router, read_session_endpoints.router):
+    for router in (read_session_endpoints.router, namespace_endpoints.router,
+                   table_endpoints.router, commit_endpoints.router, sql_view_router):
         app.include_router(router)
 
     def fill_identities() -> None:

@@ -2,15 +2,22 @@
 ``/iceberg/v1/{prefix}``: the same reads as at the head, under a session's prefix, with tables
 served at the session's cut; every write is refused.
 
-``router`` is included after every other catalog router: its catch-all would otherwise take
-``POST /iceberg/v1/tables/rename`` and ``POST /iceberg/v1/views/rename``.
+``router`` is included before every other catalog router. Routes are matched one after the
+other in the order they were included, so a session's table load is not tried against every
+route of the head first; and the prefix is a path parameter that matches only a session's
+prefix (``session-…``, ``view-…``), so that no route here, the refusal of writes (a
+catch-all) included, takes one of the head's paths (``POST /iceberg/v1/tables/rename``, a
+namespace named ``namespaces``). A path whose prefix cannot name a session matches no route
+(404).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
+from starlette.convertors import Convertor, register_url_convertor
 
 from metaservice.catalog import read_sessions, tables
 from metaservice.catalog.errors import ForbiddenError
@@ -30,7 +37,23 @@ from metaservice.catalog.table_endpoints import (
 )
 from metaservice.deps import Context, DatabaseDep, ReadSession
 
-router = APIRouter(prefix=PREFIX + "/v1/{prefix}", tags=["iceberg"],
+
+class SessionPrefixConvertor(Convertor[str]):
+    """A path segment that can name a read session: ``session-<id>`` or ``view-<id>``."""
+
+    regex = "(?:" + "|".join(re.escape(p) for p in (read_sessions.PREFIX,
+                                                     *read_sessions.LEGACY_PREFIXES)) + ")[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("read_session", SessionPrefixConvertor())
+
+router = APIRouter(prefix=PREFIX + "/v1/{prefix:read_session}", tags=["iceberg"],
                    responses=ICEBERG_ERROR_RESPONSES)
 
 

@@ -10,15 +10,18 @@
   joins the pipeline's tables at one barrier. A table that is not exact there (the pipeline
   changed since) is refused with SPEC §4's errors; a new session sees the new pipeline.
 - Each table is fixed at its first load and served at that snapshot ever after; the snapshot
-  joins the session's lease, and every load runs the lease's term again (to the second: a
-  load within a second of the last renewal writes nothing). An expired session is gone (404):
-  its snapshots may have been expired meanwhile.
+  joins the session's lease. A load renews the session's term once a tenth of it has passed
+  since the last renewal, and a renewal grants the term and that tenth
+  (``renewal_due``, ``renewed_until``): the session lasts at least its term after its last
+  use (SPEC §12), at most a tenth more, and a session's loads write at most once per tenth of
+  its term. An expired session is gone (404): its snapshots may have been expired meanwhile.
 - A principal holds at most ``METASERVICE_MAX_READ_SESSIONS`` live sessions; one more is refused
   (429 ``too_many_read_sessions``). A prefix that names no live session of the caller is 404 on
   every route.
 - A session's loads that fix a cut are serialised on its row, so two tables of one pipeline
   loaded at once (engines load in parallel) cannot get two cuts. A table's cut never changes
-  once fixed, so a load of a fixed table takes no lock.
+  once fixed, so a load of a fixed table takes no lock; one whose session is not due a renewal
+  is one read statement (``fixed_cut``) and writes nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from metaservice.auth.service import Principal
@@ -50,8 +54,19 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "session-"
 LEGACY_PREFIXES = ("view-",)  # answered to sessions opened before they were named sessions
-_RENEWAL_STEP_MS = 1_000  # a session's term is run again at most once per second (half a
-                          # term, for terms of two seconds or less)
+RENEWAL_FRACTION = 10  # a load renews a session once a tenth of its term passed since the last
+
+
+def renewal_due(expires_at: int, ttl_ms: int, now_ms: int) -> bool:
+    """Whether a load at ``now_ms`` renews the session: it would last less than its term
+    after this use, i.e. a tenth of the term has passed since the last renewal."""
+    return expires_at < now_ms + ttl_ms
+
+
+def renewed_until(ttl_ms: int, now_ms: int) -> int:
+    """A renewal's expiry: the term from now, and a tenth of it, so that the loads of the next
+    tenth write nothing and the session still lasts its term after each of them."""
+    return now_ms + ttl_ms + ttl_ms // RENEWAL_FRACTION
 
 
 @dataclass(frozen=True)
@@ -106,9 +121,10 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
         read_session, lease = _live_session(session, ctx, prefix, principal, lock=True)
         cuts = repo.read_session_cuts(session, read_session.id)  # as of the lock
         fixed = cuts.get(str(name))
-    step = min(_RENEWAL_STEP_MS, lease.ttl_ms // 2)
-    if (lease.expires_at < ctx.clock.now_ms() + lease.ttl_ms - step
-            and not leases_service.extend_live(session, ctx, lease)):
+    now = ctx.clock.now_ms()
+    if (renewal_due(lease.expires_at, lease.ttl_ms, now)
+            and not leases_service.extend_live(session, ctx, lease,
+                                               renewed_until(lease.ttl_ms, now))):
         raise _gone(prefix)  # released or expired since it was read
     if fixed is not None:
         return Cut(kind, fixed[1], fixed[2])
@@ -125,13 +141,36 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
         version = versions.resolve(session, ctx, [name], Consistency.strong)[str(name)]
     else:
         version = versions.resolve(session, ctx, [name], None, barrier)[str(name)]
-    leases_service.hold_more(session, ctx, lease, [(str(name), row.id, version.snapshot_id)])
+    leases_service.hold_more(session, ctx, lease, [(str(name), row.id, version.snapshot_id)],
+                             until_ms=renewed_until(lease.ttl_ms, ctx.clock.now_ms()))
     repo.add_read_session_cut(session, read_session.id, row.id, version.barrier,
                               version.snapshot_id)
     logger.info("catalog_read_session_cut", extra={
         "session_id": read_session.id, "table": str(name), "barrier": version.barrier,
         "snapshot_id": version.snapshot_id})
     return Cut(kind, version.barrier, version.snapshot_id)
+
+
+def fixed_cut(session: Session | Connection, ctx: ServiceContext, prefix: str, name: TableName,
+              principal: Principal) -> tuple[Cut, str] | None:
+    """A repeat load's cut, read without a lock by one statement that writes nothing: the cut
+    the session named by ``prefix`` fixed for ``name``, and the table's current metadata file.
+    None whenever :func:`cut_for` has more to do or to say: no such session, expired, another
+    token's, due a renewal; the table not cut in the session yet, or without a pointer.
+
+    A cut never changes once fixed and its snapshot stays leased while the session lives, so
+    what this reads in one statement is what ``cut_for`` would answer.
+    """
+    session_id = _session_id(prefix) if "\x00" not in prefix else None
+    if not session_id:
+        return None
+    found = repo.fixed_cut(session, session_id, name)
+    if (found is None or found.snapshot_id is None or found.barrier is None
+            or found.head_location is None
+            or renewal_due(found.expires_at, found.ttl_ms, ctx.clock.now_ms())
+            or not leases_service.may_see(found.principal, principal)):
+        return None
+    return Cut(CutKind(found.kind), found.barrier, found.snapshot_id), found.head_location
 
 
 def ensure_live(session: Session, ctx: ServiceContext, prefix: str,

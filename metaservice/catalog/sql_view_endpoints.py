@@ -6,8 +6,9 @@ Under a read session's prefix (``/iceberg/v1/session-<id>/…``, SPEC §12) a vi
 and probed as at the head: its SQL then reads the session's tables at the session's cut; every
 change there is refused as any other (``read_session_endpoints.write_in_session``).
 
-``sql_view_router`` is included before the read sessions' routes, whose catch-all would
-otherwise take ``POST /iceberg/v1/views/rename``.
+The read session routes are included before ``sql_view_router``; their catch-all (the refusal
+of writes) matches only a session's prefix, so it takes no route of the head, and a session's
+view routes here are tried before that catch-all only for the methods they have.
 """
 
 from __future__ import annotations

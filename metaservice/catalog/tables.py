@@ -17,6 +17,7 @@ from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.table import TableProperties
 from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from metaservice import errors as domain_errors
@@ -116,7 +117,7 @@ def _pointer(session: Session, namespace: str, table: str) -> IcebergTableRow:
     return pointer
 
 
-def _metadata_location(session: Session, namespace: str, table: str) -> str:
+def _metadata_location(session: Session | Connection, namespace: str, table: str) -> str:
     """The metadata file the table's pointer names (``_pointer``, reading only that)."""
     location = repo.pointer_location(session, namespace, table)
     if location is None:
@@ -149,8 +150,8 @@ def load_table(database: Database, catalog: CatalogSite, levels: Sequence[str], 
     ``if_none_match`` names it: the pointer lookup, then (once the file is cached) its
     JSON."""
     namespace = existing_table_namespace(levels, table)
-    with database.transaction(write=False) as session:
-        location = _metadata_location(session, namespace, table)
+    with database.reading() as connection:
+        location = _metadata_location(connection, namespace, table)
     tag = etag(location, snapshots)
     if etag_matches(if_none_match, tag):
         return NotModified(tag)
@@ -163,10 +164,25 @@ def load_table_in_session(database: Database, ctx: ServiceContext, catalog: Cata
     """The table as the read session ``prefix`` serves it: the table at the session's cut
     (SPEC §12). The cut is fixed in one transaction, the files are read and written outside
     any, and the cut file is recorded in a second one before it is written. A cut this process
-    served before is answered from its cut file's cached JSON."""
+    served before is answered from its cut file's cached JSON.
+
+    A repeat load (the table's cut fixed, the session not due a renewal) whose cut file this
+    process cached is one read statement (``read_sessions.fixed_cut``) and those bytes. It
+    needs not check the file's row: the JSON is cached only once the file is written, after
+    its row committed, and the row goes only with its snapshot, which the live session's lease
+    keeps, or with the table, whose end takes the session's cut with it."""
     namespace = existing_table_namespace(levels, table)
     name = table_name(catalog, namespace, table)
     warehouse = catalog.warehouse
+    if snapshots == "all":
+        with database.reading() as connection:
+            fixed = read_sessions.fixed_cut(connection, ctx, prefix, name, principal)
+        remembered = None if fixed is None else warehouse.remembered_cut_location(
+            fixed[1], fixed[0].snapshot_id, fixed[0].barrier, fixed[0].kind)
+        if remembered is not None:
+            cached = warehouse.metadata_cache.get(remembered)
+            if cached is not None:
+                return LoadedTable(cached, remembered)
     with database.transaction(write=True) as session:
         _metadata_location(session, namespace, table)
         cut = read_sessions.cut_for(session, ctx, prefix, name, principal)

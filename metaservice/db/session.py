@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from metaservice.db.engine import WRITE
@@ -49,6 +49,14 @@ class Database:
             raise
         finally:
             session.close()
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A connection for the reads of a hot path (a table load): plain Core statements,
+        without an ORM session's per-statement work; its transaction is rolled back at the
+        end, so it can never write."""
+        with self.engine.connect() as connection:
+            yield connection
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -76,8 +76,12 @@ def sees_every_lease(principal: Principal) -> bool:
 
 
 def visible_to(row: LeaseRow, principal: Principal) -> bool:
-    return sees_every_lease(principal) or (
-        row.principal is not None and row.principal == principal.name)
+    return may_see(row.principal, principal)
+
+
+def may_see(owner: str | None, principal: Principal) -> bool:
+    """Whether ``principal`` sees a lease taken by ``owner`` (``LeaseRow.principal``)."""
+    return sees_every_lease(principal) or (owner is not None and owner == principal.name)
 
 
 def _grant(session: Session, ctx: ServiceContext, holder: str, ttl_seconds: float,
@@ -164,25 +168,28 @@ def renew_lease(session: Session, ctx: ServiceContext, lease_id: str,
 
 
 def hold_more(session: Session, ctx: ServiceContext, row: LeaseRow,
-              snapshots: Sequence[tuple[str, int, int]]) -> None:
+              snapshots: Sequence[tuple[str, int, int]], *, until_ms: int | None = None) -> None:
     """Add ``(table name, table_id, snapshot_id)`` to a live lease the caller has locked, and
-    run its term again from now. The caller holds the tables (``handout.hold``) since before it
-    chose the snapshots; one approved for expiration is refused (410)."""
+    run its term again from now (or to ``until_ms``, never earlier than that term). The caller
+    holds the tables (``handout.hold``) since before it chose the snapshots; one approved for
+    expiration is refused (410)."""
     handout.refuse_approved(session, snapshots)
     repo.add_snapshots(session, row.id, [(t, s) for _, t, s in snapshots])
-    keep_alive(ctx, row)
+    keep_alive(ctx, row, until_ms)
 
 
-def keep_alive(ctx: ServiceContext, row: LeaseRow) -> None:
-    """Run a live lease's original term again from now (the caller has locked it)."""
-    row.expires_at = ctx.clock.now_ms() + row.ttl_ms
+def keep_alive(ctx: ServiceContext, row: LeaseRow, until_ms: int | None = None) -> None:
+    """Run a live lease's original term again from now, or to ``until_ms`` if later (the
+    caller has locked it)."""
+    row.expires_at = max(ctx.clock.now_ms() + row.ttl_ms, until_ms or 0)
 
 
-def extend_live(session: Session, ctx: ServiceContext, row: LeaseRow) -> bool:
+def extend_live(session: Session, ctx: ServiceContext, row: LeaseRow,
+                until_ms: int | None = None) -> bool:
     """:func:`keep_alive` for a lease read without a lock: False when it was released or
     expired meanwhile (nothing is written then)."""
     now = ctx.clock.now_ms()
-    return repo.extend_if_live(session, row.id, now, now + row.ttl_ms)
+    return repo.extend_if_live(session, row.id, now, max(now + row.ttl_ms, until_ms or 0))
 
 
 def release_lease(session: Session, lease_id: str,

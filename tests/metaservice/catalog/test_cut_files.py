@@ -23,6 +23,7 @@ from tests.metaservice.catalog.pipeline import SCHEMA, FanOut
 from tests.metaservice.catalog.test_read_sessions import read_session, snapshot_at
 
 SESSION_MS = 3600 * 1000  # METASERVICE_READ_SESSION_SECONDS of the tests' settings
+LONGEST_MS = SESSION_MS + SESSION_MS // 10  # the longest a session lasts after its last use
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ def test_expiring_a_cut_snapshot_deletes_its_cut_file_once_no_session_holds_it(
     assert local(old.metadata_location).is_file() and local(new.metadata_location).is_file()
     assert set(recorded(database)) == {old.metadata_location, new.metadata_location}
 
-    clock.advance(200_000)  # the old session's term is over, the new one's is not
+    clock.advance(LONGEST_MS - SESSION_MS + 200_000)  # the old session is over, the new not
     with pytest.raises(BadRequestError, match="snapshot_protected"):
         expire(catalog, "db.orders", at_first, at_second)
     assert local(old.metadata_location).is_file()
@@ -168,7 +169,7 @@ def test_cut_files_follow_a_renamed_table(
     catalog.rename_table("db.solo", "db.moved")
     assert recorded(database) == {served.metadata_location: (uuid_of(catalog, "db.moved"),
                                                              cut)}
-    clock.advance(SESSION_MS + 1)
+    clock.advance(LONGEST_MS + 1)
     expire(catalog, "db.moved", cut)
     eventually(lambda: not local(served.metadata_location).exists(),
                "the renamed table's cut file was left behind")

@@ -197,28 +197,72 @@ def test_a_session_leases_what_it_serves_and_expires_after_its_last_use(
     assert refused["snapshot_id"] == served
     assert f"lease:{lease['lease_id']}" in refused["reasons"]
 
-    # A use runs the term again, to the second: a load within one writes nothing.
+    # A use runs the term again, lazily: a renewal grants the term and a tenth of it, and a
+    # load renews only once that tenth has passed, so it still leaves the session its term.
     def expires_at() -> int:
         (entry,) = [e for e in client.get("/leases").json()["leases"]
                     if e["lease_id"] == lease["lease_id"]]
         return int(entry["expires_at"])
 
+    term = 3600 * 1000
+    renewed = clock.now_ms()
     first = expires_at()
-    clock.advance(500)
-    strong.load_table("db.a")
+    assert first == renewed + term + term // 10  # the load that fixed the cut renewed
+    clock.advance(term // 10)
+    strong.load_table("db.a")  # exactly its term left: nothing written
     assert expires_at() == first
-    clock.advance(600)
-    strong.load_table("db.a")
-    assert expires_at() == first + 1100
+    clock.advance(1)
+    strong.load_table("db.a")  # less than its term left: renewed
+    assert expires_at() == clock.now_ms() + term + term // 10
 
-    settings_seconds = 3600
-    clock.advance(settings_seconds * 1000 - 1000)
-    strong.load_table("db.a")  # a use runs the term again
-    clock.advance(2000)
-    assert strong.load_table("db.a").metadata.current_snapshot_id == served
-    clock.advance(settings_seconds * 1000 + 1)
+    clock.advance(term)
+    assert strong.load_table("db.a").metadata.current_snapshot_id == served  # renews
+    clock.advance(term + term // 10 - 1)
+    assert strong.load_table("db.a").metadata.current_snapshot_id == served  # its last ms
+    clock.advance(term + term // 10)
     with pytest.raises(NoSuchTableError, match="read session .* expired"):
         strong.load_table("db.a")
+
+
+def test_a_repeat_load_that_writes_nothing_still_needs_a_live_session_of_the_caller(
+        pipeline: FanOut, client: httpx.Client, server: ServerThread,
+        clock: ManualClock) -> None:
+    """The repeat load of a cut table, one read statement, answers only a live session: one
+    released, or expired before a renewal was due, is 404 like any other."""
+    pipeline.ingest(1)
+    pipeline.step("a")
+    prefix = client.get("/iceberg/v1/config", params={"warehouse": "lake@strong"}).json()[
+        "overrides"]["prefix"]
+    path = f"/iceberg/v1/{prefix}/namespaces/db/tables/a"
+    first = client.get(path)
+    assert first.status_code == 200, first.text
+    again = client.get(path)  # the cut file's JSON is cached: the read-only path
+    assert again.status_code == 200 and again.content == first.content
+    assert client.delete(f"/leases/{prefix.removeprefix('session-')}").status_code == 204
+    gone = client.get(path)
+    assert gone.status_code == 404 and "expired or does not exist" in gone.text
+
+    prefix = client.get("/iceberg/v1/config", params={"warehouse": "lake@strong"}).json()[
+        "overrides"]["prefix"]
+    path = f"/iceberg/v1/{prefix}/namespaces/db/tables/a"
+    assert client.get(path).status_code == 200
+    assert client.get(path).status_code == 200
+    clock.advance(3600 * 1000 * 11 // 10 + 1)
+    expired = client.get(path)
+    assert expired.status_code == 404 and "expired or does not exist" in expired.text
+
+
+def test_a_path_whose_prefix_names_no_session_is_not_a_session_route(
+        catalog: RestCatalog, client: httpx.Client) -> None:
+    """Read sessions' routes come first, but take only prefixes that can name a session: a
+    namespace called ``namespaces`` is still the head's."""
+    catalog.create_namespace("namespaces")
+    catalog.create_table("namespaces.tables", schema=SCHEMA)
+    assert client.get("/iceberg/v1/namespaces/namespaces").status_code == 200
+    loaded = client.get("/iceberg/v1/namespaces/namespaces/tables/tables")
+    assert loaded.status_code == 200, loaded.text
+    assert "metaservice.barrier" not in loaded.json()["metadata"]["properties"]
+    assert client.get("/iceberg/v1/nosession/namespaces").status_code == 404
 
 
 def test_bad_warehouses_and_tables_without_a_version(
