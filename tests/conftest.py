@@ -53,8 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 # -- the fast subset: pytest -m "not slow" -----------------------------------------------------
 # Slow by what they need: a SparkSession (the ``spark`` fixture), Spark 3.5, the browser, two
-# server processes (``two_servers``) or PostgreSQL (``pytest_generate_tests``). Other tests that start server processes, race many threads
-# or run long randomized histories carry the marker themselves.
+# server processes (``two_servers``) or PostgreSQL (``pytest_generate_tests``). Other tests that
+# start server processes, race many threads or run long randomized histories carry the marker
+# themselves.
 
 SLOW_MARKERS = ("spark", "spark_jvm", "browser")
 SLOW_FIXTURES = ("spark", "two_servers")
