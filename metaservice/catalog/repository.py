@@ -352,6 +352,8 @@ def fixed_cut(session: Session | Connection, session_id: str,
         "session_id": session_id, "catalog": name.catalog, "database": name.database,
         "table": name.table, "namespace": name.database, "pointer": name.table}).first()
     return None if row is None else FixedCut(*row)
+
+
 _READ_SESSION_CUTS = (
     select(_tables.catalog, _tables.database, _tables.name, _cuts.table_id, _cuts.barrier,
            _cuts.snapshot_id)
