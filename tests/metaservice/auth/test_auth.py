@@ -21,8 +21,9 @@ from metaservice.db.session import Database
 from metaservice.settings import Settings
 from tests.metaservice.test_replicas import server_processes
 
+# A read session's prefix is matched only when it can name a session (``session-…``).
 SAMPLE_PARAMS = {"barrier": "10", "lease_id": "0123456789abcdef", "expiration_id": "1",
-                 "plan_id": "1", "name": "someone"}
+                 "plan_id": "1", "name": "someone", "prefix": "session-0123456789abcdef"}
 
 
 def concrete(path: str) -> str:
