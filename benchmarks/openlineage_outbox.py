@@ -10,7 +10,9 @@ other, for the same time:
 - **delivering**: ``OPENLINEAGE_URL`` names a receiver that takes every event (an HTTP server
   thread of this process answering 201); the sender delivers while the commits go on;
 - **receiver down**: ``OPENLINEAGE_URL`` names a port nothing listens on, for the whole series
-  (three minutes in full runs): every delivery fails, the events wait, the sender retries.
+  (three minutes in full runs): every delivery fails, the events wait, the sender retries;
+- **sender in its own process**: as *delivering*, with ``METASERVICE_LINEAGE_SENDER=none`` on
+  the server and ``metaservice lineage-send`` delivering its outbox from a process of its own.
 
 The series take turns, a few seconds each, round after round, so that other work on a shared
 machine weighs on the three alike.
@@ -21,6 +23,10 @@ Goal: the commit latency does not depend on the receiver: p50 and p99 of each se
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -59,6 +65,25 @@ def receiver() -> Iterator[tuple[str, list[int]]]:
         server.server_close()
 
 
+@contextmanager
+def sender_process(database_url: str, openlineage_url: str) -> Iterator[None]:
+    """``metaservice lineage-send`` delivering the outbox of ``database_url``, until the end."""
+    env = {**os.environ, "OPENLINEAGE_URL": openlineage_url,
+           "METASERVICE_LOG_LEVEL": "warning"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "metaservice", "--database-url", database_url, "lineage-send"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def pending(database_url: str) -> int:
     from metaservice.db.engine import build_engine
     from metaservice.db.session import Database
@@ -77,24 +102,27 @@ def run_backend(label: str, make_database, seconds: float,  # type: ignore[no-un
     """The three servers run side by side the whole time; the series take turns, round after
     round, so that the load of a shared machine falls on all three alike."""
     closed = environment.free_port()
-    samples: dict[str, list[float]] = {"none": [], "live": [], "down": []}
+    samples: dict[str, list[float]] = {"none": [], "live": [], "down": [], "apart": []}
     with ExitStack() as stack:
         live_url, received = stack.enter_context(receiver())
+        apart_url, received_apart = stack.enter_context(receiver())
         urls = {name: stack.enter_context(make_database(f"ol_{name}")) for name in samples}
         envs = {"none": {"OPENLINEAGE_DISABLED": "true"},
                 "live": {"OPENLINEAGE_URL": live_url},
-                "down": {"OPENLINEAGE_URL": f"http://127.0.0.1:{closed}"}}
+                "down": {"OPENLINEAGE_URL": f"http://127.0.0.1:{closed}"},
+                "apart": {"OPENLINEAGE_URL": apart_url, "METASERVICE_LINEAGE_SENDER": "none"}}
         servers = {name: stack.enter_context(
             environment.server_processes(urls[name], extra_env=envs[name]))[0]
             for name in samples}
+        stack.enter_context(sender_process(urls["apart"], apart_url))
         started = time.monotonic()
         for _ in range(rounds):
             for name, server in servers.items():
                 latencies, _cpu = server.sequential(PATH, seconds, method="POST", body=BODY)
                 samples[name] += latencies
         down_for = time.monotonic() - started
-        time.sleep(2)  # the live sender catches up
-        left = {name: pending(urls[name]) for name in ("live", "down")}
+        time.sleep(2)  # the live senders catch up
+        left = {name: pending(urls[name]) for name in ("live", "down", "apart")}
     results = []
     baseline = samples["none"]
     for name, title, note in (
@@ -103,6 +131,9 @@ def run_backend(label: str, make_database, seconds: float,  # type: ignore[no-un
         ("down", "receiver down",
          f"receiver down for the whole run ({down_for:.0f} s): {left['down']} events waiting, "
          "none lost"),
+        ("apart", "sender in its own process",
+         f"{received_apart[0]} events received, {left['apart']} waiting 2 s after the last "
+         "series"),
     ):
         for p in (50, 99):
             results.append(Result.compare(

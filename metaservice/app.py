@@ -57,9 +57,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     """Build the app. The database schema must already be migrated (``metaservice db upgrade``
     or ``metaservice serve``, which migrates first).
 
-    OpenLineage events are written and sent when ``openlineage_client`` is given, or else when
-    the environment configures the OpenLineage client (``lineage/sender.py``); the sender
-    thread starts with the server's lifespan (``app.state.lineage_sender``)."""
+    OpenLineage events are written when ``openlineage_client`` is given, or else when the
+    environment configures the OpenLineage client (``lineage/sender.py``); unless
+    ``METASERVICE_LINEAGE_SENDER=none`` (``metaservice lineage-send`` delivers them then), the
+    sender thread starts with the server's lifespan (``app.state.lineage_sender``)."""
     settings = settings or get_settings()
     database = database or Database(
         build_engine(settings.database_url, sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms))
@@ -82,6 +83,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     app.state.lineage_sender = None
     if client is not None:
         app.state.context.lineage = naming_from(settings)
+    if client is not None and settings.lineage_sender == "thread":
         app.state.lineage_sender = OutboxSender.with_client(
             database, client, poll_seconds=settings.lineage_poll_seconds,
             claim_seconds=settings.lineage_claim_seconds,

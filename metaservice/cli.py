@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import signal
 import sys
+import threading
 
 try:
     from sqlalchemy.exc import SQLAlchemyError
@@ -214,6 +216,48 @@ def cmd_lineage(args: argparse.Namespace) -> None:
               f"{job.last_error or '-'}")
 
 
+def cmd_lineage_send(args: argparse.Namespace) -> None:
+    """Deliver the outbox's OpenLineage events from this process, configured as the server is
+    (``OPENLINEAGE_*`` and the database), until SIGTERM or Ctrl-C; with ``--once``, until the
+    outbox holds nothing more to deliver now. Senders claim jobs, so any number of them, and
+    server threads, can run at once: a job's events still go out in order."""
+    from metaservice.db.engine import build_engine
+    from metaservice.db.session import Database
+    from metaservice.lineage.sender import OutboxSender, client_from_environment
+
+    settings = _settings(args)
+    client = client_from_environment()
+    if client is None:
+        raise CommandError("OpenLineage is not configured here: set OPENLINEAGE_URL, "
+                           "OPENLINEAGE__TRANSPORT__* or an openlineage.yml, as for the server")
+    database = Database(build_engine(settings.database_url,
+                                     sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms))
+    # A process of its own: nothing to leave the interpreter to, so no rest between deliveries.
+    sender = OutboxSender.with_client(
+        database, client, poll_seconds=settings.lineage_poll_seconds,
+        claim_seconds=settings.lineage_claim_seconds,
+        max_backoff_seconds=settings.lineage_max_backoff_seconds, duty=1.0)
+    try:
+        if args.once:
+            delivered = 0
+            while (count := sender.run_once()) > 0:
+                delivered += count
+            print(f"delivered {delivered} events; {sender.counts.failed} deliveries failed")
+            return
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        sender.start()
+        stop.wait()
+        sender.stop()
+        print(f"delivered {sender.counts.sent} events; {sender.counts.failed} deliveries failed")
+    except SQLAlchemyError as exc:
+        raise CommandError(f"cannot read the outbox: {_first_line(exc)} "
+                           "(is the database migrated? `metaservice db upgrade`)") from None
+    finally:
+        database.engine.dispose()
+
+
 def _age(ms: int) -> str:
     seconds = max(0, ms) / 1000
     if seconds < 120:
@@ -270,6 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
                                              "pending, per job the next to deliver")
     lineage.add_argument("--jobs", type=int, default=20, help="jobs listed (default 20)")
     lineage.set_defaults(func=cmd_lineage)
+    lineage_send = sub.add_parser(
+        "lineage-send", help="deliver the OpenLineage outbox from this process (beside servers "
+                             "run with METASERVICE_LINEAGE_SENDER=none)")
+    lineage_send.add_argument("--once", action="store_true",
+                              help="deliver what is there now, then exit")
+    lineage_send.set_defaults(func=cmd_lineage_send)
 
     # Everything after `duckdb` is DuckDB's own (`-c SQL`, a database file, `-help`, ...).
     duckdb = sub.add_parser(

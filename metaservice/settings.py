@@ -84,6 +84,13 @@ class Settings(BaseSettings):
         description="the URL clients reach this server at, for the names it gives out "
                     "(OpenLineage events name its Iceberg catalog and facet schema by it); "
                     "default http://<host>:<port>")
+    lineage_sender: Literal["thread", "none"] = Field(
+        default="thread",
+        description="when OpenLineage is configured, who delivers the events the server "
+                    "writes: `thread`, a background thread of each server process; `none`, "
+                    "nobody in the server: `metaservice lineage-send` delivers them in a "
+                    "process of its own (the client's work then never competes with requests "
+                    "for the server's interpreter)")
     lineage_poll_seconds: float = Field(
         default=0.5, gt=0, le=60,
         description="when OpenLineage is configured: how often an idle sender looks for "

@@ -204,3 +204,39 @@ def test_the_cli_shows_where_the_outbox_stands(database: Database, database_url:
     assert nightly[:3] == ["nightly", "2", "COMPLETE 0"]
     assert nightly[4] == "1" and nightly[5].startswith("in ") and nightly[6] == "HTTPError: 503"
     assert lines[4].split("\t")[:3] == ["hourly", "1", "COMPLETE 0"]
+
+
+def test_a_server_without_its_sender_writes_events_that_lineage_send_delivers(
+        database: Database, database_url: str, settings: Settings, clock: ManualClock,
+        openlineage_env: dict[str, str]) -> None:
+    """``METASERVICE_LINEAGE_SENDER=none``: the server writes its events and sends none; a
+    ``metaservice lineage-send`` process delivers them, in order, and empties the outbox."""
+    from tests.metaservice.lineage.openlineage_checks import Receiver
+
+    with Receiver() as receiver:
+        openlineage_env.update({"OPENLINEAGE_URL": receiver.url})
+        app = create_app(settings.model_copy(update={"lineage_sender": "none"}), clock=clock,
+                         database=database)
+        assert app.state.lineage_sender is None and app.state.context.lineage is not None
+        with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
+            for barrier in (10, 20, 30):
+                answer = http.post("/tables/lake/db/t/barriers",
+                                   json={"snapshot_id": barrier, "barrier": barrier})
+                assert answer.status_code == 200, answer.text
+            time.sleep(0.5)  # a sender thread, were there one, would have delivered by now
+        assert pending(database) == 3 and receiver.events == []
+        result = run_cli("--database-url", database_url, "lineage-send", "--once",
+                         env={"OPENLINEAGE_URL": receiver.url})
+        assert result.returncode == 0, result.stderr
+        assert "delivered 3 events; 0 deliveries failed" in result.stdout
+        assert pending(database) == 0
+        barriers = [e["run"]["facets"]["metaservice_barrier"]["barrier"]
+                    for e in receiver.events]
+        assert barriers == [10, 20, 30], receiver.events
+
+
+def test_lineage_send_without_openlineage_configured_says_so(database_url: str) -> None:
+    result = run_cli("--database-url", database_url, "lineage-send", "--once",
+                     env={"OPENLINEAGE_DISABLED": "true"})
+    assert result.returncode == 2
+    assert "OpenLineage is not configured here" in result.stderr
