@@ -219,8 +219,9 @@ def cmd_lineage(args: argparse.Namespace) -> None:
 def cmd_lineage_send(args: argparse.Namespace) -> None:
     """Deliver the outbox's OpenLineage events from this process, configured as the server is
     (``OPENLINEAGE_*`` and the database), until SIGTERM or Ctrl-C; with ``--once``, until the
-    outbox holds nothing more to deliver now. Senders claim jobs, so any number of them, and
-    server threads, can run at once: a job's events still go out in order."""
+    outbox holds nothing more to deliver now (exit 2 when a delivery failed). Senders claim
+    jobs, so any number of them, and server threads, can run at once: a job's events still go
+    out in order."""
     from metaservice.db.engine import build_engine
     from metaservice.db.session import Database
     from metaservice.lineage.sender import OutboxSender, client_from_environment
@@ -243,6 +244,9 @@ def cmd_lineage_send(args: argparse.Namespace) -> None:
             while (count := sender.run_once()) > 0:
                 delivered += count
             print(f"delivered {delivered} events; {sender.counts.failed} deliveries failed")
+            if sender.counts.failed:  # the failed jobs' events wait in the outbox
+                raise CommandError("some events were not delivered: `metaservice lineage` "
+                                   "shows which jobs wait, and their last error")
             return
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):

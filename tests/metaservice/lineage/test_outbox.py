@@ -240,3 +240,15 @@ def test_lineage_send_without_openlineage_configured_says_so(database_url: str) 
                      env={"OPENLINEAGE_DISABLED": "true"})
     assert result.returncode == 2
     assert "OpenLineage is not configured here" in result.stderr
+
+
+def test_lineage_send_once_fails_when_the_receiver_is_down(database: Database,
+                                                           database_url: str) -> None:
+    """A delivery that failed leaves its events in the outbox and ``--once`` exits non-zero."""
+    write_events(database, {"nightly": 2})
+    result = run_cli("--database-url", database_url, "lineage-send", "--once",
+                     env={"OPENLINEAGE_URL": f"http://127.0.0.1:{free_port()}"})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "delivered 0 events; 1 deliveries failed" in result.stdout
+    assert "some events were not delivered" in result.stderr
+    assert pending(database) == 2
