@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query
+import orjson
+from fastapi import APIRouter, Body, Query, Response
 
 from metaservice.barriers import service
 from metaservice.barriers.schemas import (
@@ -33,9 +34,10 @@ router = APIRouter(tags=["barriers"])
 @router.post("/jobs/{job}/barriers/next", response_model=PositionOut,
              response_model_exclude_unset=True, operation_id="next_barrier")
 def next_barrier(job: JobPath, session: WriteSession, ctx: Context,
-                 body: Annotated[NextIn | None, Body()] = None) -> dict:
-    """wait, process (pinned until commit or abort) or abort."""
-    return position_answer(service.next_barrier(session, ctx, job, (body or NextIn()).after))
+                 body: Annotated[NextIn | None, Body()] = None) -> Response:
+    """wait, process (pinned until commit or abort) or abort. Serialised once, by orjson."""
+    position = service.next_barrier(session, ctx, job, (body or NextIn()).after)
+    return Response(orjson.dumps(position_answer(position)), media_type="application/json")
 
 
 @router.post("/commit/{job}/{catalog}/{database}/{table}", response_model=CompletedOut,

@@ -5,8 +5,10 @@ an indexed seek on ``(table_id, barrier)``: an answer never scans barrier histor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     and_,
@@ -16,36 +18,28 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    text,
     update,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from metaservice.db import locks
+from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
     IcebergTableRow,
     JobProgressRow,
+    JobRow,
+    JobTableRow,
     RollbackFenceRow,
     SnapshotExpirationRow,
     TableRow,
+    TopologyState,
 )
+from metaservice.db.rows import named_rows
 from metaservice.names import TableName
-
-
-def first_at_or_after(session: Session, table_id: int, barrier: int) -> BarrierRow | None:
-    return session.scalars(
-        select(BarrierRow)
-        .where(BarrierRow.table_id == table_id, BarrierRow.barrier >= barrier,
-               BarrierRow.rolled_back.is_(False))
-        .order_by(BarrierRow.barrier.asc())
-        .limit(1)
-    ).first()
-
-
-
-
-
-
 
 
 def history(session: Session, table_id: int, *, before: int | None, limit: int) -> list[BarrierRow]:
@@ -289,3 +283,226 @@ def held_by_catalog(session: Session, name: TableName, catalog_name: str) -> boo
     return session.execute(select(IcebergTableRow.version).where(
         IcebergTableRow.namespace == name.database,
         IcebergTableRow.name == name.table)).first() is not None
+
+
+# -- the hand-out path (``next``) -------------------------------------------------------------
+# Every ``next`` and start runs these, so they are constant statements too, one per step: the
+# job locked and read, its edges with what the decision needs of them, the reads of the barrier
+# being pinned (both ``snap`` reads of every source, their expiration checks and when the
+# barrier was complete in each source), the progress record, the pin.
+
+_jobs = JobRow.__table__
+_job_tables = JobTableRow.__table__
+_progress = JobProgressRow.__table__
+_topology = TopologyState.__table__
+
+
+@dataclass(slots=True)
+class JobState:
+    """What the barrier protocol reads and writes of a job row it holds locked."""
+
+    name: str
+    state: str
+    run: int
+    last_committed_barrier: int | None
+    pinned_barrier: int | None
+    pinned_after: int | None
+    pinned_snapshots: dict[str, Any] | None
+    pinned_previous: dict[str, Any] | None
+    pin_invalidated_reason: str | None
+
+
+_LOCK_JOB = (select(_jobs.c.state, _jobs.c.run, _jobs.c.last_committed_barrier,
+                    _jobs.c.pinned_barrier, _jobs.c.pinned_after, _jobs.c.pinned_snapshots,
+                    _jobs.c.pinned_previous, _jobs.c.pin_invalidated_reason)
+             .where(_jobs.c.name == bindparam("name")).with_for_update())
+
+
+def lock_job_state(session: Session, name: str) -> JobState | None:
+    """Lock the job's row (in the lock order, ``db/locks.py``) and read it; None when there is
+    no such job."""
+    locks.check_job(session, name)
+    row = session.execute(_LOCK_JOB, {"name": name}).first()
+    if row is None:
+        return None
+    locks.note_job_locked(session, name)
+    return JobState(name, row.state, row.run, row.last_committed_barrier, row.pinned_barrier,
+                    row.pinned_after, row.pinned_snapshots, row.pinned_previous,
+                    row.pin_invalidated_reason)
+
+
+class EdgeTable(NamedTuple):
+    """A table a job reads or writes, as a decision about the job needs it."""
+
+    id: int
+    qualified_name: str
+    latest_barrier: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobEdges:
+    sources: list[EdgeTable]  # by id
+    sinks: list[EdgeTable]  # by id
+    sinks_fenced: bool  # a sink is fenced by a rollback plan
+    topology_version: int | None  # read by the same statement (None: the job has no edges)
+
+
+class _EdgeRow(NamedTuple):
+    role: str
+    id: int
+    catalog: str
+    database: str
+    name: str
+    latest_barrier: int | None
+    fenced: bool
+    topology_version: int
+
+
+_EDGES = (
+    select(_job_tables.c.role, _tables.c.id, _tables.c.catalog, _tables.c.database,
+           _tables.c.name, _tables.c.latest_barrier,
+           select(_fences.c.table_id).where(_fences.c.table_id == _tables.c.id)
+           .exists().label("fenced"),
+           select(_topology.c.version).where(_topology.c.id == 1)
+           .scalar_subquery().label("topology_version"))
+    .join_from(_job_tables, _tables, _tables.c.id == _job_tables.c.table_id)
+    .where(_job_tables.c.job_name == bindparam("job"))
+    .order_by(_tables.c.id))
+
+
+def job_edges(session: Session, job: str) -> JobEdges:
+    """The job's sources and sinks, whether a sink is fenced and the topology version, in one
+    statement. Read after the job's lock: a start that changed the topology is seen."""
+    sources: list[EdgeTable] = []
+    sinks: list[EdgeTable] = []
+    fenced = False
+    version: int | None = None
+    for r in named_rows(session.execute(_EDGES, {"job": job}), _EdgeRow):
+        table = EdgeTable(r.id, f"{r.catalog}.{r.database}.{r.name}", r.latest_barrier)
+        if r.role == "source":
+            sources.append(table)
+        else:
+            sinks.append(table)
+            fenced = fenced or bool(r.fenced)
+        version = r.topology_version
+    return JobEdges(sources, sinks, fenced, version)
+
+
+@dataclass(frozen=True, slots=True)
+class PinRead:
+    """One source, for a barrier about to be pinned after ``after``."""
+
+    table_id: int
+    snap: tuple[int, int] | None  # snap(T, barrier): (barrier, snapshot_id)
+    approved: bool  # its snapshot is approved for expiration
+    previous: tuple[int, int] | None  # snap(T, after)
+    previous_approved: bool
+    ready_at: int | None  # when the first barrier ≥ barrier was completed
+
+
+class _PinRow(NamedTuple):
+    table_id: int
+    barrier: int | None
+    snapshot_id: int | None
+    approved: bool
+    previous_barrier: int | None
+    previous_snapshot_id: int | None
+    previous_approved: bool
+    ready_at: int | None
+
+
+# Three seeks on ``(table_id, barrier)`` per source and two primary-key probes of the
+# expirations; ``sources`` is an array on PostgreSQL and a JSON array on SQLite, so the text is
+# the same whatever the number of sources (prepared once by the driver).
+_PIN_READS = (
+    "WITH sources (table_id) AS ({sources}) "
+    "SELECT sources.table_id, b.barrier, b.snapshot_id, EXISTS ("
+    "  SELECT 1 FROM snapshot_expirations e"
+    "  WHERE e.table_id = b.table_id AND e.snapshot_id = b.snapshot_id) AS approved, "
+    "p.barrier AS previous_barrier, p.snapshot_id AS previous_snapshot_id, EXISTS ("
+    "  SELECT 1 FROM snapshot_expirations e"
+    "  WHERE e.table_id = p.table_id AND e.snapshot_id = p.snapshot_id) AS previous_approved, "
+    "(SELECT r.committed_at FROM barriers r"
+    "  WHERE r.table_id = sources.table_id AND r.barrier >= {barrier} AND NOT r.rolled_back"
+    "  ORDER BY r.barrier ASC LIMIT 1) AS ready_at "
+    "FROM sources "
+    "LEFT JOIN barriers b ON b.table_id = sources.table_id AND b.barrier = ("
+    "  SELECT s.barrier FROM barriers s"
+    "  WHERE s.table_id = sources.table_id AND s.barrier <= {barrier} AND NOT s.rolled_back"
+    "  ORDER BY s.barrier DESC LIMIT 1) "
+    "LEFT JOIN barriers p ON p.table_id = sources.table_id AND p.barrier = ("
+    "  SELECT s.barrier FROM barriers s"
+    "  WHERE s.table_id = sources.table_id AND s.barrier <= {after} AND NOT s.rolled_back"
+    "  ORDER BY s.barrier DESC LIMIT 1) "
+    "ORDER BY sources.table_id")
+
+_PIN_READS_POSTGRES = text(_PIN_READS.format(
+    sources="SELECT unnest(CAST(:sources AS integer[]))", barrier="CAST(:barrier AS bigint)",
+    after="CAST(:after AS bigint)"))
+_PIN_READS_SQLITE = text(_PIN_READS.format(
+    sources="SELECT CAST(value AS INTEGER) FROM json_each(:sources)", barrier=":barrier",
+    after=":after"))
+
+
+def pin_reads(session: Session, source_ids: list[int], barrier: int,
+              after: int | None) -> list[PinRead]:
+    """``snap`` of every source at ``barrier`` and at ``after`` with their expiration checks,
+    and when ``barrier`` was complete in each, in one statement, by table id. Call after
+    holding the sources (``retention/handout.py``): the checks must see an approval that
+    came first."""
+    ids: list[int] | str = list(source_ids)
+    statement = _PIN_READS_POSTGRES
+    if not on_postgres(session):
+        statement, ids = _PIN_READS_SQLITE, json.dumps(ids)
+    rows = session.execute(statement, {"sources": ids, "barrier": barrier, "after": after})
+    return [PinRead(
+        int(r.table_id),
+        None if r.barrier is None else (int(r.barrier), int(r.snapshot_id or 0)),
+        bool(r.approved),
+        None if r.previous_barrier is None else (int(r.previous_barrier),
+                                                 int(r.previous_snapshot_id or 0)),
+        bool(r.previous_approved), r.ready_at) for r in named_rows(rows, _PinRow)]
+
+
+def _progress_upsert(insert_of: Any) -> Any:
+    """The progress record of a barrier handed out: a new one, or one more attempt (the
+    barrier was handed out before in this run and aborted)."""
+    statement = insert_of(_progress).values(
+        job_name=bindparam("job"), run=bindparam("run"), barrier=bindparam("barrier"),
+        state="in_progress", started_at=bindparam("now"), attempts=1,
+        snapshots=bindparam("snapshots"), previous=bindparam("previous"),
+        sources_ready_at=bindparam("ready_at"))
+    return statement.on_conflict_do_update(
+        index_elements=[_progress.c.job_name, _progress.c.run, _progress.c.barrier],
+        set_={"state": "in_progress", "attempts": _progress.c.attempts + 1,
+              "snapshots": statement.excluded.snapshots,
+              "previous": statement.excluded.previous})
+
+
+_PROGRESS_POSTGRES = _progress_upsert(pg_insert)
+_PROGRESS_SQLITE = _progress_upsert(sqlite_insert)
+
+
+def record_handed_out(session: Session, job: str, run: int, barrier: int, *, now_ms: int,
+                      snapshots: dict[str, Any], previous: dict[str, Any],
+                      ready_at: int | None) -> None:
+    """Record ``barrier`` handed out to ``job`` (in ``run``) in its progress."""
+    session.execute(_PROGRESS_POSTGRES if on_postgres(session) else _PROGRESS_SQLITE, {
+        "job": job, "run": run, "barrier": barrier, "now": now_ms, "snapshots": snapshots,
+        "previous": previous, "ready_at": ready_at})
+
+
+_WRITE_PIN = (update(_jobs).where(_jobs.c.name == bindparam("p_name"))
+              .values(pinned_barrier=bindparam("p_barrier"), pinned_after=bindparam("p_after"),
+                      pinned_at=bindparam("p_now"), pinned_snapshots=bindparam("p_snapshots"),
+                      pinned_previous=bindparam("p_previous"), pin_invalidated_reason=None,
+                      updated_at=bindparam("p_now")))
+
+
+def write_pin(session: Session, job: str, *, barrier: int, after: int | None, now_ms: int,
+              snapshots: dict[str, Any], previous: dict[str, Any]) -> None:
+    """Write the pin of ``job`` (a row held locked): ``barrier`` after ``after``, with the
+    snapshots handed out at both."""
+    session.execute(_WRITE_PIN, {
+        "p_name": job, "p_barrier": barrier, "p_after": after, "p_now": now_ms,
+        "p_snapshots": snapshots, "p_previous": previous})

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from metaservice import errors
 from metaservice.barriers import admission
@@ -29,13 +30,11 @@ from metaservice.core.protocol import (
 )
 from metaservice.db import locks
 from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow
-from metaservice.history import repository as history_repo
 from metaservice.history.service import DatabaseHistory
 from metaservice.jobs import repository as jobs_repo
 from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
 from metaservice.retention import handout
-from metaservice.rollback import repository as rollback_repo
 from metaservice.tables import repository as tables_repo
 from metaservice.versions.catching_up import rejoin_if_caught_up
 
@@ -179,36 +178,21 @@ def _refuse_fenced(table: barriers_repo.LockedTable, checks: barriers_repo.Commi
             table=table.name, plan=checks.fence_plan, retry_after_ms=1000)
 
 
-def _sinks_fenced(session: Session, job: str) -> bool:
-    return rollback_repo.job_sinks_fenced(session, job)
-
-
 # -- positions: start and next ---------------------------------------------------------------
 
 
-def _source_tables(session: Session, job: str) -> list[TableRow]:
-    return [t for role, t in jobs_repo.edge_rows(session, job) if role == "source"]
+Job = JobRow | barriers_repo.JobState
+"""A job row held locked: the ORM's in a start (which changes the row itself), else the lean
+state ``next`` reads (``barriers/repository.py``)."""
 
-
-def _sink_tables(session: Session, job: str) -> list[TableRow]:
-    return [t for role, t in jobs_repo.edge_rows(session, job) if role == "sink"]
-
-
-def _snap_map(session: Session, sources: list[TableRow], barrier: int) -> dict[str, Any] | None:
-    result: dict[str, Any] = {}
-    for s in sources:
-        row = history_repo.snap(session, s.id, barrier)
-        if row is None:
-            return None
-        result[s.qualified_name] = {"barrier": row.barrier, "snapshot_id": row.snapshot_id}
-    return result
+Source = barriers_repo.EdgeTable
 
 
 def _ids(snapshots: dict[str, Any] | None) -> dict[str, int]:
     return {name: v["snapshot_id"] for name, v in (snapshots or {}).items()}
 
 
-def pinned_position(job: JobRow) -> Position:
+def pinned_position(job: Job) -> Position:
     if job.pin_invalidated_reason is not None:  # a rollback invalidated it: not to be processed
         return _abort_position(job)
     # A pin with no previous barrier is a full step: ``previous`` is null (SPEC §5.2).
@@ -216,7 +200,7 @@ def pinned_position(job: JobRow) -> Position:
     return Position("process", job.pinned_barrier, _ids(job.pinned_snapshots), previous)
 
 
-def _abort_position(job: JobRow) -> Position:
+def _abort_position(job: Job) -> Position:
     return Position("abort", job.pinned_barrier, reason=job.pin_invalidated_reason,
                     restart_after=job.last_committed_barrier)
 
@@ -225,54 +209,70 @@ def _wait(ctx: ServiceContext) -> Position:
     return Position("wait", retry_after_ms=ctx.settings.wait_retry_after_ms)
 
 
-def _pin(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
+def _pin(session: Session, ctx: ServiceContext, job: Job, sources: list[Source],
          barrier: int, after: int | None) -> Position:
-    snapshots = _snap_map(session, sources, barrier)
-    if snapshots is None:
-        return _wait(ctx)
+    """Pin ``barrier`` (after ``after``) for ``job``: ``snap`` of every source at both, unless
+    a source has none yet (``wait``) or a snapshot is approved for expiration (SPEC §3.5)."""
+    ids = [s.id for s in sources]
+    handout.hold(session, ids)  # before the expiration checks read below
+    reads = barriers_repo.pin_reads(session, ids, barrier, after)
+    names = {s.id: s.qualified_name for s in sources}
+    snapshots: dict[str, Any] = {}
     previous: dict[str, Any] = {}
-    if after is not None:
-        for s in sources:
-            row = history_repo.snap(session, s.id, after)
-            if row is not None:
-                previous[s.qualified_name] = {"barrier": row.barrier,
-                                              "snapshot_id": row.snapshot_id}
-    if handout.position_hands_out_expired(session, sources, snapshots, previous):  # SPEC §3.5
+    for r in reads:
+        if r.snap is None:
+            return _wait(ctx)
+        snapshots[names[r.table_id]] = {"barrier": r.snap[0], "snapshot_id": r.snap[1]}
+        if r.previous is not None:
+            previous[names[r.table_id]] = {"barrier": r.previous[0],
+                                           "snapshot_id": r.previous[1]}
+    # The changes since an approved ``previous`` cannot be read any more (it is protected while
+    # it is the job's last committed barrier, so only a client that claims a later ``after``
+    # than the service recorded gets here).
+    expired_previous = [{"table": names[r.table_id], "snapshot_id": r.previous[1]}
+                        for r in reads if r.previous is not None and r.previous_approved]
+    if expired_previous:
+        handout.raise_expired(expired_previous)
+    if any(r.approved for r in reads):  # a newer barrier is complete once the sources move on
         return Position("wait", retry_after_ms=ctx.settings.wait_retry_after_ms,
                         reason=handout.SNAPSHOT_EXPIRED)
     now = ctx.clock.now_ms()
-    job.pinned_barrier, job.pinned_after, job.pinned_at = barrier, after, now
-    job.pinned_snapshots, job.pinned_previous = snapshots, previous
-    job.pin_invalidated_reason = None
-    job.updated_at = now
-    progress = barriers_repo.progress(session, job.name, job.run, barrier)
-    if progress is None:
-        ready = [barriers_repo.first_at_or_after(session, s.id, barrier) for s in sources]
-        session.add(JobProgressRow(
-            job_name=job.name, run=job.run, barrier=barrier, state="in_progress",
-            started_at=now, attempts=1, snapshots=snapshots, previous=previous,
-            sources_ready_at=max((r.committed_at for r in ready if r is not None), default=None),
-        ))
-    else:
-        progress.state, progress.attempts = "in_progress", progress.attempts + 1
-        progress.snapshots, progress.previous = snapshots, previous
-    session.flush()
+    _hold_pin(session, job, barrier=barrier, after=after, now_ms=now, snapshots=snapshots,
+              previous=previous)
+    barriers_repo.record_handed_out(
+        session, job.name, job.run, barrier, now_ms=now, snapshots=snapshots,
+        previous=previous,
+        ready_at=max((r.ready_at for r in reads if r.ready_at is not None), default=None))
     lineage_emission.barrier_handed_out(session, ctx, job)
     logger.info("barrier_pinned", extra={"job": job.name, "barrier": barrier, "run": job.run})
     return pinned_position(job)
 
 
-def _job_view(session: Session, ctx: ServiceContext, job: JobRow,
-              sources: list[TableRow]) -> tuple[Exactness, list[str], list[OtherJob]]:
+def _hold_pin(session: Session, job: Job, *, barrier: int, after: int | None, now_ms: int,
+              snapshots: dict[str, Any], previous: dict[str, Any]) -> None:
+    """Write the pin to the job's row, and into ``job``."""
+    barriers_repo.write_pin(session, job.name, barrier=barrier, after=after, now_ms=now_ms,
+                            snapshots=snapshots, previous=previous)
+    values = {"pinned_barrier": barrier, "pinned_after": after, "pinned_snapshots": snapshots,
+              "pinned_previous": previous, "pin_invalidated_reason": None}
+    if isinstance(job, JobRow):  # a start's ORM row: in step with the database, not dirty
+        for key, value in (values | {"pinned_at": now_ms, "updated_at": now_ms}).items():
+            set_committed_value(job, key, value)
+    else:
+        for key, value in values.items():
+            setattr(job, key, value)
+
+
+def _job_view(session: Session, ctx: ServiceContext, job: Job,
+              edges: barriers_repo.JobEdges) -> tuple[Exactness, list[str], list[OtherJob]]:
     """Read what a decision about ``job`` needs: the history of its component, its sinks and
     the other running jobs of the component (with sources) and the barriers they hold."""
-    topology = ctx.topology_cache.get(session)
+    topology = ctx.topology_cache.get(session, edges.topology_version)
     history = DatabaseHistory(session, topology)
-    component = topology.component(sources[0].qualified_name)
+    component = topology.component(edges.sources[0].qualified_name)
     history.load(component)
     me = topology.jobs.get(job.name)
-    sinks = sorted(me.sinks) if me is not None else [t.qualified_name
-                                                     for t in _sink_tables(session, job.name)]
+    sinks = sorted(me.sinks) if me is not None else [t.qualified_name for t in edges.sinks]
     names = sorted(j.job for j in topology.jobs.values()
                    if j.job != job.name and j.sources and (j.sources | j.sinks) & component)
     pins = jobs_repo.pinned_barriers(session, names)
@@ -286,7 +286,7 @@ def _sinks_latest(exactness: Exactness, sinks: list[str]) -> int | None:
     return max(latests) if latests else None
 
 
-def resume_point(session: Session, job: JobRow, sinks: list[TableRow]) -> int | None:
+def resume_point(session: Session, job: JobRow, sinks: list[Source]) -> int | None:
     """The last barrier every sink completed with a snapshot this job wrote (in any run)."""
     return barriers_repo.last_written_by(session, job.name, [t.id for t in sinks])
 
@@ -301,15 +301,16 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
     or below a sink's latest is ever handed out: the job resumes after it instead.
     """
     admission.refuse_barrier_in_future(ctx, start_from)
-    sources = _source_tables(session, job.name)
+    edges = barriers_repo.job_edges(session, job.name)
+    sources = edges.sources
     if not sources:
         return Position("none")
-    if _sinks_fenced(session, job.name):
+    if edges.sinks_fenced:
         return _wait(ctx)
-    exactness, sinks, others = _job_view(session, ctx, job, sources)
+    exactness, sinks, others = _job_view(session, ctx, job, edges)
     floor = _sinks_latest(exactness, sinks)
     if start_from == "resume":
-        written = resume_point(session, job, _sink_tables(session, job.name))
+        written = resume_point(session, job, edges.sinks)
         if written is not None:
             return _resume_after(session, ctx, job, sources, exactness, others,
                                  max(written, floor if floor is not None else written))
@@ -330,14 +331,14 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
     return _start_at(session, ctx, job, sources, exactness, barrier)
 
 
-def _resume_after(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
+def _resume_after(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Source],
                   exactness: Exactness, others: list[OtherJob], after: int) -> Position:
     """Go on after ``after`` as ``next`` would (``previous`` set), also after a wait."""
     job.last_committed_barrier = after
     return _decide(session, ctx, job, sources, exactness, others, after)
 
 
-def _earliest(session: Session, sources: list[TableRow], exactness: Exactness) -> int | None:
+def _earliest(session: Session, sources: list[Source], exactness: Exactness) -> int | None:
     firsts = [handout.earliest_retained(session, s.id) for s in sources]
     if any(f is None for f in firsts):
         return None
@@ -345,7 +346,7 @@ def _earliest(session: Session, sources: list[TableRow], exactness: Exactness) -
                             [f.barrier for f in firsts])  # type: ignore[union-attr]
 
 
-def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
+def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Source],
               exactness: Exactness, barrier: int) -> Position:
     """``from: <barrier>``: that barrier, complete and exact in every source, or an error."""
     behind = sorted(s.qualified_name for s in sources
@@ -370,7 +371,7 @@ def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[
     return position
 
 
-def _decide(session: Session, ctx: ServiceContext, job: JobRow, sources: list[TableRow],
+def _decide(session: Session, ctx: ServiceContext, job: Job, sources: list[Source],
             exactness: Exactness, others: list[OtherJob], after: int | None) -> Position:
     """Choose (``core/protocol.py``) and pin the barrier after ``after``, or wait."""
     ahead = jobs_ahead(exactness, others, after)
@@ -380,44 +381,60 @@ def _decide(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Ta
     return _pin(session, ctx, job, sources, barrier, after)
 
 
-def _running_job(session: Session, name: str) -> JobRow:
-    job = jobs_repo.get_job(session, name, for_update=True)
+def _refuse_not_running(name: str, job: Job | None) -> None:
     if job is None:
         raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
     if job.state != "running":
         raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
                                         job=name, state=job.state)
+
+
+def _running_job(session: Session, name: str) -> JobRow:
+    job = jobs_repo.get_job(session, name, for_update=True)
+    _refuse_not_running(name, job)
+    assert job is not None
     return job
 
 
 def next_barrier(session: Session, ctx: ServiceContext, name: str, after: int | None) -> Position:
     """SPEC §5.3: wait, process (pinned until commit or abort) or abort."""
-    job = _running_job(session, name)
+    if session.new or session.dirty:  # a start's changes, before the statements below
+        session.flush()
+    job = barriers_repo.lock_job_state(session, name)
+    _refuse_not_running(name, job)
+    assert job is not None
     if job.pin_invalidated_reason is not None and job.pinned_barrier is not None:
-        position = _abort_position(job)
-        progress = barriers_repo.progress(session, job.name, job.run, job.pinned_barrier)
-        if progress is not None:
-            progress.state = "invalidated"
-        lineage_emission.barrier_failed(session, ctx, job, job.pin_invalidated_reason)
-        _clear_pin(job)
-        return position
-    if _sinks_fenced(session, name):  # a rollback is under way: nothing is written meanwhile
+        return _hand_out_invalidation(session, ctx, name)
+    edges = barriers_repo.job_edges(session, name)
+    if edges.sinks_fenced:  # a rollback is under way: nothing is written meanwhile
         return _wait(ctx)
     if job.pinned_barrier is not None:
         return pinned_position(job)
-    sources = _source_tables(session, name)
-    if not sources:
+    if not edges.sources:
         return Position("none")
     if (after is not None and (job.last_committed_barrier is None
                                or after > job.last_committed_barrier)
-            and barriers_repo.rolled_back_in_any(
-                session, [t.id for t in _sink_tables(session, name)], after)):
+            and barriers_repo.rolled_back_in_any(session, [t.id for t in edges.sinks], after)):
         after = None  # a barrier a rollback took back: the job restarts where its sinks are
-    exactness, sinks, others = _job_view(session, ctx, job, sources)
+    exactness, sinks, others = _job_view(session, ctx, job, edges)
     candidates = [b for b in (after, job.last_committed_barrier,
                               _sinks_latest(exactness, sinks)) if b is not None]
     effective_after = max(candidates) if candidates else None
-    return _decide(session, ctx, job, sources, exactness, others, effective_after)
+    return _decide(session, ctx, job, edges.sources, exactness, others, effective_after)
+
+
+def _hand_out_invalidation(session: Session, ctx: ServiceContext, name: str) -> Position:
+    """The job's pin was invalidated by a rollback: it is told to abort, once; the pin is
+    cleared (through the ORM's row, which the lineage event reads)."""
+    job = _running_job(session, name)
+    assert job.pin_invalidated_reason is not None and job.pinned_barrier is not None
+    position = _abort_position(job)
+    progress = barriers_repo.progress(session, job.name, job.run, job.pinned_barrier)
+    if progress is not None:
+        progress.state = "invalidated"
+    lineage_emission.barrier_failed(session, ctx, job, job.pin_invalidated_reason)
+    _clear_pin(job)
+    return position
 
 
 def _clear_pin(job: JobRow) -> None:

@@ -135,6 +135,18 @@ def lock_job(session: Session, name: str) -> JobRow | None:
     return row
 
 
+def check_job(session: Session, name: str) -> None:
+    """Report a violation unless locking job ``name`` now keeps the order (for a repository
+    statement that locks and reads at once)."""
+    _new_jobs(_held(session), [name])
+
+
+def note_job_locked(session: Session, name: str) -> None:
+    """Record a job row a repository's own statement has just locked; :func:`check_job`
+    first."""
+    _held(session).jobs.add(name)
+
+
 def lock_jobs(session: Session, names: Iterable[str], *,
               running_only: bool = False) -> list[JobRow]:
     """The rows of the named jobs (only the running ones with ``running_only``), locked by

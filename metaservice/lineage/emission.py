@@ -54,7 +54,7 @@ def _write(session: Session, ctx: ServiceContext, event_type: ol.EventType, run:
                           payload=json.dumps(event, separators=(",", ":")), now_ms=now)
 
 
-def _job_run(session: Session, job: JobRow, barrier: int, attempts: int,
+def _job_run(session: Session, job: JobRow | barriers_repo.JobState, barrier: int, attempts: int,
              outputs: list[ol.SinkWritten]) -> ol.BarrierRun:
     progress = barriers_repo.progress(session, job.name, job.run, barrier)
     snapshots: dict[str, Any] | None
@@ -68,12 +68,13 @@ def _job_run(session: Session, job: JobRow, barrier: int, attempts: int,
                          attempt=attempts, previous_barrier=job.pinned_after)
 
 
-def _attempts(session: Session, job: JobRow, barrier: int) -> int:
+def _attempts(session: Session, job: JobRow | barriers_repo.JobState, barrier: int) -> int:
     progress = barriers_repo.progress(session, job.name, job.run, barrier)
     return progress.attempts if progress is not None else 1
 
 
-def barrier_handed_out(session: Session, ctx: ServiceContext, job: JobRow) -> None:
+def barrier_handed_out(session: Session, ctx: ServiceContext,
+                       job: JobRow | barriers_repo.JobState) -> None:
     """``START``: ``job`` (pinned) was handed its barrier."""
     if ctx.lineage is None or job.pinned_barrier is None:
         return

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from metaservice import errors
-from metaservice.db.models import BarrierRow, TableRow
+from metaservice.db.models import BarrierRow
 from metaservice.retention.expirations import repository as repo
 
 
@@ -50,24 +50,6 @@ def raise_expired(expired: Sequence[Mapping[str, Any]]) -> None:
 
 SNAPSHOT_EXPIRED = "snapshot_expired"
 """The ``reason`` of a ``wait`` answer whose barrier would have handed out an approved snapshot."""
-
-
-def position_hands_out_expired(session: Session, sources: Sequence[TableRow],
-                               snapshots: Mapping[str, Mapping[str, Any]],
-                               previous: Mapping[str, Mapping[str, Any]]) -> bool:
-    """For a barrier about to be pinned: hold the source tables, then tell whether one of the
-    ``snapshots`` is approved for expiration. The caller answers ``wait``: a newer barrier
-    will be complete once the sources move on, and each source's latest snapshot is protected.
-
-    Raises:
-        SnapshotExpiredError: a ``previous`` snapshot is approved: the changes since it cannot
-            be read any more (it is protected while it is the job's last committed barrier, so
-            only a client that claims a later ``after`` than the service recorded gets here).
-    """
-    ids = {s.qualified_name: s.id for s in sources}
-    hold(session, ids.values())
-    refuse_approved(session, ((n, ids[n], int(v["snapshot_id"])) for n, v in previous.items()))
-    return bool(approved(session, ((ids[n], int(v["snapshot_id"])) for n, v in snapshots.items())))
 
 
 def earliest_retained(session: Session, table_id: int) -> BarrierRow | None:

@@ -12,7 +12,6 @@ from metaservice.db.models import (
     BarrierRow,
     JobProgressRow,
     JobRow,
-    JobTableRow,
     RollbackFenceRow,
     RollbackPlanRow,
     SnapshotExpirationRow,
@@ -113,16 +112,6 @@ def fence_target(session: Session, table_id: int, table: str) -> int | None:
         if entry.table == table and entry.target is not None:
             return entry.target.snapshot_id
     return None
-
-
-def job_sinks_fenced(session: Session, job: str) -> bool:
-    """Whether a sink of ``job`` is fenced (one indexed join)."""
-    return session.scalar(
-        select(RollbackFenceRow.table_id)
-        .join(JobTableRow, JobTableRow.table_id == RollbackFenceRow.table_id)
-        .where(JobTableRow.job_name == job, JobTableRow.role == "sink")
-        .limit(1)
-    ) is not None
 
 
 def add_fences(session: Session, plan_id: str, table_ids: Iterable[int]) -> None:
