@@ -1,14 +1,19 @@
-"""Root reports of two checkouts of the server, interleaved: the server CPU time per report of
-an older revision against this one, on the same machine and PostgreSQL, in one run.
+"""Two checkouts of the server, interleaved: the server CPU time per request of an older
+revision against this one, on the same machine, in one run.
 
     git worktree add /tmp/before <revision>
     python -m benchmarks._revisions /tmp/before --rounds 6
+    python -m benchmarks._revisions /tmp/before --path next --backend sqlite
 
 Each round starts one ``metaservice serve`` of each checkout (``PYTHONPATH`` names it; the
-order alternates from round to round) on a fresh schema of 1,000 root tables
-(``benchmarks/commits.py``), sends root reports from 4 keep-alive connections for 8 s after a
-second of warm-up, and reads the server's CPU time from ``/proc``. The medians of the rounds
-are compared: a busy machine colours single rounds, not the comparison of interleaved ones.
+order alternates from round to round) on a fresh database and reads the server's CPU time from
+``/proc``. ``--path report`` (PostgreSQL): a schema of 1,000 root tables
+(``benchmarks/commits.py``), root reports from 4 keep-alive connections for 8 s after a second
+of warm-up. ``--path next``: one job on one root, as ``benchmarks/next_siblings.py``'s single
+pipeline, round after round (a root report, the job's ``next`` checked to hand out the new
+barrier, its commit) for 8 s after a few warm-up rounds; the CPU and latency of each ``next``
+alone. The medians of the rounds are compared: a busy machine colours single rounds, not the
+comparison of interleaved ones.
 """
 
 from __future__ import annotations
@@ -18,55 +23,117 @@ import json
 import os
 import random
 import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import _environment as environment
 from benchmarks._loadgen import run_load
+from benchmarks._report import percentile
 from benchmarks.commits import TABLES, create_tables
+from benchmarks.next_siblings import WARMUP_ROUNDS, Client, Pipeline, one_round, set_up
 
 THIS = Path(__file__).resolve().parent.parent
 
 
-def report_cpu_ms(tree: Path, seed: int) -> float:
+@contextmanager
+def _checkout(tree: Path) -> Iterator[None]:
+    """Servers started inside import the server from ``tree``: ``PYTHONPATH`` names it, and
+    ``PYTHONSAFEPATH`` keeps ``python -m`` from putting the working directory (this checkout,
+    when run from its root) before it."""
+    previous = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ.update(PYTHONPATH=str(tree), PYTHONSAFEPATH="1")
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@dataclass(frozen=True)
+class Figures:
+    cpu_ms: float  # server CPU per request
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+
+
+def report_figures(tree: Path, seed: int, backend: str) -> Figures:
     """Server CPU time (ms) per root report of the server in ``tree``."""
+    if backend != "postgresql":
+        raise SystemExit("--path report runs on PostgreSQL only")
     rng = random.Random(seed)
 
     def make(client: int, n: int) -> tuple[str, str, bytes]:
         body = json.dumps({"snapshot_id": rng.getrandbits(62)}).encode()
         return "POST", f"/tables/lake/ingest/t{n % TABLES}/barriers", body
 
-    previous = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(tree)
-    try:
-        with environment.postgres_schema("revisions") as url:
-            create_tables(url)
-            with environment.server_processes(url, count=1) as (server,):
-                before = server.cpu_seconds()
-                result = run_load([server.url], clients=4, make=make, warmup=1.0, duration=8.0)
-                if result.failed:
-                    raise RuntimeError(f"{result.failed} reports failed: {result.first_error}")
-                return (server.cpu_seconds() - before) * 1000 / max(result.answered, 1)
-    finally:
-        if previous is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = previous
+    with _checkout(tree), environment.postgres_schema("revisions") as url:
+        create_tables(url)
+        with environment.server_processes(url, count=1) as (server,):
+            before = server.cpu_seconds()
+            result = run_load([server.url], clients=4, make=make, warmup=1.0, duration=8.0)
+            if result.failed:
+                raise RuntimeError(f"{result.failed} reports failed: {result.first_error}")
+            return Figures((server.cpu_seconds() - before) * 1000 / max(result.answered, 1))
+
+
+def next_figures(tree: Path, seed: int, backend: str) -> Figures:
+    """Server CPU time (ms) per ``next`` of one job on one root, and its p50 and p99."""
+    rng = random.Random(seed)
+    database = (environment.postgres_schema("revisions") if backend == "postgresql"
+                else environment.sqlite_file("revisions"))
+    with _checkout(tree), database as url, environment.server_processes(url, count=1) as (
+            server,):
+        client = Client(server.url)
+        pipeline = Pipeline("single", 1)
+        try:
+            set_up(client, pipeline, rng)
+            for _ in range(WARMUP_ROUNDS):
+                one_round(client, server, pipeline, rng, record=False)
+            until = time.monotonic() + 8.0
+            while time.monotonic() < until:
+                one_round(client, server, pipeline, rng, record=True)
+        finally:
+            client.close()
+    steps = len(pipeline.next_ms)
+    return Figures(pipeline.next_cpu_s * 1000 / steps, percentile(pipeline.next_ms, 50),
+                   percentile(pipeline.next_ms, 99))
+
+
+PATHS = {"report": report_figures, "next": next_figures}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old", type=Path, help="a checkout of the older revision")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--path", choices=sorted(PATHS), default="report")
+    parser.add_argument("--backend", choices=["postgresql", "sqlite"], default="postgresql")
     args = parser.parse_args()
     trees = {"old": args.old.resolve(), "new": THIS}
-    figures: dict[str, list[float]] = {"old": [], "new": []}
+    measure = PATHS[args.path]
+    figures: dict[str, list[Figures]] = {"old": [], "new": []}
     for round_ in range(args.rounds):
         for side in ("old", "new") if round_ % 2 == 0 else ("new", "old"):
-            figures[side].append(report_cpu_ms(trees[side], round_))
-            print(f"round {round_ + 1} {side}: {figures[side][-1]:.2f} ms per report", flush=True)
-    old, new = (statistics.median(figures[s]) for s in ("old", "new"))
-    print(f"median server CPU per root report: old {old:.2f} ms, new {new:.2f} ms, "
-          f"new ÷ old {new / old:.2f}")
+            f = measure(trees[side], round_, args.backend)
+            figures[side].append(f)
+            latency = "" if f.p50_ms is None else f", p50 {f.p50_ms:.2f} ms, p99 {f.p99_ms:.2f} ms"
+            print(f"round {round_ + 1} {side}: {f.cpu_ms:.2f} ms server CPU per {args.path}"
+                  f"{latency}", flush=True)
+    for figure in ("cpu_ms", "p50_ms", "p99_ms"):
+        values = {s: [getattr(f, figure) for f in figures[s]] for s in figures}
+        if None in values["old"]:
+            continue
+        old, new = (statistics.median(values[s]) for s in ("old", "new"))
+        print(f"{args.path} ({args.backend}), median {figure}: old {old:.2f}, new {new:.2f}, "
+              f"old ÷ new {old / new:.2f} (> 1 = new better); runs old "
+              f"{', '.join(f'{v:.2f}' for v in values['old'])}; new "
+              f"{', '.join(f'{v:.2f}' for v in values['new'])}")
 
 
 if __name__ == "__main__":

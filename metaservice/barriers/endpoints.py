@@ -23,7 +23,7 @@ from metaservice.barriers.schemas import (
     TableBarriersOut,
     position_answer,
 )
-from metaservice.deps import Context, ReadSession, WriteSession
+from metaservice.deps import Context, ReadSession, TransactionsDep, WriteSession
 from metaservice.names import TableName
 from metaservice.path_params import BarrierPath, CatalogPath, DatabasePath, JobPath, TablePath
 from metaservice.schemas import INT64_MAX, TextInt
@@ -33,10 +33,13 @@ router = APIRouter(tags=["barriers"])
 
 @router.post("/jobs/{job}/barriers/next", response_model=PositionOut,
              response_model_exclude_unset=True, operation_id="next_barrier")
-def next_barrier(job: JobPath, session: WriteSession, ctx: Context,
+def next_barrier(job: JobPath, transactions: TransactionsDep, ctx: Context,
                  body: Annotated[NextIn | None, Body()] = None) -> Response:
-    """wait, process (pinned until commit or abort) or abort. Serialised once, by orjson."""
-    position = service.next_barrier(session, ctx, job, (body or NextIn()).after)
+    """wait, process (pinned until commit or abort) or abort. The transaction begins and
+    commits in the endpoint's own thread-pool hop (not one more for the commit), before the
+    answer, serialised once by orjson, is sent."""
+    with transactions.transaction(write=True) as session:
+        position = service.next_barrier(session, ctx, job, (body or NextIn()).after)
     return Response(orjson.dumps(position_answer(position)), media_type="application/json")
 
 
