@@ -6,11 +6,14 @@ an indexed seek on ``(table_id, barrier)``: an answer never scans barrier histor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    JSON,
+    BigInteger,
     and_,
     bindparam,
     func,
@@ -21,9 +24,8 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import TextClause
 
 from metaservice.db import locks
 from metaservice.db.engine import on_postgres
@@ -464,45 +466,53 @@ def pin_reads(session: Session, source_ids: list[int], barrier: int,
         bool(r.previous_approved), r.ready_at) for r in named_rows(rows, _PinRow)]
 
 
-def _progress_upsert(insert_of: Any) -> Any:
-    """The progress record of a barrier handed out: a new one, or one more attempt (the
-    barrier was handed out before in this run and aborted)."""
-    statement = insert_of(_progress).values(
-        job_name=bindparam("job"), run=bindparam("run"), barrier=bindparam("barrier"),
-        state="in_progress", started_at=bindparam("now"), attempts=1,
-        snapshots=bindparam("snapshots"), previous=bindparam("previous"),
-        sources_ready_at=bindparam("ready_at"))
-    return statement.on_conflict_do_update(
-        index_elements=[_progress.c.job_name, _progress.c.run, _progress.c.barrier],
-        set_={"state": "in_progress", "attempts": _progress.c.attempts + 1,
-              "snapshots": statement.excluded.snapshots,
-              "previous": statement.excluded.previous})
+_WRITE_PIN = (
+    "UPDATE jobs SET pinned_barrier = :p_barrier, pinned_after = :p_after, pinned_at = :p_now, "
+    "  pinned_snapshots = :p_snapshots, pinned_previous = :p_previous, "
+    "  pin_invalidated_reason = NULL, updated_at = :p_now "
+    "WHERE name = :p_name")
+
+# A new progress record, or one more attempt (the barrier was handed out before in this run
+# and aborted).
+_RECORD_PROGRESS = (
+    "INSERT INTO job_progress (job_name, run, barrier, state, started_at, attempts, snapshots, "
+    "  previous, sources_ready_at) "
+    "VALUES (:job, :run, :barrier, 'in_progress', :now, 1, :snapshots, :previous, :ready_at) "
+    "ON CONFLICT (job_name, run, barrier) DO UPDATE SET state = 'in_progress', "
+    "  attempts = job_progress.attempts + 1, snapshots = excluded.snapshots, "
+    "  previous = excluded.previous")
 
 
-_PROGRESS_POSTGRES = _progress_upsert(pg_insert)
-_PROGRESS_SQLITE = _progress_upsert(sqlite_insert)
+_HAND_OUT_TYPES = {"p_snapshots": JSON, "p_previous": JSON, "snapshots": JSON, "previous": JSON,
+                   "p_barrier": BigInteger, "p_after": BigInteger, "p_now": BigInteger,
+                   "barrier": BigInteger, "now": BigInteger, "ready_at": BigInteger}
 
 
-def record_handed_out(session: Session, job: str, run: int, barrier: int, *, now_ms: int,
-                      snapshots: dict[str, Any], previous: dict[str, Any],
-                      ready_at: int | None) -> None:
-    """Record ``barrier`` handed out to ``job`` (in ``run``) in its progress."""
-    session.execute(_PROGRESS_POSTGRES if on_postgres(session) else _PROGRESS_SQLITE, {
-        "job": job, "run": run, "barrier": barrier, "now": now_ms, "snapshots": snapshots,
-        "previous": previous, "ready_at": ready_at})
+def _hand_out_statement(sql: str) -> TextClause:
+    """``sql`` with its parameters typed (JSON serialised, a NULL barrier typed)."""
+    names = set(re.findall(r":(\w+)", sql))
+    return text(sql).bindparams(*(bindparam(name, type_=type_)
+                                  for name, type_ in _HAND_OUT_TYPES.items() if name in names))
 
 
-_WRITE_PIN = (update(_jobs).where(_jobs.c.name == bindparam("p_name"))
-              .values(pinned_barrier=bindparam("p_barrier"), pinned_after=bindparam("p_after"),
-                      pinned_at=bindparam("p_now"), pinned_snapshots=bindparam("p_snapshots"),
-                      pinned_previous=bindparam("p_previous"), pin_invalidated_reason=None,
-                      updated_at=bindparam("p_now")))
+# PostgreSQL runs both in one statement (the UPDATE in a WITH); SQLite, which has no
+# data-modifying WITH, one after the other.
+_HAND_OUT_POSTGRES = _hand_out_statement(f"WITH pin AS ({_WRITE_PIN}) {_RECORD_PROGRESS}")
+_HAND_OUT_SQLITE = (_hand_out_statement(_WRITE_PIN), _hand_out_statement(_RECORD_PROGRESS))
 
 
-def write_pin(session: Session, job: str, *, barrier: int, after: int | None, now_ms: int,
-              snapshots: dict[str, Any], previous: dict[str, Any]) -> None:
-    """Write the pin of ``job`` (a row held locked): ``barrier`` after ``after``, with the
-    snapshots handed out at both."""
-    session.execute(_WRITE_PIN, {
-        "p_name": job, "p_barrier": barrier, "p_after": after, "p_now": now_ms,
-        "p_snapshots": snapshots, "p_previous": previous})
+def record_hand_out(session: Session, job: str, run: int, barrier: int, *, after: int | None,
+                    now_ms: int, snapshots: dict[str, Any], previous: dict[str, Any],
+                    ready_at: int | None) -> None:
+    """Pin ``barrier`` (after ``after``) on the row of ``job`` (held locked), with the
+    snapshots handed out at both, and record it in the job's progress (in ``run``)."""
+    pin = {"p_name": job, "p_barrier": barrier, "p_after": after, "p_now": now_ms,
+           "p_snapshots": snapshots, "p_previous": previous}
+    progress = {"job": job, "run": run, "barrier": barrier, "now": now_ms,
+                "snapshots": snapshots, "previous": previous, "ready_at": ready_at}
+    if on_postgres(session):
+        session.execute(_HAND_OUT_POSTGRES, pin | progress)
+    else:
+        write_pin, record_progress = _HAND_OUT_SQLITE
+        session.execute(write_pin, pin)
+        session.execute(record_progress, progress)

@@ -237,22 +237,20 @@ def _pin(session: Session, ctx: ServiceContext, job: Job, sources: list[Source],
         return Position("wait", retry_after_ms=ctx.settings.wait_retry_after_ms,
                         reason=handout.SNAPSHOT_EXPIRED)
     now = ctx.clock.now_ms()
-    _hold_pin(session, job, barrier=barrier, after=after, now_ms=now, snapshots=snapshots,
-              previous=previous)
-    barriers_repo.record_handed_out(
-        session, job.name, job.run, barrier, now_ms=now, snapshots=snapshots,
+    barriers_repo.record_hand_out(
+        session, job.name, job.run, barrier, after=after, now_ms=now, snapshots=snapshots,
         previous=previous,
         ready_at=max((r.ready_at for r in reads if r.ready_at is not None), default=None))
+    _note_pin(job, barrier=barrier, after=after, now_ms=now, snapshots=snapshots,
+              previous=previous)
     lineage_emission.barrier_handed_out(session, ctx, job)
     logger.info("barrier_pinned", extra={"job": job.name, "barrier": barrier, "run": job.run})
     return pinned_position(job)
 
 
-def _hold_pin(session: Session, job: Job, *, barrier: int, after: int | None, now_ms: int,
+def _note_pin(job: Job, *, barrier: int, after: int | None, now_ms: int,
               snapshots: dict[str, Any], previous: dict[str, Any]) -> None:
-    """Write the pin to the job's row, and into ``job``."""
-    barriers_repo.write_pin(session, job.name, barrier=barrier, after=after, now_ms=now_ms,
-                            snapshots=snapshots, previous=previous)
+    """Set in ``job`` the pin just written to its row."""
     values = {"pinned_barrier": barrier, "pinned_after": after, "pinned_snapshots": snapshots,
               "pinned_previous": previous, "pin_invalidated_reason": None}
     if isinstance(job, JobRow):  # a start's ORM row: in step with the database, not dirty
