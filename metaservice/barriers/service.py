@@ -268,7 +268,7 @@ def _job_view(session: Session, ctx: ServiceContext, job: Job,
     topology = ctx.topology_cache.get(session, edges.topology_version)
     history = DatabaseHistory(session, topology)
     component = topology.component(edges.sources[0].qualified_name)
-    history.load(component)
+    history.load_tails(component)  # the decision reads both (one statement on PostgreSQL)
     me = topology.jobs.get(job.name)
     sinks = sorted(me.sinks) if me is not None else [t.qualified_name for t in edges.sinks]
     names = sorted(j.job for j in topology.jobs.values()

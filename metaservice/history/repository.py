@@ -186,3 +186,40 @@ def first_change(session: Session, table_id: int, after: int, snapshot_id: int |
         if len(rows) < 64:
             return None
         after = int(rows[-1].barrier)
+
+
+class StateAndTailRow(NamedTuple):
+    """A table's state and one of its newest rows (``barrier`` None: the table has none)."""
+
+    id: int
+    catalog: str
+    database: str
+    name: str
+    latest_barrier: int | None
+    catching_up: bool
+    catch_up_floor: int | None
+    barrier: int | None
+    snapshot_id: int | None
+
+
+_STATES_AND_TAILS_POSTGRES = text(
+    "SELECT t.id, t.catalog, t.database, t.name, t.latest_barrier, t.catching_up, "
+    "  t.catch_up_floor, b.barrier, b.snapshot_id "
+    "FROM unnest(CAST(:catalogs AS text[]), CAST(:databases AS text[]), CAST(:names AS text[])) "
+    "  AS w(catalog, database, name) "
+    "JOIN tables t ON t.catalog = w.catalog AND t.database = w.database AND t.name = w.name "
+    "LEFT JOIN LATERAL ("
+    "  SELECT s.barrier, s.snapshot_id FROM barriers s"
+    "  WHERE s.table_id = t.id AND NOT s.rolled_back"
+    "  ORDER BY s.barrier DESC LIMIT :depth) AS b ON true")
+
+
+def states_and_tails_postgres(session: Session, names: list[tuple[str, str, str]],
+                              depth: int) -> list[StateAndTailRow]:
+    """The states of the tables named ``(catalog, database, table)`` and the ``depth`` newest
+    rows of each, in one statement (PostgreSQL: a lateral join; elsewhere the states and
+    :func:`tails` are two)."""
+    rows = session.execute(_STATES_AND_TAILS_POSTGRES, {
+        "catalogs": [n[0] for n in names], "databases": [n[1] for n in names],
+        "names": [n[2] for n in names], "depth": depth})
+    return list(named_rows(rows, StateAndTailRow))

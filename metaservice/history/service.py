@@ -14,7 +14,9 @@ from sqlalchemy.orm import Session
 from metaservice.core.cuts import TableState
 from metaservice.core.exactness import Completion
 from metaservice.core.graph import Topology
+from metaservice.db.engine import on_postgres
 from metaservice.history import repository as history_repo
+from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
 from metaservice.tables.repository import CutState
 
@@ -43,7 +45,12 @@ class DatabaseHistory:
                 self._states[n] = found.get(n)
 
     def load_tails(self, names: Iterable[str]) -> None:
-        """Read the newest rows of ``names`` not read yet (one statement)."""
+        """Read the newest rows of ``names`` not read yet (one statement), with their states
+        when none is read yet (in the same statement on PostgreSQL)."""
+        names = list(dict.fromkeys(names))
+        if on_postgres(self.session) and not any(n in self._states for n in names):
+            self._load_states_and_tails(names)
+            return
         self.load(names)
         untailed = [n for n in dict.fromkeys(names)
                     if n not in self._tails and self._states.get(n) is not None]
@@ -52,6 +59,22 @@ class DatabaseHistory:
             for table_id, rows in history_repo.tails(self.session, list(ids),
                                                       TAIL_DEPTH).items():
                 self._tails[ids[table_id]] = rows
+
+    def _load_states_and_tails(self, names: list[str]) -> None:
+        keys = [TableName.parse(n) for n in names]
+        for n in names:
+            self._states[n] = None
+        for r in history_repo.states_and_tails_postgres(
+                self.session, [(k.catalog, k.database, k.table) for k in keys], TAIL_DEPTH):
+            name = f"{r.catalog}.{r.database}.{r.name}"
+            if self._states[name] is None:
+                self._states[name] = CutState(r.id, r.latest_barrier, bool(r.catching_up),
+                                              r.catch_up_floor)
+                self._tails[name] = []
+            if r.barrier is not None:
+                self._tails[name].append((int(r.barrier), int(r.snapshot_id or 0)))
+        for rows_of_table in self._tails.values():
+            rows_of_table.sort(reverse=True)
 
     def state(self, name: str) -> CutState | None:
         if name not in self._states:
