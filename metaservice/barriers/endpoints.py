@@ -35,9 +35,9 @@ router = APIRouter(tags=["barriers"])
              response_model_exclude_unset=True, operation_id="next_barrier")
 def next_barrier(job: JobPath, transactions: TransactionsDep, ctx: Context,
                  body: Annotated[NextIn | None, Body()] = None) -> Response:
-    """wait, process (pinned until commit or abort) or abort. The transaction begins and
-    commits in the endpoint's own thread-pool hop (not one more for the commit), before the
-    answer, serialised once by orjson, is sent."""
+    """wait, process (pinned until commit or abort) or abort."""
+    # The hot path: the transaction begins and commits in this thread-pool hop (not one more
+    # for the commit), before the answer, serialised once by orjson, is sent.
     with transactions.transaction(write=True) as session:
         position = service.next_barrier(session, ctx, job, (body or NextIn()).after)
     return Response(orjson.dumps(position_answer(position)), media_type="application/json")

@@ -2,7 +2,9 @@
 approved for expiration is never handed out or leased again.
 
 A path that *commits to* snapshots (a lease, a pinned barrier) first calls :func:`hold` on
-their tables, then checks with :func:`refuse_approved` / :func:`approved`: the hold orders it
+their tables, then checks with :func:`refuse_approved` / :func:`approved` (a pinned barrier
+reads the same check in the statement that reads its snapshots, ``barriers/repository.py``'s
+``pin_reads``, and refuses with :func:`raise_expired`): the hold orders it
 against approvals of those tables (see ``expirations/repository.py``), so either the approval
 comes first and the check sees it, or the hand-out comes first and the approval sees the lease
 or the pin.
