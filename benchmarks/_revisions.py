@@ -24,7 +24,7 @@ import os
 import random
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +108,20 @@ def next_figures(tree: Path, seed: int, backend: str) -> Figures:
 PATHS = {"report": report_figures, "next": next_figures}
 
 
+def _measured(measure: Callable[[Path, int, str], Figures], tree: Path, seed: int,
+              backend: str, attempts: int = 3) -> Figures:
+    """One round's figures; a server that did not become ready in time (a machine loaded by
+    other work) is started again."""
+    for attempt in range(attempts):
+        try:
+            return measure(tree, seed, backend)
+        except RuntimeError as failed:
+            if "did not become ready" not in str(failed) or attempt == attempts - 1:
+                raise
+            print(f"  ({failed}; starting again)", flush=True)
+    raise AssertionError("unreachable")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old", type=Path, help="a checkout of the older revision")
@@ -120,7 +134,7 @@ def main() -> None:
     figures: dict[str, list[Figures]] = {"old": [], "new": []}
     for round_ in range(args.rounds):
         for side in ("old", "new") if round_ % 2 == 0 else ("new", "old"):
-            f = measure(trees[side], round_, args.backend)
+            f = _measured(measure, trees[side], round_, args.backend)
             figures[side].append(f)
             latency = "" if f.p50_ms is None else f", p50 {f.p50_ms:.2f} ms, p99 {f.p99_ms:.2f} ms"
             print(f"round {round_ + 1} {side}: {f.cpu_ms:.2f} ms server CPU per {args.path}"
