@@ -295,7 +295,6 @@ def held_by_catalog(session: Session, name: TableName, catalog_name: str) -> boo
 
 _jobs = JobRow.__table__
 _job_tables = JobTableRow.__table__
-_progress = JobProgressRow.__table__
 _topology = TopologyState.__table__
 
 
