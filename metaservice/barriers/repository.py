@@ -16,6 +16,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.orm import Session
@@ -130,6 +131,7 @@ _tables = TableRow.__table__
 _barriers = BarrierRow.__table__
 _fences = RollbackFenceRow.__table__
 _expirations = SnapshotExpirationRow.__table__
+_iceberg_tables = IcebergTableRow.__table__
 
 
 @dataclass(slots=True)
@@ -214,6 +216,62 @@ _ADVANCE = (update(_tables)
             .values(latest_barrier=bindparam("p_barrier"),
                     latest_snapshot_id=bindparam("p_snapshot_id"),
                     latest_committed_at=bindparam("p_committed_at")))
+
+
+_PEEK_MANY = select(
+    _tables.c.id, _tables.c.catalog, _tables.c.database, _tables.c.name, _tables.c.catching_up,
+    select(_iceberg_tables.c.version)
+    .where(_tables.c.catalog == bindparam("catalog_name"),
+           _iceberg_tables.c.namespace == _tables.c.database,
+           _iceberg_tables.c.name == _tables.c.name)
+    .limit(1).scalar_subquery().label("catalog_version"),
+).where(tuple_(_tables.c.catalog, _tables.c.database, _tables.c.name)
+        .in_(bindparam("names", expanding=True)))
+
+_LOCK_MANY = (select(_tables.c.id, _tables.c.latest_barrier, _tables.c.latest_snapshot_id,
+                     _tables.c.writer_job, _tables.c.catching_up)
+              .where(_tables.c.id.in_(bindparam("table_ids", expanding=True)))
+              .order_by(_tables.c.id).with_for_update())
+
+
+@dataclass(frozen=True, slots=True)
+class FoundTable:
+    """What a group of commits needs to know of a table before locking it."""
+
+    id: int
+    catching_up: bool
+    held_by_catalog: bool  # the built-in catalog holds it (its commits record its barriers)
+
+
+def peek_tables(session: Session, names: Collection[TableName],
+                catalog_name: str) -> dict[TableName, FoundTable]:
+    """The tables that exist among ``names``, without a lock, in one statement: their ids (the
+    lock order), whether they look catching up, and whether the built-in catalog (named
+    ``catalog_name``) holds them (:func:`held_by_catalog`)."""
+    if not names:
+        return {}
+    rows = session.execute(_PEEK_MANY, {
+        "catalog_name": catalog_name,
+        "names": [(n.catalog, n.database, n.table) for n in names]})
+    return {TableName(r.catalog, r.database, r.name):
+            FoundTable(r.id, bool(r.catching_up), r.catalog_version is not None) for r in rows}
+
+
+def lock_tables(session: Session, ids: dict[TableName, int]) -> dict[int, LockedTable]:
+    """Lock the table rows of a group of commits (``ids``: by name) in one statement, in id
+    order, and read what each commit checks (:func:`lock_table`)."""
+    wanted = sorted(set(ids.values()))
+    if not wanted:
+        return {}
+    locks.check_tables(session, wanted)
+    names = {table_id: str(name) for name, table_id in ids.items()}
+    locked = {}
+    for row in session.execute(_LOCK_MANY, {"table_ids": wanted}):
+        locks.note_table_locked(session, row.id)
+        locked[row.id] = LockedTable(row.id, names[row.id], row.latest_barrier,
+                                     row.latest_snapshot_id, row.writer_job,
+                                     bool(row.catching_up))
+    return locked
 
 
 def peek_table(session: Session, name: TableName) -> tuple[int, bool] | None:
