@@ -37,6 +37,9 @@ Outcome = Completed | BaseException
 # Reports recorded in one transaction at most: a group holds its tables' locks until it
 # commits, so an unbounded one would keep a table another process waits for locked too long.
 MAX_GROUP = 64
+# The thread ends after this long without a report (an app that stops reporting, or is never
+# shut down, such as one of many in a test process, keeps no thread).
+IDLE_SECONDS = 5.0
 
 
 class _Waiting:
@@ -105,15 +108,19 @@ class RootReportCommitter:
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._waiting and not self._stopping:
-                    self._wake.wait()
-                if not self._waiting:
+                if not self._waiting and not self._stopping:
+                    self._wake.wait(IDLE_SECONDS)
+                if not self._waiting:  # stopping, or idle: the next report starts a thread
+                    self._thread = None
                     return
                 group = self._waiting[:self._max_group]
                 del self._waiting[:self._max_group]
             outcomes = self.commit_group([w.report for w in group])
             for waiting, outcome in zip(group, outcomes, strict=True):
-                waiting.loop.call_soon_threadsafe(_settle, waiting.answer, outcome)
+                try:
+                    waiting.loop.call_soon_threadsafe(_settle, waiting.answer, outcome)
+                except RuntimeError:  # its event loop is closed: nobody waits for the answer
+                    pass
 
     def commit_group(self, reports: Sequence[RootReport]) -> list[Outcome]:
         """Record ``reports`` together; each one's answer or refusal, in their order."""
