@@ -1,51 +1,54 @@
-"""Root reports of two checkouts of the server, interleaved: the server CPU time per report of
-an older revision against this one, on the same machine and PostgreSQL, in one run.
+"""Root reports of two checkouts of the server, interleaved: the commits/s, latency and server
+CPU time per report of an older revision against this one, on the same machine and database,
+in one run.
 
     git worktree add /tmp/before <revision>
-    python -m benchmarks._revisions /tmp/before --rounds 6
+    python -m benchmarks._revisions /tmp/before --rounds 6 --backend both
 
-Each round starts one ``metaservice serve`` of each checkout (``PYTHONPATH`` names it; the
-order alternates from round to round) on a fresh schema of 1,000 root tables
-(``benchmarks/commits.py``), sends root reports from 4 keep-alive connections for 8 s after a
-second of warm-up, and reads the server's CPU time from ``/proc``. The medians of the rounds
-are compared: a busy machine colours single rounds, not the comparison of interleaved ones.
+Each round starts the ``metaservice serve`` processes of each checkout (``PYTHONPATH`` names
+it; the order alternates from round to round) on a fresh database of 1,000 root tables and
+sends them the commits benchmark's load (``benchmarks/commits.py``: each keep-alive client
+reports new snapshots to its own share of the tables) after a second of warm-up, reading the
+servers' CPU time from ``/proc``. The medians of the rounds are compared: a busy machine
+colours single rounds, not the comparison of interleaved ones.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks import _environment as environment
-from benchmarks._loadgen import run_load
-from benchmarks.commits import TABLES, create_tables
+from benchmarks.commits import Run, create_tables, measure_metaservice
 
 THIS = Path(__file__).resolve().parent.parent
 
 
-def report_cpu_ms(tree: Path, seed: int) -> float:
-    """Server CPU time (ms) per root report of the server in ``tree``."""
-    rng = random.Random(seed)
+@contextmanager
+def _database(backend: str) -> Iterator[str]:
+    if backend == "postgresql":
+        with environment.postgres_schema("revisions") as url:
+            yield url
+    else:
+        with environment.sqlite_file("revisions") as url:
+            yield url
 
-    def make(client: int, n: int) -> tuple[str, str, bytes]:
-        body = json.dumps({"snapshot_id": rng.getrandbits(62)}).encode()
-        return "POST", f"/tables/lake/ingest/t{n % TABLES}/barriers", body
 
+def measure(tree: Path, backend: str, processes: int, clients: int, seconds: float) -> Run:
+    """Root reports to the servers of the checkout in ``tree``, on a fresh database."""
     previous = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(tree)
     try:
-        with environment.postgres_schema("revisions") as url:
+        with _database(backend) as url:
             create_tables(url)
-            with environment.server_processes(url, count=1) as (server,):
-                before = server.cpu_seconds()
-                result = run_load([server.url], clients=4, make=make, warmup=1.0, duration=8.0)
-                if result.failed:
-                    raise RuntimeError(f"{result.failed} reports failed: {result.first_error}")
-                return (server.cpu_seconds() - before) * 1000 / max(result.answered, 1)
+            result = measure_metaservice(url, processes, clients, warmup=1.0, duration=seconds)
+        if result.errors:
+            raise RuntimeError(f"{result.errors} reports failed: {result.first_error}")
+        return result
     finally:
         if previous is None:
             os.environ.pop("PYTHONPATH", None)
@@ -57,16 +60,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old", type=Path, help="a checkout of the older revision")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--backend", choices=["postgresql", "sqlite", "both"],
+                        default="postgresql")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=8.0)
     args = parser.parse_args()
     trees = {"old": args.old.resolve(), "new": THIS}
-    figures: dict[str, list[float]] = {"old": [], "new": []}
-    for round_ in range(args.rounds):
-        for side in ("old", "new") if round_ % 2 == 0 else ("new", "old"):
-            figures[side].append(report_cpu_ms(trees[side], round_))
-            print(f"round {round_ + 1} {side}: {figures[side][-1]:.2f} ms per report", flush=True)
-    old, new = (statistics.median(figures[s]) for s in ("old", "new"))
-    print(f"median server CPU per root report: old {old:.2f} ms, new {new:.2f} ms, "
-          f"new ÷ old {new / old:.2f}")
+    backends = ["postgresql", "sqlite"] if args.backend == "both" else [args.backend]
+    for backend in backends:
+        runs: dict[str, list[Run]] = {"old": [], "new": []}
+        for round_ in range(args.rounds):
+            for side in ("old", "new") if round_ % 2 == 0 else ("new", "old"):
+                r = measure(trees[side], backend, args.processes, args.clients, args.seconds)
+                runs[side].append(r)
+                print(f"{backend} round {round_ + 1} {side}: {r.tps:,.0f} reports/s, p50 "
+                      f"{r.p50_ms:.1f} ms, p99 {r.p99_ms:.1f} ms, server CPU "
+                      f"{r.server_cpu_ms:.2f} ms per report", flush=True)
+
+        print(f"{backend}, {args.processes} processes, {args.clients} clients, medians of "
+              f"{args.rounds} rounds (old → new):")
+        for figure, label, unit in (("tps", "reports/s", ""), ("p50_ms", "p50", " ms"),
+                                    ("p99_ms", "p99", " ms"),
+                                    ("server_cpu_ms", "server CPU per report", " ms")):
+            old, new = (statistics.median(getattr(r, figure) for r in runs[side])
+                        for side in ("old", "new"))
+            print(f"  {label}: {old:,.2f}{unit} → {new:,.2f}{unit} (new ÷ old {new / old:.2f})",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ error), each then answered by its own outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -117,22 +118,22 @@ class RootReportCommitter:
                 del self._waiting[:self._max_group]
             outcomes = self.commit_group([w.report for w in group])
             for waiting, outcome in zip(group, outcomes, strict=True):
-                try:
+                # RuntimeError: its event loop is closed, nobody waits for the answer.
+                with contextlib.suppress(RuntimeError):
                     waiting.loop.call_soon_threadsafe(_settle, waiting.answer, outcome)
-                except RuntimeError:  # its event loop is closed: nobody waits for the answer
-                    pass
 
     def commit_group(self, reports: Sequence[RootReport]) -> list[Outcome]:
         """Record ``reports`` together; each one's answer or refusal, in their order."""
-        together: list[Completed | errors.MetaServiceError | None] = [None] * len(reports)
-        if len(reports) > 1:
-            try:
-                with self._database.transaction(write=True) as session:
-                    together = service.report_roots_together(session, self._ctx, reports)
-            except Exception:
-                logger.warning("root_report_group_failed", exc_info=True,
-                               extra={"reports": len(reports)})
-                together = [None] * len(reports)  # rolled back: each on its own below
+        # A report alone is a group of one too: the group's statements are fewer than
+        # ``report_root``'s.
+        together: list[Completed | errors.MetaServiceError | None]
+        try:
+            with self._database.transaction(write=True) as session:
+                together = service.report_roots_together(session, self._ctx, reports)
+        except Exception:
+            logger.warning("root_report_group_failed", exc_info=True,
+                           extra={"reports": len(reports)})
+            together = [None] * len(reports)  # rolled back: each on its own below
         return [self._alone(report) if outcome is None else outcome
                 for report, outcome in zip(reports, together, strict=True)]
 

@@ -5,18 +5,26 @@ an indexed seek on ``(table_id, barrier)``: an answer never scans barrier histor
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import functools
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
+    CompoundSelect,
+    Row,
+    Select,
     and_,
     bindparam,
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
     tuple_,
+    union_all,
     update,
 )
 from sqlalchemy.orm import Session
@@ -173,26 +181,40 @@ _LOCK = (select(_tables.c.latest_barrier, _tables.c.latest_snapshot_id, _tables.
                 _tables.c.catching_up)
          .where(_tables.c.id == bindparam("table_id")).with_for_update())
 
-_existing = _barriers.alias("existing")
-_CHECKS = select(
-    select(_fences.c.plan_id).where(_fences.c.table_id == bindparam("table_id"))
-    .limit(1).scalar_subquery().label("fence_plan"),
-    select(_barriers.c.barrier)
-    .where(_barriers.c.table_id == bindparam("table_id"),
-           _barriers.c.snapshot_id == bindparam("snapshot_id"),
-           _barriers.c.rolled_back.is_(False))
-    .order_by(_barriers.c.barrier.desc()).limit(1).scalar_subquery().label("snapshot_barrier"),
-    _existing.c.snapshot_id.label("existing_snapshot_id"),
-    _existing.c.rolled_back.label("existing_rolled_back"),
-    _existing.c.writer_job.label("existing_writer_job"),
-    select(_expirations.c.snapshot_id)
-    .where(_expirations.c.table_id == bindparam("table_id"),
-           _expirations.c.snapshot_id == bindparam("snapshot_id"))
-    .limit(1).scalar_subquery().label("expiration"),
-).select_from(
-    select(literal(1).label("one")).subquery("one").outerjoin(
-        _existing, and_(_existing.c.table_id == bindparam("table_id"),
-                        _existing.c.barrier == bindparam("barrier"))))
+def _checks_select(table_id: BindParameter[int], barrier: BindParameter[int],
+                   snapshot_id: BindParameter[int]) -> Select[Any]:
+    """What a commit checks (:class:`CommitChecks`) for one table, barrier and snapshot."""
+    existing = _barriers.alias("existing")
+    return select(
+        select(_fences.c.plan_id).where(_fences.c.table_id == table_id)
+        .limit(1).scalar_subquery().label("fence_plan"),
+        select(_barriers.c.barrier)
+        .where(_barriers.c.table_id == table_id, _barriers.c.snapshot_id == snapshot_id,
+               _barriers.c.rolled_back.is_(False))
+        .order_by(_barriers.c.barrier.desc()).limit(1).scalar_subquery()
+        .label("snapshot_barrier"),
+        existing.c.snapshot_id.label("existing_snapshot_id"),
+        existing.c.rolled_back.label("existing_rolled_back"),
+        existing.c.writer_job.label("existing_writer_job"),
+        select(_expirations.c.snapshot_id)
+        .where(_expirations.c.table_id == table_id, _expirations.c.snapshot_id == snapshot_id)
+        .limit(1).scalar_subquery().label("expiration"),
+    ).select_from(
+        select(literal(1).label("one")).subquery("one").outerjoin(
+            existing, and_(existing.c.table_id == table_id, existing.c.barrier == barrier)))
+
+
+_CHECKS = _checks_select(bindparam("table_id"), bindparam("barrier"), bindparam("snapshot_id"))
+
+
+@functools.cache
+def _group_checks(count: int) -> CompoundSelect:
+    """:data:`_CHECKS` for ``count`` commits in one statement, each row tagged ``item``
+    (built once per group size)."""
+    return union_all(*(
+        _checks_select(bindparam(f"t{i}"), bindparam(f"b{i}"), bindparam(f"s{i}"))
+        .add_columns(literal_column(str(i)).label("item")) for i in range(count)))
+
 
 _INSERT = insert(_barriers).values(
     table_id=bindparam("p_table_id"), barrier=bindparam("p_barrier"),
@@ -296,8 +318,24 @@ def lock_table(session: Session, table_id: int, name: str) -> LockedTable | None
 def commit_checks(session: Session, table_id: int, barrier: int,
                   snapshot_id: int) -> CommitChecks:
     """Read under the table lock, so a fence or a row written before it was taken is seen."""
-    row = session.execute(_CHECKS, {"table_id": table_id, "barrier": barrier,
-                                    "snapshot_id": snapshot_id}).one()
+    return _commit_checks(session.execute(_CHECKS, {"table_id": table_id, "barrier": barrier,
+                                                    "snapshot_id": snapshot_id}).one())
+
+
+def group_commit_checks(session: Session,
+                        commits: Sequence[tuple[int, int, int]]) -> list[CommitChecks]:
+    """:func:`commit_checks` of several ``(table_id, barrier, snapshot_id)`` in one
+    statement, in their order."""
+    if not commits:
+        return []
+    params = {}
+    for i, (table_id, barrier, snapshot_id) in enumerate(commits):
+        params[f"t{i}"], params[f"b{i}"], params[f"s{i}"] = table_id, barrier, snapshot_id
+    rows = sorted(session.execute(_group_checks(len(commits)), params), key=lambda r: r.item)
+    return [_commit_checks(row) for row in rows]
+
+
+def _commit_checks(row: Row[Any]) -> CommitChecks:
     existing = (None if row.existing_snapshot_id is None
                 else RecordedBarrier(int(row.existing_snapshot_id), bool(row.existing_rolled_back),
                                      row.existing_writer_job))
@@ -312,6 +350,36 @@ def write_completed(session: Session, table_id: int, *, barrier: int, snapshot_i
     session.execute(_RECOMPLETE if recomplete else _INSERT, {
         "p_table_id": table_id, "p_barrier": barrier, "p_snapshot_id": snapshot_id,
         "p_committed_at": committed_at, "p_writer_job": writer_job, "p_writer_run": writer_run})
+
+
+@dataclass(frozen=True, slots=True)
+class NewBarrier:
+    """A barrier row to insert, completing ``barrier`` of ``table`` (locked) with a snapshot
+    nobody wrote as a job (a root report)."""
+
+    table: LockedTable
+    barrier: int
+    snapshot_id: int
+
+
+def record_new_barriers(session: Session, new: Sequence[NewBarrier], committed_at: int) -> bool:
+    """Insert the barrier rows of several tables and move each one's ``latest(T)`` forward, in
+    two statements (each of its table once: :func:`write_completed` and :func:`advance_latest`
+    for them all); False when a ``latest(T)`` did not move (a newer barrier was there)."""
+    if not new:
+        return True
+    session.execute(_INSERT, [
+        {"p_table_id": n.table.id, "p_barrier": n.barrier, "p_snapshot_id": n.snapshot_id,
+         "p_committed_at": committed_at, "p_writer_job": None, "p_writer_run": None}
+        for n in new])
+    moved = session.execute(_ADVANCE, [
+        {"p_table_id": n.table.id, "p_barrier": n.barrier, "p_snapshot_id": n.snapshot_id,
+         "p_committed_at": committed_at} for n in new])
+    if moved.rowcount != len(new):  # type: ignore[attr-defined]
+        return False
+    for n in new:
+        n.table.latest_barrier, n.table.latest_snapshot_id = n.barrier, n.snapshot_id
+    return True
 
 
 def advance_latest(session: Session, table: LockedTable, *, barrier: int, snapshot_id: int,

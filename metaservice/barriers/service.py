@@ -198,10 +198,12 @@ class _AdmittedRootReport:
 
 def _admit_root_report(session: Session, ctx: ServiceContext, table: barriers_repo.LockedTable,
                        *, snapshot_id: int, barrier: int | None,
-                       held_by_catalog: Callable[[], bool]) -> _AdmittedRootReport:
+                       held_by_catalog: Callable[[], bool],
+                       checks: barriers_repo.CommitChecks | None = None) -> _AdmittedRootReport:
     """Every rule of a root report, under the table's lock, writing nothing: raises the
     refusal, or says what to record. ``held_by_catalog`` is asked only for a snapshot that is
-    not the latest (a heartbeat may always be sent)."""
+    not the latest (a heartbeat may always be sent); ``checks``, when given, were read for this
+    barrier (assigned: :func:`assigned_barrier`) and snapshot under the lock."""
     if snapshot_id != table.latest_snapshot_id and held_by_catalog():
         raise errors.HeldByCatalogError(
             f"{table.name} is a table of the built-in catalog: its commits record its barriers, "
@@ -214,7 +216,8 @@ def _admit_root_report(session: Session, ctx: ServiceContext, table: barriers_re
         )
     if barrier is None:
         barrier = assigned_barrier(ctx, table)
-    checks = barriers_repo.commit_checks(session, table.id, barrier, snapshot_id)
+    if checks is None:
+        checks = barriers_repo.commit_checks(session, table.id, barrier, snapshot_id)
     _refuse_fenced(table, checks)
     new = admit_completed_barrier(table, checks, barrier=barrier, snapshot_id=snapshot_id)
     return _AdmittedRootReport(barrier, snapshot_id, checks, new)
@@ -238,11 +241,13 @@ def report_roots_together(session: Session, ctx: ServiceContext,
     answer, its refusal, or None for one that must be made in a transaction of its own (its
     table is new or catching up: that path takes other locks first).
 
-    The tables are found in one statement and locked in one, by id (the lock order); then
-    the reports are admitted and recorded table by table, each table's in arrival order, so a
-    report sees the ones before it as a transaction of its own would have. A refusal is raised
-    before its report writes anything, so it never touches its neighbours; anything raised
-    while writing leaves this function, and the caller rolls the group back."""
+    The statements do not grow with the group: the tables are found in one statement and
+    locked in one, by id (the lock order); what the first report of each table checks is read
+    in one, and the rows they add are written in two. A table's later reports, in arrival
+    order, are checked and written one by one after those (each sees the ones before it, as a
+    transaction of its own would have). A refusal is raised before its report writes anything,
+    so it never touches its neighbours; anything raised while writing leaves this function, and
+    the caller rolls the group back."""
     outcomes: list[Completed | errors.MetaServiceError | None] = [None] * len(reports)
     found = barriers_repo.peek_tables(session, {r.name for r in reports},
                                       ctx.settings.catalog_name)
@@ -257,22 +262,51 @@ def report_roots_together(session: Session, ctx: ServiceContext,
         if peek is not None and not peek.catching_up:
             grouped.append((peek.id, index))
     grouped.sort()
-    tables = barriers_repo.lock_tables(session, {r.name: found[r.name].id for r in
-                                                 (reports[i] for _, i in grouped)})
+    tables = barriers_repo.lock_tables(session, {reports[i].name: t for t, i in grouped})
+    grouped = [(t, i) for t, i in grouped if t in tables]  # else deleted since: alone
+    firsts = {t: i for t, i in reversed(grouped)}  # each table's first report
+    barriers = {i: reports[i].barrier if reports[i].barrier is not None
+                else assigned_barrier(ctx, tables[t]) for t, i in firsts.items()}
+    first_checks = dict(zip(firsts.values(), barriers_repo.group_commit_checks(
+        session, [(t, barriers[i], reports[i].snapshot_id) for t, i in firsts.items()]),
+        strict=True))
+    to_record: list[tuple[int, barriers_repo.LockedTable, _AdmittedRootReport]] = []
     for table_id, index in grouped:
-        report = reports[index]
-        table = tables.get(table_id)
-        if table is None:  # deleted since it was found: on its own, as a first report
-            continue
+        report, table = reports[index], tables[table_id]
+        if index != firsts[table_id]:  # it sees the reports of its table before it
+            _record_root_reports(session, ctx, to_record, outcomes)
+            to_record = []
         try:
             admitted = _admit_root_report(
-                session, ctx, table, snapshot_id=report.snapshot_id, barrier=report.barrier,
-                held_by_catalog=lambda held=found[report.name].held_by_catalog: held)
+                session, ctx, table, snapshot_id=report.snapshot_id,
+                barrier=barriers.get(index, report.barrier),
+                held_by_catalog=lambda held=found[report.name].held_by_catalog: held,
+                checks=first_checks.get(index))
         except errors.MetaServiceError as refused:
             outcomes[index] = refused
             continue
-        outcomes[index] = _apply_root_report(session, ctx, table, admitted)
+        if admitted.new and admitted.checks.existing is None:
+            to_record.append((index, table, admitted))
+        else:  # an exact repeat, or a rolled-back barrier completed again: on its own
+            outcomes[index] = _apply_root_report(session, ctx, table, admitted)
+    _record_root_reports(session, ctx, to_record, outcomes)
     return outcomes
+
+
+def _record_root_reports(session: Session, ctx: ServiceContext,
+                         admitted: list[tuple[int, barriers_repo.LockedTable,
+                                              _AdmittedRootReport]],
+                         outcomes: list[Completed | errors.MetaServiceError | None]) -> None:
+    """Write the new barrier rows of admitted root reports, each of another table, at once,
+    and set their answers."""
+    new = [barriers_repo.NewBarrier(table, a.barrier, a.snapshot_id) for _, table, a in admitted]
+    if not barriers_repo.record_new_barriers(session, new, ctx.clock.now_ms()):
+        raise errors.ConcurrentUpdateError("a table's latest barrier moved concurrently; retry")
+    for index, table, a in admitted:
+        lineage_emission.root_reported(session, ctx, table.name, a.barrier, a.snapshot_id)
+        logger.info("barrier_completed", extra={"table": table.name, "barrier": a.barrier,
+                                                "snapshot_id": a.snapshot_id, "job": None})
+        outcomes[index] = Completed(table.name, a.barrier, a.snapshot_id)
 
 
 def _refuse_fenced(table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks) -> None:
