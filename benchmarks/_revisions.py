@@ -5,12 +5,12 @@ revision against this one, on the same machine, in one run.
     python -m benchmarks._revisions /tmp/before --rounds 6
     python -m benchmarks._revisions /tmp/before --path next --backend sqlite
 
-Each round starts one ``metaservice serve`` of each checkout (``PYTHONPATH`` names it; the
+Each round starts the ``metaservice serve`` processes of each checkout (``PYTHONPATH`` names it; the
 order alternates from round to round) on a fresh database and reads the server's CPU time from
-``/proc``. ``--path report`` (PostgreSQL): a schema of 1,000 root tables
-(``benchmarks/commits.py``), root reports from 4 keep-alive connections for 8 s after a second
-of warm-up. ``--path next``: one job on one root, as ``benchmarks/next_siblings.py``'s single
-pipeline, round after round (a root report, the job's ``next`` checked to hand out the new
+``/proc``. ``--path report``: a schema of 1,000 root tables (``benchmarks/commits.py``), two
+server processes, root reports from 16 keep-alive clients, each to its own share of the
+tables, for 8 s after a second of warm-up. ``--path next``: one job on one root, as
+``benchmarks/next_siblings.py``'s single pipeline, round after round (a root report, the job's ``next`` checked to hand out the new
 barrier, its commit) for 8 s after a few warm-up rounds; the CPU and latency of each ``next``
 alone. The medians of the rounds are compared: a busy machine colours single rounds, not the
 comparison of interleaved ones.
@@ -19,7 +19,6 @@ comparison of interleaved ones.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -30,9 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import _environment as environment
-from benchmarks._loadgen import run_load
 from benchmarks._report import percentile
-from benchmarks.commits import TABLES, create_tables
+from benchmarks.commits import create_tables, measure_metaservice
 from benchmarks.next_siblings import WARMUP_ROUNDS, Client, Pipeline, one_round, set_up
 
 THIS = Path(__file__).resolve().parent.parent
@@ -60,26 +58,21 @@ class Figures:
     cpu_ms: float  # server CPU per request
     p50_ms: float | None = None
     p99_ms: float | None = None
+    per_second: float | None = None
 
 
 def report_figures(tree: Path, seed: int, backend: str) -> Figures:
-    """Server CPU time (ms) per root report of the server in ``tree``."""
-    if backend != "postgresql":
-        raise SystemExit("--path report runs on PostgreSQL only")
-    rng = random.Random(seed)
-
-    def make(client: int, n: int) -> tuple[str, str, bytes]:
-        body = json.dumps({"snapshot_id": rng.getrandbits(62)}).encode()
-        return "POST", f"/tables/lake/ingest/t{n % TABLES}/barriers", body
-
-    with _checkout(tree), environment.postgres_schema("revisions") as url:
+    """Root reports to two server processes of the checkout in ``tree`` on a fresh database of
+    1,000 root tables, with the commits benchmark's load (16 keep-alive clients, each reporting
+    new snapshots to its own share of the tables): server CPU per report, p50, p99, reports/s."""
+    database = (environment.postgres_schema("revisions") if backend == "postgresql"
+                else environment.sqlite_file("revisions"))
+    with _checkout(tree), database as url:
         create_tables(url)
-        with environment.server_processes(url, count=1) as (server,):
-            before = server.cpu_seconds()
-            result = run_load([server.url], clients=4, make=make, warmup=1.0, duration=8.0)
-            if result.failed:
-                raise RuntimeError(f"{result.failed} reports failed: {result.first_error}")
-            return Figures((server.cpu_seconds() - before) * 1000 / max(result.answered, 1))
+        run = measure_metaservice(url, processes=2, clients=16, warmup=1.0, duration=8.0)
+    if run.errors:
+        raise RuntimeError(f"{run.errors} reports failed: {run.first_error}")
+    return Figures(run.server_cpu_ms, run.p50_ms, run.p99_ms, run.tps)
 
 
 def next_figures(tree: Path, seed: int, backend: str) -> Figures:
@@ -139,7 +132,7 @@ def main() -> None:
             latency = "" if f.p50_ms is None else f", p50 {f.p50_ms:.2f} ms, p99 {f.p99_ms:.2f} ms"
             print(f"round {round_ + 1} {side}: {f.cpu_ms:.2f} ms server CPU per {args.path}"
                   f"{latency}", flush=True)
-    for figure in ("cpu_ms", "p50_ms", "p99_ms"):
+    for figure in ("cpu_ms", "p50_ms", "p99_ms", "per_second"):
         values = {s: [getattr(f, figure) for f in figures[s]] for s in figures}
         if None in values["old"]:
             continue

@@ -76,21 +76,27 @@ class Run:
 
 
 def create_tables(database_url: str) -> int:
-    """The root tables, each with a latest barrier; returns the first table id."""
-    import psycopg
+    """The root tables, each with a latest barrier (PostgreSQL or SQLite); returns the first
+    table id."""
+    from sqlalchemy import text
+
+    from metaservice.db.engine import build_engine
 
     rng = random.Random(5)
-    with psycopg.connect(environment.libpq_url(database_url)) as conn, conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO tables (catalog, database, name, created_at, latest_barrier, "
-            "latest_snapshot_id, latest_committed_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [("lake", "ingest", f"t{i}", BASE_BARRIER, BASE_BARRIER, rng.getrandbits(62),
-              BASE_BARRIER) for i in range(TABLES)])
-        cur.execute("SELECT min(id), max(id) FROM tables WHERE database = 'ingest'")
-        first, last = cur.fetchone()  # type: ignore[misc]
-        assert last - first + 1 == TABLES, "table ids are not contiguous"
-        cur.execute("SELECT id, name FROM tables WHERE database = 'ingest' AND name = 't0'")
-        conn.commit()
+    engine = build_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO tables (catalog, database, name, created_at, latest_barrier, "
+                "latest_snapshot_id, latest_committed_at, catching_up) "
+                "VALUES ('lake', 'ingest', :name, :b, :b, :s, :b, :no)"),
+                [{"name": f"t{i}", "b": BASE_BARRIER, "s": rng.getrandbits(62), "no": False}
+                 for i in range(TABLES)])
+            first, last = conn.execute(text(
+                "SELECT min(id), max(id) FROM tables WHERE database = 'ingest'")).one()
+    finally:
+        engine.dispose()
+    assert last - first + 1 == TABLES, "table ids are not contiguous"
     return int(first)
 
 

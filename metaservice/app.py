@@ -12,6 +12,7 @@ from metaservice import __version__
 from metaservice.auth.endpoints import router as auth_router
 from metaservice.auth.service import TokenCache, ensure_bootstrap_admin
 from metaservice.barriers.endpoints import router as barriers_router
+from metaservice.barriers.group_commit import RootReportCommitter
 from metaservice.catalog.endpoints import install_catalog
 from metaservice.clock import Clock, SystemClock
 from metaservice.context import ServiceContext
@@ -40,13 +41,15 @@ DOCS_ASSETS = "/docs/assets"
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """The OpenLineage sender runs while the server does (when OpenLineage is configured)."""
+    """The OpenLineage sender runs while the server does (when OpenLineage is configured);
+    the root reports' committer records what was handed to it before the server stops."""
     sender: OutboxSender | None = app.state.lineage_sender
     if sender is not None:
         sender.start()
     try:
         yield
     finally:
+        app.state.root_reports.stop()
         if sender is not None:
             sender.stop()
 
@@ -88,6 +91,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
             database, client, poll_seconds=settings.lineage_poll_seconds,
             claim_seconds=settings.lineage_claim_seconds,
             max_backoff_seconds=settings.lineage_max_backoff_seconds)
+    app.state.root_reports = RootReportCommitter(database, app.state.context)
     app.state.token_cache = TokenCache()
     app.state.rate_limiter = (
         TokenBucket(settings.rate_limit_per_second, settings.rate_limit_burst)

@@ -22,6 +22,7 @@ from metaservice.auth.service import (
     ensure_within_rate,
     unauthenticated,
 )
+from metaservice.barriers.group_commit import RootReportCommitter
 from metaservice.context import ServiceContext
 from metaservice.db.session import Database
 from metaservice.request_input import (
@@ -112,6 +113,10 @@ class Transactions:
             return write(session)
 
 
+async def get_root_reports(request: Request) -> RootReportCommitter:
+    return request.app.state.root_reports
+
+
 async def get_transactions(request: Request) -> Transactions:
     return Transactions(request.app.state.database)
 
@@ -197,4 +202,5 @@ WriteSession = Annotated[Session, Depends(_write_session, scope="function")]
 Context = Annotated[ServiceContext, Depends(get_context)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 TransactionsDep = Annotated[Transactions, Depends(get_transactions)]
+RootReports = Annotated[RootReportCommitter, Depends(get_root_reports)]
 CurrentPrincipal = Annotated[Principal, Depends(authorize)]

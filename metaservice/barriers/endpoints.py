@@ -23,7 +23,7 @@ from metaservice.barriers.schemas import (
     TableBarriersOut,
     position_answer,
 )
-from metaservice.deps import Context, ReadSession, TransactionsDep, WriteSession
+from metaservice.deps import Context, ReadSession, RootReports, TransactionsDep, WriteSession
 from metaservice.names import TableName
 from metaservice.path_params import BarrierPath, CatalogPath, DatabasePath, JobPath, TablePath
 from metaservice.schemas import INT64_MAX, TextInt
@@ -63,12 +63,17 @@ def abort_barrier(job: JobPath, barrier: BarrierPath, session: WriteSession, ctx
 
 @router.post("/tables/{catalog}/{database}/{table}/barriers", response_model=CompletedOut,
              operation_id="report_root_barrier")
-def report_root_barrier(catalog: CatalogPath, database: DatabasePath, table: TablePath,
-                        body: RootReportIn, session: WriteSession, ctx: Context) -> CompletedOut:
+async def report_root_barrier(catalog: CatalogPath, database: DatabasePath, table: TablePath,
+                              body: RootReportIn, reports: RootReports) -> Response:
     """Ingestion reports a root snapshot; the latest snapshot again is a heartbeat."""
-    done = service.report_root(session, ctx, TableName(catalog, database, table),
-                               snapshot_id=body.snapshot_id, barrier=body.barrier)
-    return CompletedOut(table=done.table, barrier=done.barrier, snapshot_id=done.snapshot_id)
+    # On the event loop, with no session of its own: the report joins the reports arriving
+    # with it in one transaction (``barriers/group_commit.py``) and is answered once that has
+    # committed; the answer is serialised once.
+    done = await reports.report(TableName(catalog, database, table),
+                                snapshot_id=body.snapshot_id, barrier=body.barrier)
+    return Response(orjson.dumps({"table": done.table, "barrier": done.barrier,
+                                  "snapshot_id": done.snapshot_id}),
+                    media_type="application/json")
 
 
 @router.get("/tables/{catalog}/{database}/{table}/barriers", response_model=TableBarriersOut,

@@ -5,23 +5,31 @@ an indexed seek on ``(table_id, barrier)``: an answer never scans barrier histor
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
     JSON,
     BigInteger,
+    BindParameter,
+    CompoundSelect,
+    Row,
+    Select,
     and_,
     bindparam,
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
     text,
+    tuple_,
+    union_all,
     update,
 )
 from sqlalchemy.orm import Session
@@ -126,6 +134,7 @@ _tables = TableRow.__table__
 _barriers = BarrierRow.__table__
 _fences = RollbackFenceRow.__table__
 _expirations = SnapshotExpirationRow.__table__
+_iceberg_tables = IcebergTableRow.__table__
 
 
 @dataclass(slots=True)
@@ -167,26 +176,40 @@ _LOCK = (select(_tables.c.latest_barrier, _tables.c.latest_snapshot_id, _tables.
                 _tables.c.catching_up)
          .where(_tables.c.id == bindparam("table_id")).with_for_update())
 
-_existing = _barriers.alias("existing")
-_CHECKS = select(
-    select(_fences.c.plan_id).where(_fences.c.table_id == bindparam("table_id"))
-    .limit(1).scalar_subquery().label("fence_plan"),
-    select(_barriers.c.barrier)
-    .where(_barriers.c.table_id == bindparam("table_id"),
-           _barriers.c.snapshot_id == bindparam("snapshot_id"),
-           _barriers.c.rolled_back.is_(False))
-    .order_by(_barriers.c.barrier.desc()).limit(1).scalar_subquery().label("snapshot_barrier"),
-    _existing.c.snapshot_id.label("existing_snapshot_id"),
-    _existing.c.rolled_back.label("existing_rolled_back"),
-    _existing.c.writer_job.label("existing_writer_job"),
-    select(_expirations.c.snapshot_id)
-    .where(_expirations.c.table_id == bindparam("table_id"),
-           _expirations.c.snapshot_id == bindparam("snapshot_id"))
-    .limit(1).scalar_subquery().label("expiration"),
-).select_from(
-    select(literal(1).label("one")).subquery("one").outerjoin(
-        _existing, and_(_existing.c.table_id == bindparam("table_id"),
-                        _existing.c.barrier == bindparam("barrier"))))
+def _checks_select(table_id: BindParameter[int], barrier: BindParameter[int],
+                   snapshot_id: BindParameter[int]) -> Select[Any]:
+    """What a commit checks (:class:`CommitChecks`) for one table, barrier and snapshot."""
+    existing = _barriers.alias("existing")
+    return select(
+        select(_fences.c.plan_id).where(_fences.c.table_id == table_id)
+        .limit(1).scalar_subquery().label("fence_plan"),
+        select(_barriers.c.barrier)
+        .where(_barriers.c.table_id == table_id, _barriers.c.snapshot_id == snapshot_id,
+               _barriers.c.rolled_back.is_(False))
+        .order_by(_barriers.c.barrier.desc()).limit(1).scalar_subquery()
+        .label("snapshot_barrier"),
+        existing.c.snapshot_id.label("existing_snapshot_id"),
+        existing.c.rolled_back.label("existing_rolled_back"),
+        existing.c.writer_job.label("existing_writer_job"),
+        select(_expirations.c.snapshot_id)
+        .where(_expirations.c.table_id == table_id, _expirations.c.snapshot_id == snapshot_id)
+        .limit(1).scalar_subquery().label("expiration"),
+    ).select_from(
+        select(literal(1).label("one")).subquery("one").outerjoin(
+            existing, and_(existing.c.table_id == table_id, existing.c.barrier == barrier)))
+
+
+_CHECKS = _checks_select(bindparam("table_id"), bindparam("barrier"), bindparam("snapshot_id"))
+
+
+@functools.cache
+def _group_checks(count: int) -> CompoundSelect:
+    """:data:`_CHECKS` for ``count`` commits in one statement, each row tagged ``item``
+    (built once per group size)."""
+    return union_all(*(
+        _checks_select(bindparam(f"t{i}"), bindparam(f"b{i}"), bindparam(f"s{i}"))
+        .add_columns(literal_column(str(i)).label("item")) for i in range(count)))
+
 
 _INSERT = insert(_barriers).values(
     table_id=bindparam("p_table_id"), barrier=bindparam("p_barrier"),
@@ -212,6 +235,62 @@ _ADVANCE = (update(_tables)
                     latest_committed_at=bindparam("p_committed_at")))
 
 
+_PEEK_MANY = select(
+    _tables.c.id, _tables.c.catalog, _tables.c.database, _tables.c.name, _tables.c.catching_up,
+    select(_iceberg_tables.c.version)
+    .where(_tables.c.catalog == bindparam("catalog_name"),
+           _iceberg_tables.c.namespace == _tables.c.database,
+           _iceberg_tables.c.name == _tables.c.name)
+    .limit(1).scalar_subquery().label("catalog_version"),
+).where(tuple_(_tables.c.catalog, _tables.c.database, _tables.c.name)
+        .in_(bindparam("names", expanding=True)))
+
+_LOCK_MANY = (select(_tables.c.id, _tables.c.latest_barrier, _tables.c.latest_snapshot_id,
+                     _tables.c.writer_job, _tables.c.catching_up)
+              .where(_tables.c.id.in_(bindparam("table_ids", expanding=True)))
+              .order_by(_tables.c.id).with_for_update())
+
+
+@dataclass(frozen=True, slots=True)
+class FoundTable:
+    """What a group of commits needs to know of a table before locking it."""
+
+    id: int
+    catching_up: bool
+    held_by_catalog: bool  # the built-in catalog holds it (its commits record its barriers)
+
+
+def peek_tables(session: Session, names: Collection[TableName],
+                catalog_name: str) -> dict[TableName, FoundTable]:
+    """The tables that exist among ``names``, without a lock, in one statement: their ids (the
+    lock order), whether they look catching up, and whether the built-in catalog (named
+    ``catalog_name``) holds them (:func:`held_by_catalog`)."""
+    if not names:
+        return {}
+    rows = session.execute(_PEEK_MANY, {
+        "catalog_name": catalog_name,
+        "names": [(n.catalog, n.database, n.table) for n in names]})
+    return {TableName(r.catalog, r.database, r.name):
+            FoundTable(r.id, bool(r.catching_up), r.catalog_version is not None) for r in rows}
+
+
+def lock_tables(session: Session, ids: dict[TableName, int]) -> dict[int, LockedTable]:
+    """Lock the table rows of a group of commits (``ids``: by name) in one statement, in id
+    order, and read what each commit checks (:func:`lock_table`)."""
+    wanted = sorted(set(ids.values()))
+    if not wanted:
+        return {}
+    locks.check_tables(session, wanted)
+    names = {table_id: str(name) for name, table_id in ids.items()}
+    locked = {}
+    for row in session.execute(_LOCK_MANY, {"table_ids": wanted}):
+        locks.note_table_locked(session, row.id)
+        locked[row.id] = LockedTable(row.id, names[row.id], row.latest_barrier,
+                                     row.latest_snapshot_id, row.writer_job,
+                                     bool(row.catching_up))
+    return locked
+
+
 def peek_table(session: Session, name: TableName) -> tuple[int, bool] | None:
     """``(id, catching_up)`` without a lock: which locks a commit must take, in which order."""
     row = session.execute(_PEEK, {"catalog": name.catalog, "database": name.database,
@@ -234,8 +313,24 @@ def lock_table(session: Session, table_id: int, name: str) -> LockedTable | None
 def commit_checks(session: Session, table_id: int, barrier: int,
                   snapshot_id: int) -> CommitChecks:
     """Read under the table lock, so a fence or a row written before it was taken is seen."""
-    row = session.execute(_CHECKS, {"table_id": table_id, "barrier": barrier,
-                                    "snapshot_id": snapshot_id}).one()
+    return _commit_checks(session.execute(_CHECKS, {"table_id": table_id, "barrier": barrier,
+                                                    "snapshot_id": snapshot_id}).one())
+
+
+def group_commit_checks(session: Session,
+                        commits: Sequence[tuple[int, int, int]]) -> list[CommitChecks]:
+    """:func:`commit_checks` of several ``(table_id, barrier, snapshot_id)`` in one
+    statement, in their order."""
+    if not commits:
+        return []
+    params = {}
+    for i, (table_id, barrier, snapshot_id) in enumerate(commits):
+        params[f"t{i}"], params[f"b{i}"], params[f"s{i}"] = table_id, barrier, snapshot_id
+    rows = sorted(session.execute(_group_checks(len(commits)), params), key=lambda r: r.item)
+    return [_commit_checks(row) for row in rows]
+
+
+def _commit_checks(row: Row[Any]) -> CommitChecks:
     existing = (None if row.existing_snapshot_id is None
                 else RecordedBarrier(int(row.existing_snapshot_id), bool(row.existing_rolled_back),
                                      row.existing_writer_job))
@@ -250,6 +345,36 @@ def write_completed(session: Session, table_id: int, *, barrier: int, snapshot_i
     session.execute(_RECOMPLETE if recomplete else _INSERT, {
         "p_table_id": table_id, "p_barrier": barrier, "p_snapshot_id": snapshot_id,
         "p_committed_at": committed_at, "p_writer_job": writer_job, "p_writer_run": writer_run})
+
+
+@dataclass(frozen=True, slots=True)
+class NewBarrier:
+    """A barrier row to insert, completing ``barrier`` of ``table`` (locked) with a snapshot
+    nobody wrote as a job (a root report)."""
+
+    table: LockedTable
+    barrier: int
+    snapshot_id: int
+
+
+def record_new_barriers(session: Session, new: Sequence[NewBarrier], committed_at: int) -> bool:
+    """Insert the barrier rows of several tables and move each one's ``latest(T)`` forward, in
+    two statements (each of its table once: :func:`write_completed` and :func:`advance_latest`
+    for them all); False when a ``latest(T)`` did not move (a newer barrier was there)."""
+    if not new:
+        return True
+    session.execute(_INSERT, [
+        {"p_table_id": n.table.id, "p_barrier": n.barrier, "p_snapshot_id": n.snapshot_id,
+         "p_committed_at": committed_at, "p_writer_job": None, "p_writer_run": None}
+        for n in new])
+    moved = session.execute(_ADVANCE, [
+        {"p_table_id": n.table.id, "p_barrier": n.barrier, "p_snapshot_id": n.snapshot_id,
+         "p_committed_at": committed_at} for n in new])
+    if moved.rowcount != len(new):  # type: ignore[attr-defined]
+        return False
+    for n in new:
+        n.table.latest_barrier, n.table.latest_snapshot_id = n.barrier, n.snapshot_id
+    return True
 
 
 def advance_latest(session: Session, table: LockedTable, *, barrier: int, snapshot_id: int,

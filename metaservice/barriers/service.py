@@ -8,6 +8,7 @@ compare-and-swap on ``latest(T)``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,17 @@ def record_completed_barrier(session: Session, ctx: ServiceContext,
     BarrierRegressionError for anything else at or below ``latest(T)``, and for a snapshot
     already recorded at an earlier barrier unless it is the latest one (a heartbeat).
     """
+    if not admit_completed_barrier(table, checks, barrier=barrier, snapshot_id=snapshot_id):
+        return False
+    write_completed_barrier(session, ctx, table, checks, barrier=barrier,
+                            snapshot_id=snapshot_id, writer_job=writer_job, writer_run=writer_run)
+    return True
+
+
+def admit_completed_barrier(table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks,
+                            *, barrier: int, snapshot_id: int) -> bool:
+    """The rules of :func:`record_completed_barrier`, writing nothing: raises its refusals,
+    returns False for an exact repeat (nothing to record) and True for a new row."""
     admission.refuse_expired_snapshot(table, checks, snapshot_id)
     name = table.name
     existing = checks.existing
@@ -120,11 +132,20 @@ def record_completed_barrier(session: Session, ctx: ServiceContext,
             table=name, barrier=barrier, snapshot_id=snapshot_id,
             recorded_barrier=checks.snapshot_barrier,
         )
+    return True
+
+
+def write_completed_barrier(session: Session, ctx: ServiceContext,
+                            table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks,
+                            *, barrier: int, snapshot_id: int, writer_job: str | None,
+                            writer_run: int | None) -> None:
+    """Write the barrier row :func:`admit_completed_barrier` admitted and move ``latest(T)``."""
+    name = table.name
     now = ctx.clock.now_ms()
     # A rolled-back barrier is completed again after a rollback: the row is reused.
     barriers_repo.write_completed(session, table.id, barrier=barrier, snapshot_id=snapshot_id,
                                   committed_at=now, writer_job=writer_job, writer_run=writer_run,
-                                  recomplete=existing is not None)
+                                  recomplete=checks.existing is not None)
     if not barriers_repo.advance_latest(session, table, barrier=barrier, snapshot_id=snapshot_id,
                                         committed_at=now):
         raise errors.ConcurrentUpdateError(f"latest({name}) moved concurrently; retry", table=name)
@@ -132,7 +153,6 @@ def record_completed_barrier(session: Session, ctx: ServiceContext,
         rejoin_if_caught_up(session, ctx.topology_cache.get(session), name)
     logger.info("barrier_completed", extra={"table": name, "barrier": barrier,
                                             "snapshot_id": snapshot_id, "job": writer_job})
-    return True
 
 
 def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> int:
@@ -149,25 +169,143 @@ def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snaps
     table_id = _find_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
     table = _lock_table_for_commit(session, ctx, name, table_id)
     assert table is not None
-    if (not via_catalog and snapshot_id != table.latest_snapshot_id
-            and barriers_repo.held_by_catalog(session, name, ctx.settings.catalog_name)):
+    admitted = _admit_root_report(
+        session, ctx, table, snapshot_id=snapshot_id, barrier=barrier,
+        held_by_catalog=lambda: (not via_catalog and barriers_repo.held_by_catalog(
+            session, name, ctx.settings.catalog_name)))
+    return _apply_root_report(session, ctx, table, admitted)
+
+
+@dataclass(frozen=True, slots=True)
+class RootReport:
+    """A root report as ingestion sends it: the barrier is assigned when it is None."""
+
+    name: TableName
+    snapshot_id: int
+    barrier: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _AdmittedRootReport:
+    """A root report that passed every rule under its table's lock: what to record, if new."""
+
+    barrier: int
+    snapshot_id: int
+    checks: barriers_repo.CommitChecks
+    new: bool  # False: an exact repeat, nothing to record
+
+
+def _admit_root_report(session: Session, ctx: ServiceContext, table: barriers_repo.LockedTable,
+                       *, snapshot_id: int, barrier: int | None,
+                       held_by_catalog: Callable[[], bool],
+                       checks: barriers_repo.CommitChecks | None = None) -> _AdmittedRootReport:
+    """Every rule of a root report, under the table's lock, writing nothing: raises the
+    refusal, or says what to record. ``held_by_catalog`` is asked only for a snapshot that is
+    not the latest (a heartbeat may always be sent); ``checks``, when given, were read for this
+    barrier (assigned: :func:`assigned_barrier`) and snapshot under the lock."""
+    if snapshot_id != table.latest_snapshot_id and held_by_catalog():
         raise errors.HeldByCatalogError(
-            f"{name} is a table of the built-in catalog: its commits record its barriers, and "
-            f"a report may only repeat its latest snapshot {table.latest_snapshot_id} "
-            "(a heartbeat)", table=str(name), snapshot_id=snapshot_id)
+            f"{table.name} is a table of the built-in catalog: its commits record its barriers, "
+            f"and a report may only repeat its latest snapshot {table.latest_snapshot_id} "
+            "(a heartbeat)", table=table.name, snapshot_id=snapshot_id)
     if table.writer_job is not None:
         raise errors.TableHasWriterError(
-            f"{name} is written by running job {table.writer_job!r}; it reports its own commits",
-            table=str(name), writer=table.writer_job,
+            f"{table.name} is written by running job {table.writer_job!r}; it reports its own "
+            "commits", table=table.name, writer=table.writer_job,
         )
     if barrier is None:
         barrier = assigned_barrier(ctx, table)
-    checks = barriers_repo.commit_checks(session, table.id, barrier, snapshot_id)
+    if checks is None:
+        checks = barriers_repo.commit_checks(session, table.id, barrier, snapshot_id)
     _refuse_fenced(table, checks)
-    if record_completed_barrier(session, ctx, table, checks, barrier=barrier,
-                                snapshot_id=snapshot_id, writer_job=None, writer_run=None):
-        lineage_emission.root_reported(session, ctx, str(name), barrier, snapshot_id)
-    return Completed(str(name), barrier, snapshot_id)
+    new = admit_completed_barrier(table, checks, barrier=barrier, snapshot_id=snapshot_id)
+    return _AdmittedRootReport(barrier, snapshot_id, checks, new)
+
+
+def _apply_root_report(session: Session, ctx: ServiceContext, table: barriers_repo.LockedTable,
+                       admitted: _AdmittedRootReport) -> Completed:
+    if admitted.new:
+        write_completed_barrier(session, ctx, table, admitted.checks, barrier=admitted.barrier,
+                                snapshot_id=admitted.snapshot_id, writer_job=None,
+                                writer_run=None)
+        lineage_emission.root_reported(session, ctx, table.name, admitted.barrier,
+                                       admitted.snapshot_id)
+    return Completed(table.name, admitted.barrier, admitted.snapshot_id)
+
+
+def report_roots_together(session: Session, ctx: ServiceContext,
+                          reports: Sequence[RootReport]) -> list[Completed | errors.MetaServiceError
+                                                                 | None]:
+    """Root reports that arrived together, in one transaction (group commit): per report its
+    answer, its refusal, or None for one that must be made in a transaction of its own (its
+    table is new or catching up: that path takes other locks first).
+
+    The statements do not grow with the group: the tables are found in one statement and
+    locked in one, by id (the lock order); what the first report of each table checks is read
+    in one, and the rows they add are written in two. A table's later reports, in arrival
+    order, are checked and written one by one after those (each sees the ones before it, as a
+    transaction of its own would have). A refusal is raised before its report writes anything,
+    so it never touches its neighbours; anything raised while writing leaves this function, and
+    the caller rolls the group back."""
+    outcomes: list[Completed | errors.MetaServiceError | None] = [None] * len(reports)
+    found = barriers_repo.peek_tables(session, {r.name for r in reports},
+                                      ctx.settings.catalog_name)
+    grouped: list[tuple[int, int]] = []  # (table id, index)
+    for index, report in enumerate(reports):
+        try:
+            admission.refuse_barrier_in_future(ctx, report.barrier)
+        except errors.MetaServiceError as refused:
+            outcomes[index] = refused
+            continue
+        peek = found.get(report.name)
+        if peek is not None and not peek.catching_up:
+            grouped.append((peek.id, index))
+    grouped.sort()
+    tables = barriers_repo.lock_tables(session, {reports[i].name: t for t, i in grouped})
+    grouped = [(t, i) for t, i in grouped if t in tables]  # else deleted since: alone
+    firsts = {t: i for t, i in reversed(grouped)}  # each table's first report
+    barriers = {i: reports[i].barrier if reports[i].barrier is not None
+                else assigned_barrier(ctx, tables[t]) for t, i in firsts.items()}
+    first_checks = dict(zip(firsts.values(), barriers_repo.group_commit_checks(
+        session, [(t, barriers[i], reports[i].snapshot_id) for t, i in firsts.items()]),
+        strict=True))
+    to_record: list[tuple[int, barriers_repo.LockedTable, _AdmittedRootReport]] = []
+    for table_id, index in grouped:
+        report, table = reports[index], tables[table_id]
+        if index != firsts[table_id]:  # it sees the reports of its table before it
+            _record_root_reports(session, ctx, to_record, outcomes)
+            to_record = []
+        try:
+            admitted = _admit_root_report(
+                session, ctx, table, snapshot_id=report.snapshot_id,
+                barrier=barriers.get(index, report.barrier),
+                held_by_catalog=lambda held=found[report.name].held_by_catalog: held,
+                checks=first_checks.get(index))
+        except errors.MetaServiceError as refused:
+            outcomes[index] = refused
+            continue
+        if admitted.new and admitted.checks.existing is None:
+            to_record.append((index, table, admitted))
+        else:  # an exact repeat, or a rolled-back barrier completed again: on its own
+            outcomes[index] = _apply_root_report(session, ctx, table, admitted)
+    _record_root_reports(session, ctx, to_record, outcomes)
+    return outcomes
+
+
+def _record_root_reports(session: Session, ctx: ServiceContext,
+                         admitted: list[tuple[int, barriers_repo.LockedTable,
+                                              _AdmittedRootReport]],
+                         outcomes: list[Completed | errors.MetaServiceError | None]) -> None:
+    """Write the new barrier rows of admitted root reports, each of another table, at once,
+    and set their answers."""
+    new = [barriers_repo.NewBarrier(table, a.barrier, a.snapshot_id) for _, table, a in admitted]
+    if not barriers_repo.record_new_barriers(session, new, ctx.clock.now_ms()):
+        raise errors.ConcurrentUpdateError("a table's latest barrier moved concurrently; retry")
+    for index, table, a in admitted:
+        lineage_emission.root_reported(session, ctx, table.name, a.barrier, a.snapshot_id)
+        logger.info("barrier_completed", extra={"table": table.name, "barrier": a.barrier,
+                                                "snapshot_id": a.snapshot_id, "job": None})
+        outcomes[index] = Completed(table.name, a.barrier, a.snapshot_id)
 
 
 def _refuse_fenced(table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks) -> None:

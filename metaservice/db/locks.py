@@ -228,4 +228,9 @@ def note_table_locked(session: Session, table_id: int) -> None:
 def check_table(session: Session, table_id: int) -> None:
     """Report a violation unless locking ``table_id`` ``FOR UPDATE`` now keeps the order (for
     a repository statement that locks and reads at once)."""
-    _new_tables(_held(session), [table_id], exclusive=True)
+    check_tables(session, [table_id])
+
+
+def check_tables(session: Session, ids: Iterable[int]) -> None:
+    """:func:`check_table` for a statement that locks several table rows, in id order."""
+    _new_tables(_held(session), ids, exclusive=True)

@@ -1,0 +1,147 @@
+"""Group commit of root reports: the reports that arrive together share one transaction and
+one commit (one fsync).
+
+Each server process has one committer thread. A request hands its report over and waits, on
+the event loop, for its own answer; the thread takes every report waiting at that moment, records
+them in one transaction (``barriers.service.report_roots_together``: the tables found in one
+statement and locked in one, in id order) and answers each only once that transaction has
+committed, so every acknowledged report is durable. While it commits, the next reports gather:
+the busier the server, the larger the groups, and a report arriving alone is recorded alone,
+with no wait for company.
+
+A refused report (409 and the like) is refused before it writes anything, so its neighbours
+are recorded as if it had not been sent. A report that must take other locks first (its table
+is new, or looks catching up) is recorded in a transaction of its own after the group; so is
+every report of a group whose transaction failed as a whole (a lost connection, a database
+error), each then answered by its own outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Sequence
+
+from metaservice import errors
+from metaservice.barriers import service
+from metaservice.barriers.service import Completed, RootReport
+from metaservice.context import ServiceContext
+from metaservice.db.session import Database
+from metaservice.names import TableName
+
+logger = logging.getLogger(__name__)
+
+Outcome = Completed | BaseException
+
+# Reports recorded in one transaction at most: a group holds its tables' locks until it
+# commits, so an unbounded one would keep a table another process waits for locked too long.
+MAX_GROUP = 64
+# The thread ends after this long without a report (an app that stops reporting, or is never
+# shut down, such as one of many in a test process, keeps no thread).
+IDLE_SECONDS = 5.0
+
+
+class _Waiting:
+    """A report handed over, and where its answer goes."""
+
+    __slots__ = ("report", "loop", "answer")
+
+    def __init__(self, report: RootReport, loop: asyncio.AbstractEventLoop,
+                 answer: asyncio.Future[Completed]) -> None:
+        self.report, self.loop, self.answer = report, loop, answer
+
+
+def _settle(answer: asyncio.Future[Completed], outcome: Outcome) -> None:
+    if answer.done():  # the request went away (its client disconnected)
+        return
+    if isinstance(outcome, BaseException):
+        answer.set_exception(outcome)
+    else:
+        answer.set_result(outcome)
+
+
+class RootReportCommitter:
+    """The committer of one server process (``app.state.root_reports``)."""
+
+    def __init__(self, database: Database, ctx: ServiceContext, *,
+                 max_group: int = MAX_GROUP) -> None:
+        self._database, self._ctx, self._max_group = database, ctx, max_group
+        self._waiting: list[_Waiting] = []
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    async def report(self, name: TableName, *, snapshot_id: int,
+                     barrier: int | None) -> Completed:
+        """Record a root report (``service.report_root``'s rules) with the reports arriving
+        with it; its answer once its transaction has committed, or its refusal."""
+        report = RootReport(name, snapshot_id, barrier)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Completed] = loop.create_future()
+        with self._wake:
+            handed_over = not self._stopping
+            if handed_over:
+                self._waiting.append(_Waiting(report, loop, answer))
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="root-report-committer", daemon=True)
+                    self._thread.start()
+                self._wake.notify()
+        if handed_over:
+            return await answer
+        # The thread has ended (the server is stopping): a transaction of its own.
+        outcome = await asyncio.to_thread(self._alone, report)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def stop(self) -> None:
+        """Record what was handed over, then end the thread."""
+        with self._wake:
+            self._stopping = True
+            thread = self._thread
+            self._wake.notify()
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if not self._waiting and not self._stopping:
+                    self._wake.wait(IDLE_SECONDS)
+                if not self._waiting:  # stopping, or idle: the next report starts a thread
+                    self._thread = None
+                    return
+                group = self._waiting[:self._max_group]
+                del self._waiting[:self._max_group]
+            outcomes = self.commit_group([w.report for w in group])
+            for waiting, outcome in zip(group, outcomes, strict=True):
+                # RuntimeError: its event loop is closed, nobody waits for the answer.
+                with contextlib.suppress(RuntimeError):
+                    waiting.loop.call_soon_threadsafe(_settle, waiting.answer, outcome)
+
+    def commit_group(self, reports: Sequence[RootReport]) -> list[Outcome]:
+        """Record ``reports`` together; each one's answer or refusal, in their order."""
+        # A report alone is a group of one too: the group's statements are fewer than
+        # ``report_root``'s.
+        together: list[Completed | errors.MetaServiceError | None]
+        try:
+            with self._database.transaction(write=True) as session:
+                together = service.report_roots_together(session, self._ctx, reports)
+        except Exception:
+            logger.warning("root_report_group_failed", exc_info=True,
+                           extra={"reports": len(reports)})
+            together = [None] * len(reports)  # rolled back: each on its own below
+        return [self._alone(report) if outcome is None else outcome
+                for report, outcome in zip(reports, together, strict=True)]
+
+    def _alone(self, report: RootReport) -> Outcome:
+        try:
+            with self._database.transaction(write=True) as session:
+                return service.report_root(session, self._ctx, report.name,
+                                           snapshot_id=report.snapshot_id,
+                                           barrier=report.barrier)
+        except Exception as failed:  # the request raises it, as the endpoint would have
+            return failed
