@@ -8,12 +8,12 @@ revision against this one, on the same machine, in one run.
 Each round starts the ``metaservice serve`` processes of each checkout (``PYTHONPATH`` names it; the
 order alternates from round to round) on a fresh database and reads the server's CPU time from
 ``/proc``. ``--path report``: a schema of 1,000 root tables (``benchmarks/commits.py``), two
-server processes, root reports from 16 keep-alive clients, each to its own share of the
-tables, for 8 s after a second of warm-up. ``--path next``: one job on one root, as
-``benchmarks/next_siblings.py``'s single pipeline, round after round (a root report, the job's ``next`` checked to hand out the new
-barrier, its commit) for 8 s after a few warm-up rounds; the CPU and latency of each ``next``
-alone. The medians of the rounds are compared: a busy machine colours single rounds, not the
-comparison of interleaved ones.
+server processes, root reports from 16 keep-alive clients, each to its own share of the tables,
+for 8 s after a second of warm-up. ``--path next``: one job on one root, as
+``benchmarks/next_siblings.py``'s single pipeline, round after round (a root report, the job's
+``next`` checked to hand out the new barrier, its commit) for 8 s after a few warm-up rounds;
+the CPU and latency of each ``next`` alone. The medians of the rounds are compared: a busy
+machine colours single rounds, not the comparison of interleaved ones.
 """
 
 from __future__ import annotations
