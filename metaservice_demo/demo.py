@@ -16,11 +16,11 @@ What it does, printing each step as it happens:
    several barriers per step), ``customer-spend`` (orders and amount per customer →
    ``customer_spend``, complete mode): a fan-out of ``orders`` to two sibling jobs;
 5. every few seconds, DuckDB attaches the catalog's consistent warehouse ``lake@strong`` (a new read
-   session: one cut, SPEC §12) and reads the tables, and the demo checks at that cut one
-   invariant that spans the siblings (joining their outputs) — every order is enriched, the
-   revenue table sums exactly the enriched orders, and ``customer_spend`` agrees with
-   ``orders_enriched`` customer by customer — next to DuckDB's read of the head ``lake`` (the
-   latest Iceberg snapshots), which breaks it now and then; no code of MetaService's takes part
+   session: one cut, SPEC §12, released once read) and reads the tables, and the demo checks at
+   that cut one invariant that spans the siblings (joining their outputs) — every order is
+   enriched, the revenue table sums exactly the enriched orders, and ``customer_spend`` agrees
+   with ``orders_enriched`` customer by customer — next to DuckDB's read of the head ``lake``
+   (the latest Iceberg snapshots), which breaks it now and then; no code of MetaService's takes part
    in the reads (Spark SQL would read it as well with pyspark 3.5 and Iceberg's Spark
    runtime, which pyspark 4 lacks, hence DuckDB); prints the cut, the paces it
    measured (ingestion, strong reads, each job's commits), the lag of every table and the
@@ -458,14 +458,18 @@ class DuckDB:
     """DuckDB reading the lake through MetaService's Iceberg REST catalog, as any engine does:
     ``ATTACH 'lake@strong'`` (a read session of the consistent warehouse, SPEC §12) or
     ``ATTACH 'lake'`` (the head). Every read attaches anew, so that it sees the newest cut (a
-    read session keeps its cut) or the newest snapshots, and detaches at the end."""
+    read session keeps its cut) or the newest snapshots, and detaches at the end; the read
+    session it opened is released then (``DETACH`` tells the server nothing, and a token holds
+    at most ``METASERVICE_MAX_READ_SESSIONS`` live ones). Reads go one after the other, so the
+    sessions released are the read's own."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, client: sp.MetaServiceClient) -> None:
         import duckdb
 
         from metaservice.duckdb_offline import connect
 
         self.url = url
+        self.client = client
         self.error = duckdb.Error
         self.connection = connect()  # the extensions from their packages: nothing downloaded
         self._attachments = 0
@@ -484,6 +488,12 @@ class DuckDB:
             raise
 
     def _read(self, warehouse: str) -> Read:
+        if "@" not in warehouse:
+            return self._attached(warehouse)
+        with self.client.releasing_read_sessions(warehouse):
+            return self._attached(warehouse)
+
+    def _attached(self, warehouse: str) -> Read:
         self._attachments += 1
         alias = f"read_{self._attachments}"
         self.connection.execute(f"ATTACH '{warehouse}' AS {alias} (TYPE iceberg, ENDPOINT "
@@ -735,10 +745,10 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
                                  f"{jobs.triggers[job]})")
             _wait_for_first_trigger(jobs, job)
         _wait_for_sinks(console, client, jobs, stream.last_barrier)
-        duck = DuckDB(url)
-        console.say("reads", f"DuckDB attaches '{STRONG_WAREHOUSE}' (a new read session, one cut) "
-                             f"and '{CATALOG}' (the head) for every report; no code of "
-                             "MetaService's in the reads")
+        duck = DuckDB(url, client)
+        console.say("reads", f"DuckDB attaches '{STRONG_WAREHOUSE}' (a new read session, one "
+                             f"cut, released once read) and '{CATALOG}' (the head) for every "
+                             "report; no code of MetaService's in the reads")
         console.say("reads", SPARK_SQL_NOTE)
         paces = Paces(stream, client, args, jobs)
         feeder.start()

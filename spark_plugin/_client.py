@@ -17,11 +17,12 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -319,6 +320,31 @@ class MetaServiceClient:
             params["holder"] = holder
         return (self.request("GET", "/leases", params=params, idempotent=True) or {}).get(
             "leases", [])
+
+    @contextlib.contextmanager
+    def releasing_read_sessions(self, warehouse: str = "lake@strong") -> Iterator[None]:
+        """Release, when the block ends, the read sessions of the consistent warehouse
+        ``warehouse`` (``<catalog>@strong`` or ``<catalog>@barrier=<B>``) that this client's
+        token opened in it: an engine that connects to the warehouse inside the block (a DuckDB
+        ``ATTACH``, a pyiceberg ``load_catalog``) opens one (SPEC §12) and never closes it
+        (DuckDB's ``DETACH`` tells the server nothing), so an engine that reconnects for every
+        read would otherwise hold one more live session per read, until the token's
+        ``METASERVICE_MAX_READ_SESSIONS`` are reached and the next connection is refused (429
+        ``too_many_read_sessions``).
+
+        A read session is a lease whose holder is the warehouse; the block's are the token's
+        leases of that holder that were not live when it began. Sessions the same token opens
+        elsewhere meanwhile are among them (with an admin token, anyone's): give each reader
+        its own token, or read one after the other."""
+        before = self._read_session_ids(warehouse)
+        try:
+            yield
+        finally:
+            for lease_id in self._read_session_ids(warehouse) - before:
+                self.release_lease(lease_id)
+
+    def _read_session_ids(self, warehouse: str) -> set[str]:
+        return {lease["lease_id"] for lease in self.list_leases(holder=warehouse, limit=1000)}
 
     # -- expiration (SPEC §6) ---------------------------------------------------------------
 

@@ -3,7 +3,9 @@ it) and as ``timeout`` or a container runtime stops it (SIGTERM).
 
 One run of the demo (Spark starts once) serves the tests of the module: it runs until it has
 printed a few strong reads, at two cuts at least, then its process group gets SIGTERM, as
-``timeout`` sends it.
+``timeout`` sends it. Its server lets a token hold fewer live read sessions than the run has
+reports (``METASERVICE_MAX_READ_SESSIONS``), so a report that left its read session open would
+have the next ones refused.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ pytestmark = pytest.mark.spark
 # the console script the README runs, installed next to this interpreter
 DEMO_COMMAND = Path(sys.executable).with_name("metaservice-demo")
 STRONG_READS = 3
+READ_SESSIONS_CAP = STRONG_READS - 1  # the server's METASERVICE_MAX_READ_SESSIONS in the run
+REFUSED = "HTTP 429"  # in DuckDB's error when the server refuses a connection (too many sessions)
 STRONG_READ = re.compile(r"^\[\s*(\d+\.\d)s\] read\s+strong read session \(DuckDB, lake@strong\) "
                          r"at barrier \d")
 CUT = re.compile(r" at barrier (\S+): ")
@@ -43,11 +47,11 @@ class DemoRun:
     orders_barriers: list[int]  # the root's barriers as the server recorded them
 
 
-def _demo_env(tmpdir: Path) -> dict[str, str]:
+def _demo_env(tmpdir: Path, settings: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYICEBERG_", "METASERVICE_"))}
     env["TMPDIR"] = str(tmpdir)  # where the demo's temporary directory goes
-    return env
+    return {**env, **settings}  # the demo's server takes its settings from its environment
 
 
 class _Output:
@@ -83,11 +87,12 @@ class _Output:
         return "\n".join(self.lines)
 
 
-def _start(tmpdir: Path, stderr: Path, *args: str) -> tuple[subprocess.Popen[str], _Output]:
+def _start(tmpdir: Path, stderr: Path, *args: str,
+           settings: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], _Output]:
     with stderr.open("w") as err:
         proc = subprocess.Popen(
             [str(DEMO_COMMAND), "--port", "0", *args],
-            env=_demo_env(tmpdir), stdout=subprocess.PIPE, stderr=err, text=True,
+            env=_demo_env(tmpdir, settings or {}), stdout=subprocess.PIPE, stderr=err, text=True,
             start_new_session=True)  # its own process group, as under `timeout`
     return proc, _Output(proc)
 
@@ -101,10 +106,12 @@ def _cuts(lines: list[str]) -> list[str]:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     tmpdir = tmp_path_factory.mktemp("demo-tmp")
     stderr = tmp_path_factory.mktemp("demo-logs") / "stderr.txt"
-    proc, output = _start(tmpdir, stderr, "--report-every", "3")
+    proc, output = _start(tmpdir, stderr, "--report-every", "3",
+                          settings={"METASERVICE_MAX_READ_SESSIONS": str(READ_SESSIONS_CAP)})
     try:
-        output.wait_for(lambda lines: len(_cuts(lines)) >= STRONG_READS
-                        and len(set(_cuts(lines))) >= 2, timeout=480)
+        output.wait_for(lambda lines: (len(_cuts(lines)) >= STRONG_READS
+                                       and len(set(_cuts(lines))) >= 2)
+                        or any(REFUSED in x for x in lines), timeout=480)
         server = next((re.search(r"(http://127\.0\.0\.1:\d+)", x) for x in output.lines
                        if "] server " in x), None)
         barriers: list[int] = []
@@ -142,8 +149,11 @@ def test_strong_read_sessions_hold_the_invariant_across_sibling_jobs_and_head_re
     for job, table in (("enrich-orders", "orders_enriched"), ("customer-spend", "customer_spend"),
                        ("revenue-by-segment", "revenue_by_segment")):
         assert f"{job} committed barrier" in out and table in out
+    # each report releases the read session it opened: more reports than the token may hold
+    # live sessions, and no connection refused
+    assert not [x for x in out.splitlines() if REFUSED in x], out
     reads = [x for x in out.splitlines() if STRONG_READ.match(x)]
-    assert len(reads) >= STRONG_READS, out
+    assert len(reads) >= STRONG_READS > READ_SESSIONS_CAP, out
     assert all(": invariant held — " in x for x in reads), "\n".join(reads)
     # every report attaches the warehouse anew (a new read session): the cuts read move on
     cuts = _cuts(reads)
