@@ -137,8 +137,11 @@ def main() -> None:
         if None in values["old"]:
             continue
         old, new = (statistics.median(values[s]) for s in ("old", "new"))
+        # one direction for every ratio: > 1 = new better (more per second, less time or CPU)
+        better = (f"new ÷ old {new / old:.2f}" if figure == "per_second"
+                  else f"old ÷ new {old / new:.2f}")
         print(f"{args.path} ({args.backend}), median {figure}: old {old:.2f}, new {new:.2f}, "
-              f"old ÷ new {old / new:.2f} (> 1 = new better); runs old "
+              f"{better} (> 1 = new better); runs old "
               f"{', '.join(f'{v:.2f}' for v in values['old'])}; new "
               f"{', '.join(f'{v:.2f}' for v in values['new'])}")
 
