@@ -1,0 +1,12 @@
+"""Free loopback ports for the soak's processes."""
+
+from __future__ import annotations
+
+import socket
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
