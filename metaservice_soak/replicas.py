@@ -38,6 +38,11 @@ class ServerError(RuntimeError):
     """A server, or haproxy, did not start; the message carries its log's tail."""
 
 
+def haproxy_command() -> str | None:
+    """haproxy's path (Debian puts it in /usr/sbin, not on every user's PATH), if installed."""
+    return shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/sbin")
+
+
 def log_tail(path: Path, lines: int = 30) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -168,7 +173,7 @@ class ServerPool:
         server.starts += 1
 
     def _start_balancer(self) -> None:
-        haproxy = shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/sbin")
+        haproxy = haproxy_command()
         if haproxy is None:
             raise ServerError("haproxy is not installed (bash .ci/install-system-packages.sh)")
         env = {**os.environ, "METASERVICE_LB_BIND": f"127.0.0.1:{self.balancer_port}"}

@@ -4,18 +4,18 @@ private cluster, and haproxy. Both fail instead of skipping under CI
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from metaservice_soak.postgres import ClusterError, PrivateCluster
+from metaservice_soak.replicas import haproxy_command
 from tests.conftest import missing
 
 
 def require_haproxy() -> None:
-    if shutil.which("haproxy") is None and shutil.which("haproxy", path="/usr/sbin") is None:
+    if haproxy_command() is None:
         missing("haproxy is not installed (bash .ci/install-system-packages.sh)",
                 required_by="METASERVICE_REQUIRE_HAPROXY")
 
