@@ -426,7 +426,7 @@ class Soak:
         with self._environment():
             assert self.roles is not None and self.monitor is not None
             assert self.servers is not None and self.servers.token is not None
-            roles, servers = self.roles, self.servers
+            roles, servers, token = self.roles, self.servers, self.servers.token
             names = (*INGEST_ROLES, *JOB_ROLES, *READER_ROLES)
             for name in names:
                 roles.add(name)
@@ -452,7 +452,7 @@ class Soak:
                 roles.terminate(name, timeout=60)
             self.monitor.stop()
             if outcome.failure is None:
-                outcome.final = self._final_check(servers.url, servers.token)
+                outcome.final = self._final_check(servers.url, token)
             outcome.ended = time.time()
             outcome.largest_strong_lag_ms = self.monitor.largest_strong_lag_ms
             outcome.largest_strong_lag_table = self.monitor.largest_strong_lag_table

@@ -37,6 +37,20 @@ class ClusterError(RuntimeError):
     """A PostgreSQL tool failed; the message carries its output."""
 
 
+def server_binary(name: str, bin_dir: Path | None = None) -> str:
+    """The path of one of PostgreSQL's server programs (``initdb``, ``pg_ctl``, ``createdb``).
+
+    Raises:
+        ClusterError: it is not installed.
+    """
+    if bin_dir is not None:
+        return str(bin_dir / name)
+    found = shutil.which(name) or shutil.which(name, path="/usr/local/bin")
+    if found is None:
+        raise ClusterError(f"{name} not found on PATH: install PostgreSQL's server binaries")
+    return found
+
+
 class PrivateCluster:
     """One private PostgreSQL cluster in ``root`` (see the module docstring)."""
 
@@ -65,12 +79,7 @@ class PrivateCluster:
     # -- tools ------------------------------------------------------------------------------
 
     def _tool(self, name: str) -> str:
-        if self.bin_dir is not None:
-            return str(self.bin_dir / name)
-        found = shutil.which(name) or shutil.which(name, path="/usr/local/bin")
-        if found is None:
-            raise ClusterError(f"{name} not found on PATH: install PostgreSQL's server binaries")
-        return found
+        return server_binary(name, self.bin_dir)
 
     def _run(self, *args: str, timeout: float = 120) -> str:
         command = [self._tool(args[0]), *args[1:]]
