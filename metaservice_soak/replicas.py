@@ -10,6 +10,9 @@ documented configuration, run as it is); on SQLite, the single server.
     servers.restart(0)         # on the same port: haproxy's health check takes it back
     servers.stop()
 
+haproxy's configuration is the repository's ``deploy/haproxy/haproxy.cfg``: the soak runs from a
+checkout, as the benchmarks do.
+
 Servers start with ``--no-migrate`` (the pool migrates once in :meth:`prepare`), so one can be
 restarted while the database is down: it serves 503 ``database_unavailable`` until the
 database is back, as a replica that survived does.
@@ -176,6 +179,8 @@ class ServerPool:
         haproxy = haproxy_command()
         if haproxy is None:
             raise ServerError("haproxy is not installed (bash .ci/install-system-packages.sh)")
+        if not HAPROXY_CONFIG.is_file():
+            raise ServerError(f"no {HAPROXY_CONFIG}: run the soak from the repository")
         env = {**os.environ, "METASERVICE_LB_BIND": f"127.0.0.1:{self.balancer_port}"}
         for server in self.servers:
             env[f"METASERVICE_REPLICA_{server.index + 1}"] = server.address
