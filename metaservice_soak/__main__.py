@@ -5,6 +5,7 @@ not pass (a violation, a lost or doubled row, an unexplained 5xx, a failed final
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -39,8 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the run as Ctrl-C does: every process the harness started is stopped and
+    the private database removed."""
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _stop_on_sigterm()
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:

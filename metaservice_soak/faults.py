@@ -66,12 +66,12 @@ class ScheduleShape:
     @classmethod
     def for_run(cls, seconds: float) -> ScheduleShape:
         """A 30-minute run: warm-up 2 min, quiet 2 min, a fault every ~70 s, databases down
-        3–10 s, stalled joins held 30–90 s. Short runs scale down, keeping every kind and at
-        least 45 s of warm-up (the Spark drivers' start)."""
+        3–10 s, stalled joins held 30–90 s. Short runs scale down, keeping every kind. (The
+        run's clock starts once the pipeline is live: Spark's start is not in the warm-up.)"""
         if seconds >= 900:
             return cls(seconds, warmup=120, quiet=120, mean_gap=70, down_seconds=(3, 10),
                        hold_seconds=(30, 90))
-        return cls(seconds, warmup=max(45.0, seconds * 0.15), quiet=max(15.0, seconds * 0.1),
+        return cls(seconds, warmup=max(15.0, seconds * 0.1), quiet=max(15.0, seconds * 0.1),
                    mean_gap=max(15.0, seconds / 12), down_seconds=(2, 5),
                    hold_seconds=(15, max(15.0, min(45.0, seconds * 0.12))))
 

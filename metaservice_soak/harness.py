@@ -57,6 +57,7 @@ class SoakConfig:
     spark_workers: int = 2
     spark_worker_cores: int = 4  # advertised: each Spark role's application takes one
     spark_worker_memory: str = "3g"
+    live_timeout: float = 600.0  # until every ingest and job role completed a first barrier
     drain_timeout: float = 300.0
     stop_timeout: float = 180.0
     keep: bool = False  # keep the state directory and the database afterwards
@@ -326,6 +327,7 @@ class SoakOutcome:
     config: SoakConfig
     state: Path
     started: float
+    live: float | None = None  # every ingest and job role completed a first barrier
     ingest_stopped: float | None = None
     drained: float | None = None
     ended: float | None = None
@@ -442,6 +444,7 @@ class Soak:
             roles.start_supervising()
             self.monitor.start()
             try:
+                self._wait_until_live(outcome)
                 self._run_faults(plan, time.monotonic(), seconds)
                 self._stop_ingestion(outcome)
                 self._drain(outcome)
@@ -460,6 +463,28 @@ class Soak:
             outcome.role_starts = {name: role.starts for name, role in roles.roles.items()}
             outcome.haproxy_log = servers.balancer_log if servers.balancer else None
         return outcome
+
+    def _wait_until_live(self, outcome: SoakOutcome) -> None:
+        """Until every ingest role had an append acknowledged and every job committed once:
+        the run's minutes (and its faults) count from there, however long Spark took to
+        start."""
+        from metaservice_soak.report import role_events
+
+        wanted = {**{n: "acked" for n in INGEST_ROLES}, **{n: "commit" for n in JOB_ROLES}}
+        deadline = time.monotonic() + self.config.live_timeout
+        while True:
+            events = role_events(self.state)
+            waiting = [n for n, kind in wanted.items()
+                       if not any(e.get("kind") == kind for e in events.get(n, []))]
+            if not waiting:
+                break
+            if time.monotonic() > deadline:
+                raise SoakError(f"the pipeline was not live within "
+                                f"{self.config.live_timeout:.0f} s: no first barrier from "
+                                f"{', '.join(waiting)}")
+            time.sleep(1)
+        outcome.live = time.time()
+        self.say(f"pipeline live after {outcome.live - outcome.started:.0f} s")
 
     # -- faults -----------------------------------------------------------------------------
 

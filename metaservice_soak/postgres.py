@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from metaservice_soak.ports import free_port
+from metaservice_soak.spark_cluster import free_port
 
 DATABASE = "soak"
 OS_USER_WHEN_ROOT = "postgres"

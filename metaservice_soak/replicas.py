@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from metaservice_soak.ports import free_port
+from metaservice_soak.spark_cluster import free_port
 
 HAPROXY_CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "haproxy" / "haproxy.cfg"
 TOKEN_NAME = "soak"

@@ -83,6 +83,7 @@ class Report:
     minutes: float
     seed: int
     wall_seconds: float
+    live_seconds: float | None
     ingest_seconds: float | None
     drain_seconds: float | None
     rows_ingested: int
@@ -91,6 +92,7 @@ class Report:
     faults_by_kind: dict[str, int]
     faults_planned: int
     reads_by_engine: dict[str, int]
+    unavailable_by_engine: dict[str, int]  # reads the engine could not make (no cut yet, ...)
     violations: list[dict[str, Any]]
     head_reads: int
     head_breaks: int
@@ -218,6 +220,7 @@ def build(outcome: Any) -> Report:
                     if any(e.get("kind") == "acked" for e in lines)}
     barriers: dict[str, set[int]] = defaultdict(set)
     reads: Counter[str] = Counter()
+    unavailable: Counter[str] = Counter()
     violations = []
     head_reads = head_breaks = 0
     errors_5xx = []
@@ -235,6 +238,8 @@ def build(outcome: Any) -> Report:
                     reads[str(e.get("engine", role))] += 1
                     if not e.get("ok"):
                         violations.append({"role": role, **e})
+            elif kind == "unavailable":
+                unavailable[str(e.get("engine", role))] += 1
             elif kind == "http_5xx":
                 errors_5xx.append({"role": role, **e})
             elif kind == "error":
@@ -247,8 +252,9 @@ def build(outcome: Any) -> Report:
     return Report(
         backend=outcome.config.backend, minutes=outcome.config.minutes,
         seed=outcome.config.seed, wall_seconds=ended - outcome.started,
-        ingest_seconds=(outcome.ingest_stopped - outcome.started
-                        if outcome.ingest_stopped else None),
+        live_seconds=outcome.live - outcome.started if outcome.live else None,
+        ingest_seconds=(outcome.ingest_stopped - outcome.live
+                        if outcome.ingest_stopped and outcome.live else None),
         drain_seconds=(outcome.drained - outcome.ingest_stopped
                        if outcome.drained and outcome.ingest_stopped else None),
         rows_ingested=(int(final["rows_ingested"]) if final and "rows_ingested" in final
@@ -258,7 +264,8 @@ def build(outcome: Any) -> Report:
         faults_by_kind=dict(Counter(f.kind for f in faults if "error" not in f.detail
                                     and "skipped" not in f.detail)),
         faults_planned=len(outcome.faults_planned),
-        reads_by_engine=dict(sorted(reads.items())), violations=violations,
+        reads_by_engine=dict(sorted(reads.items())),
+        unavailable_by_engine=dict(sorted(unavailable.items())), violations=violations,
         head_reads=head_reads, head_breaks=head_breaks,
         rows_lost=_total(final["rows_lost"]) if final and "rows_lost" in final else None,
         rows_doubled=(_total(final["rows_doubled"]) if final and "rows_doubled" in final
@@ -312,13 +319,15 @@ def render(report: Report) -> str:
         f"{m.get('memory', '?')}, load average {m.get('load average at the end', '?')} at the "
         f"end. Result: {verdict}.", "",
         "| figure | value |", "|---|---|",
-        f"| duration | {_seconds(report.ingest_seconds)} of ingestion with faults, drained "
-        f"{_seconds(report.drain_seconds)} after it stopped, {_seconds(report.wall_seconds)} "
-        "in all |",
+        f"| duration | pipeline live (a first barrier from every ingestion and job) after "
+        f"{_seconds(report.live_seconds)}, then {_seconds(report.ingest_seconds)} of ingestion "
+        f"with faults, drained {_seconds(report.drain_seconds)} after it stopped; "
+        f"{_seconds(report.wall_seconds)} in all (Spark's start included) |",
         f"| rows ingested | {report.rows_ingested:,} ({_counts(report.rows_by_role)}) |",
         f"| barriers completed | {_counts(report.barriers_by_table)} |",
         f"| faults | {_counts(report.faults_by_kind)} (of {report.faults_planned} planned) |",
-        f"| reads checked | {_counts(report.reads_by_engine)} |",
+        f"| reads checked | {_counts(report.reads_by_engine)} (and reads that found no "
+        f"consistent cut to read yet: {_counts(report.unavailable_by_engine)}) |",
         f"| invariant violations | {len(report.violations)} |",
         f"| the check can fail | the head reader saw the invariant broken in "
         f"{report.head_breaks:,} of {report.head_reads:,} reads |",

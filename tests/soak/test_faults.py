@@ -53,4 +53,4 @@ def test_a_backend_without_a_database_crash() -> None:
 
 def test_a_run_too_short_for_faults_is_refused() -> None:
     with pytest.raises(ValueError, match="no time for faults"):
-        schedule(1, ScheduleShape.for_run(60))
+        schedule(1, ScheduleShape.for_run(29))

@@ -47,8 +47,8 @@ def a_run(tmp_path: Path, **events: list[dict[str, Any]]) -> SoakOutcome:
     write(tmp_path / "holds.jsonl", [
         {"holder_table": "lake.soak.stalled", "job": "stalled", "since_ms": (T0 + 50) * 1000,
          "first_seen": T0 + 51, "last_seen": T0 + 80, "tables": ["lake.soak.orders"]}])
-    outcome = SoakOutcome(SoakConfig(minutes=1, seed=3), tmp_path, started=T0,
-                          ingest_stopped=T0 + 60, drained=T0 + 90, ended=T0 + 100,
+    outcome = SoakOutcome(SoakConfig(minutes=1, seed=3), tmp_path, started=T0 - 50,
+                          live=T0, ingest_stopped=T0 + 60, drained=T0 + 90, ended=T0 + 100,
                           final=dict(FINAL_OK), largest_strong_lag_ms=4200,
                           largest_strong_lag_table="lake.soak.ledger")
     outcome.faults_planned = [None, None]  # type: ignore[list-item]
