@@ -226,10 +226,9 @@ class Ingestion:
     and barrier), kept in ``DIR/state/ROLE.json`` before the append is sent."""
 
     def __init__(self, r: Role, root: str, label: str,
-                 append: Callable[[int, int], int], committed_at: Callable[[int], int | None],
-                 heartbeat: Callable[[int], None]) -> None:
+                 append: Callable[[int, int], int], heartbeat: Callable[[int], None]) -> None:
         self.r, self.root, self.label = r, root, label
-        self.append, self.committed_at, self.heartbeat = append, committed_at, heartbeat
+        self.append, self.heartbeat = append, heartbeat
         self.client = r.client()
         saved = r.state.load(r.name) or {}
         self.next_batch: int = saved.get("next_batch", 0)
@@ -299,13 +298,16 @@ class Ingestion:
         """One final barrier for both roots: each notes its last barrier, F is the greater plus
         one, each heartbeats its root at F."""
         self.resolve_pending()
+        if self.pending is not None:  # SIGTERM while the append's outcome is unknown
+            return 0
         note = self.r.state.root / "control" / f"last_{self.r.name}.json"
         while not note.exists():
             try:
                 write_json_atomically(note, {"barrier": self.latest_barrier()})
             except Exception as exc:  # noqa: BLE001
                 self.r.error(exc)
-                self.r.sleep(RETRY_SECONDS)
+                if self.r.sleep(RETRY_SECONDS):
+                    return 0
         notes = [self.r.state.root / "control" / f"last_{name}.json" for name in INGEST_ROLES]
         deadline = time.monotonic() + FINAL_WAIT_SECONDS
         while not all(n.exists() for n in notes):
@@ -313,7 +315,8 @@ class Ingestion:
                 self.r.events.write("error", message="the other ingest role noted no last "
                                                      f"barrier in {FINAL_WAIT_SECONDS:g} s")
                 return 1
-            self.r.sleep(0.5)
+            if self.r.sleep(0.5):
+                return 0
         lasts = [json.loads(n.read_text())["barrier"] for n in notes]
         final = max(b for b in lasts if b is not None) + 1
         while True:
@@ -322,7 +325,8 @@ class Ingestion:
                 break
             except Exception as exc:  # noqa: BLE001
                 self.r.error(exc)
-                self.r.sleep(RETRY_SECONDS)
+                if self.r.sleep(RETRY_SECONDS):
+                    return 0
         write_json_atomically(self.r.state.final_file(self.r.name),
                               {"last_barrier": final, "rows": self.rows,
                                "table": self.root, "batches": self.next_batch})
@@ -352,7 +356,7 @@ def ingest_plugin(r: Role) -> int:
         sp.heartbeat_root(ORDERS, client=client, catalog=catalog, barrier=barrier,
                           label=ORDERS_LABEL)
 
-    ingestion = Ingestion(r, ORDERS, ORDERS_LABEL, append, lambda b: None, heartbeat)
+    ingestion = Ingestion(r, ORDERS, ORDERS_LABEL, append, heartbeat)
     return ingestion.run()
 
 
@@ -400,7 +404,7 @@ def ingest_engine(r: Role) -> int:
         sp.heartbeat_root(PAYMENTS, client=client, catalog=catalog, barrier=barrier,
                           label=PAYMENTS_LABEL)
 
-    ingestion = Ingestion(r, PAYMENTS, PAYMENTS_LABEL, append, lambda b: None, heartbeat)
+    ingestion = Ingestion(r, PAYMENTS, PAYMENTS_LABEL, append, heartbeat)
     return ingestion.run()
 
 
