@@ -108,6 +108,7 @@ class Report:
     largest_strong_lag_table: str | None
     faults: list[FaultOutcome]
     holds: list[HoldOutcome]
+    holds_at_start: int
     unexpected_exits: dict[str, int]
     role_errors: dict[str, int]
     final: dict[str, Any] | None
@@ -191,13 +192,19 @@ def _fault_outcomes(faults: list[FaultRecord],
     return outcomes
 
 
-def _holds(state: Path) -> list[HoldOutcome]:
+def _holds(state: Path, live: float | None) -> tuple[list[HoldOutcome], int]:
+    """The holds seen once the pipeline was live, and how many ended before (while the
+    pipeline's tables were catching up at its start: every one of them holds the cut then)."""
     holds = []
+    at_start = 0
     for line in read_jsonl(state / "holds.jsonl"):
+        if live is not None and line["last_seen"] < live:
+            at_start += 1
+            continue
         since = line["since_ms"] / 1000 if line.get("since_ms") else line["first_seen"]
         holds.append(HoldOutcome(line.get("job"), line["holder_table"], since,
                                  line["last_seen"], line.get("tables", [])))
-    return sorted(holds, key=lambda h: h.since)
+    return sorted(holds, key=lambda h: h.since), at_start
 
 
 def _restarts(state: Path) -> dict[str, int]:
@@ -248,6 +255,7 @@ def build(outcome: Any) -> Report:
     windows = _database_windows(faults)
     unexplained = [e for e in errors_5xx if not _explained(e, windows)]
     redispatched, haproxy_errors = _haproxy_figures(outcome.haproxy_log)
+    holds, holds_at_start = _holds(state, outcome.live)
     ended = outcome.ended or outcome.started
     return Report(
         backend=outcome.config.backend, minutes=outcome.config.minutes,
@@ -276,7 +284,8 @@ def build(outcome: Any) -> Report:
         haproxy_redispatched=redispatched, haproxy_errors=haproxy_errors,
         largest_strong_lag_ms=outcome.largest_strong_lag_ms,
         largest_strong_lag_table=outcome.largest_strong_lag_table,
-        faults=_fault_outcomes(faults, _commit_times(events)), holds=_holds(state),
+        faults=_fault_outcomes(faults, _commit_times(events)), holds=holds,
+        holds_at_start=holds_at_start,
         unexpected_exits=_restarts(state), role_errors=dict(role_errors), final=final,
         failure=outcome.failure, machine=machine_description())
 
@@ -358,8 +367,10 @@ def render(report: Report) -> str:
         lines.append(f"| {i} | {r.t - start:.0f} s | {r.kind}{f' ({note})' if note else ''} "
                      f"| {r.target} | {r.t_end - r.t:.1f} s | {_seconds(f.recovery_seconds)} "
                      f"| {_seconds(f.role_recovery_seconds) if r.kind == DRIVER_KILL else ''} |")
-    lines += ["", "Strong cuts held (the server's `held_back_by`: the job, its catching-up "
-              "table, since when):", "",
+    lines += ["", "Strong cuts held once the pipeline was live (the server's `held_back_by`: "
+              "the job, its catching-up table, since when; "
+              f"{report.holds_at_start} more while the pipeline's own tables caught up at its "
+              "start):", "",
               "| job | catching-up table | held for | tables held |", "|---|---|---|---|"]
     for h in report.holds:
         lines.append(f"| {h.job} | {h.holder_table} | {h.seconds:.1f} s | "
