@@ -341,6 +341,28 @@ class SoakOutcome:
     machine: dict[str, str] = field(default_factory=dict)
     faults_planned: list[Fault] = field(default_factory=list)
 
+    def save(self) -> None:
+        """``outcome.json`` in the state directory: the report can be built again from it
+        (``python -m metaservice_soak.report STATE``)."""
+        fields = {k: v for k, v in vars(self).items() if k not in ("config", "state")}
+        fields["config"] = {k: (str(v) if isinstance(v, Path) else v)
+                            for k, v in vars(self.config).items()}
+        fields["faults_planned"] = [vars(f) for f in self.faults_planned]
+        fields["haproxy_log"] = str(self.haproxy_log) if self.haproxy_log else None
+        (self.state / "outcome.json").write_text(json.dumps(fields, indent=2))
+
+    @classmethod
+    def load(cls, state: Path) -> SoakOutcome:
+        fields = json.loads((state / "outcome.json").read_text())
+        config = fields.pop("config")
+        config["state"] = Path(config["state"]) if config.get("state") else None
+        config["kinds"] = tuple(config.get("kinds") or ())
+        outcome = cls(SoakConfig(**config), state, **{
+            k: v for k, v in fields.items() if k not in ("faults_planned", "haproxy_log")})
+        outcome.faults_planned = [Fault(**f) for f in fields["faults_planned"]]
+        outcome.haproxy_log = Path(fields["haproxy_log"]) if fields["haproxy_log"] else None
+        return outcome
+
 
 class Soak:
     """One run (see the module docstring)."""
@@ -462,6 +484,7 @@ class Soak:
             outcome.monitor_polls = self.monitor.polls
             outcome.role_starts = {name: role.starts for name, role in roles.roles.items()}
             outcome.haproxy_log = servers.balancer_log if servers.balancer else None
+        outcome.save()
         return outcome
 
     def _wait_until_live(self, outcome: SoakOutcome) -> None:

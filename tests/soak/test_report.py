@@ -104,3 +104,17 @@ def test_the_generated_section_keeps_the_prose_and_the_other_backend(tmp_path: P
     assert text.startswith("# Reliability\n\nProse before.\n")
     assert text.count("<!-- soak:postgresql -->") == 1 and "seed 99" in text
     assert "<!-- soak:sqlite -->" in text
+
+
+def test_a_saved_run_gives_the_same_report(tmp_path: Path) -> None:
+    from metaservice_soak.faults import Fault
+
+    outcome = a_run(tmp_path)
+    outcome.faults_planned = [Fault(10.0, "database_crash", "postgresql", down_seconds=5.0),
+                              Fault(20.0, "driver_kill", "join")]
+    outcome.save()
+    again = SoakOutcome.load(tmp_path)
+    assert again.faults_planned == outcome.faults_planned
+    first, second = build(outcome), build(again)
+    first.machine = second.machine = {}
+    assert render(first) == render(second)

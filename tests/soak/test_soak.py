@@ -18,7 +18,7 @@ from tests.soak.conftest import require_haproxy
 
 pytestmark = pytest.mark.slow  # about five minutes: PostgreSQL, servers, Spark, every fault
 
-MINUTES = 2.5
+MINUTES = 1.5
 SEED = 25
 
 
