@@ -210,6 +210,8 @@ class Role:
         return self._spark
 
     def error(self, exc: BaseException) -> None:
+        if self.terminated.is_set():
+            return  # stopping: Spark's JVM may be going down with this process
         self.events.write("error", message=f"{type(exc).__name__}: {exc}"[:2000],
                           where=traceback.format_exc(limit=6)[-2000:])
 
@@ -544,23 +546,22 @@ def sibling_stream(r: Role) -> int:
 @role("stalled_join")
 def stalled_join(r: Role) -> int:
     """A new job joins the pipeline (a source already in it, a new sink), starts, and never
-    commits; SIGTERM unregisters it. It reads nothing, so it needs no Spark."""
-    import spark_plugin as sp
-
+    commits; SIGTERM unregisters it. It never gets to reading or writing, so it is the plugin's
+    client's calls a job makes up to there (plan, start), with no Spark."""
     catalog = r.catalog()
     ensure_tables(catalog)
     client = r.client()
-    job: Any = None
-    while job is None and not r.terminated.is_set():
+    joined = False
+    while not joined and not r.terminated.is_set():
         try:
-            job = sp.BarrierJob(None, STALLED_JOB, sources=[ORDERS], sinks=[STALLED_SINK],
-                                client=client, catalog=catalog)
-            job.start()
+            client.register_source(STALLED_JOB, ORDERS)
+            client.register_sink(STALLED_JOB, STALLED_SINK)
+            position = client.start_job(STALLED_JOB)
             r.events.write("joined", job=STALLED_JOB, sink=STALLED_SINK,
-                           barrier=getattr(job._pending_position, "barrier", None))
+                           action=position.action, barrier=position.barrier)
+            joined = True
         except Exception as exc:  # noqa: BLE001
             r.error(exc)
-            job = None
             r.sleep(RETRY_SECONDS)
     r.terminated.wait()
     while True:
@@ -568,8 +569,8 @@ def stalled_join(r: Role) -> int:
             client.unregister(STALLED_JOB)
             r.events.write("unregistered", job=STALLED_JOB)
             return 0
-        except Exception as exc:  # noqa: BLE001
-            r.error(exc)
+        except Exception as exc:  # noqa: BLE001 - the server may be down a while
+            r.events.write("error", message=f"{type(exc).__name__}: {exc}"[:2000])
             time.sleep(RETRY_SECONDS)
 
 
