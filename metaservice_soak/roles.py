@@ -185,23 +185,11 @@ class Role:
                           "appender.stderr.target = SYSTEM_ERR\n"
                           "appender.stderr.layout.type = PatternLayout\n"
                           "appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n")
-        from pyspark.sql import SparkSession
+        from metaservice_soak.spark_cluster import driver_builder
 
-        master = self.spark_master or "local[1]"
         self._spark = (
-            SparkSession.builder.master(master).appName(f"soak-{self.name}")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.memory", "512m")
-            .config("spark.executor.memory", "512m")
-            .config("spark.executor.cores", "1")
-            .config("spark.cores.max", "1")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.default.parallelism", "2")
-            .config("spark.sql.adaptive.enabled", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
+            driver_builder(self.spark_master or "local[1]", f"soak-{self.name}")
+            .config("spark.cores.max", "1")  # one executor: 4-5 drivers share two cores
             .config("spark.sql.streaming.stopTimeout", "20000")
             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
                     f"-Dlog4j2.configurationFile={log4j2.as_uri()}")

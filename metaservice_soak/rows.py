@@ -138,11 +138,7 @@ class StateDir:
         return self.stop_ingest_file.exists()
 
     def load(self, name: str) -> dict[str, Any] | None:
-        try:
-            data: dict[str, Any] = json.loads(self.state_file(name).read_text())
-        except FileNotFoundError:
-            return None
-        return data
+        return read_json(self.state_file(name))
 
     def save(self, name: str, data: dict[str, Any]) -> None:
         write_json_atomically(self.state_file(name), data)
@@ -151,11 +147,16 @@ class StateDir:
         return read_events(self.events_file(role))
 
     def final(self, role: str) -> dict[str, Any] | None:
-        try:
-            data: dict[str, Any] = json.loads(self.final_file(role).read_text())
-        except FileNotFoundError:
-            return None
-        return data
+        return read_json(self.final_file(role))
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object written by ``write_json_atomically``; ``None`` when there is none."""
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    return data
 
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
