@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -49,7 +50,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from metaservice_soak import invariant
@@ -196,6 +197,18 @@ class Role:
             .getOrCreate())
         self._spark.sparkContext.setLogLevel("ERROR")
         return self._spark
+
+    @contextlib.contextmanager
+    def read_session_turn(self) -> Iterator[None]:
+        """While held, no other reader of this soak opens a read session (``lake@strong``):
+        what appears in the token's sessions meanwhile is the holder's own (a SIGKILLed holder's
+        turn ends with its process)."""
+        with (self.state.root / "state" / "read_sessions.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def error(self, exc: BaseException) -> None:
         if self.terminated.is_set():
@@ -630,20 +643,27 @@ def _strong_barriers(tables: dict[str, Any]) -> dict[str, int]:
 
 
 def pyiceberg_read(r: Role, warehouse: str) -> tuple[dict[str, Any], dict[str, int]]:
-    catalog = r.catalog(warehouse)  # a consistent warehouse: a new read session, one cut
-    try:
-        tables = {name: catalog.load_table((NAMESPACE, name.rsplit(".", 1)[1]))
-                  for name in PIPELINE}
-        data = {name: t.scan(selected_fields=("id", "customer", "amount", "kind")
-                             if name == LEDGER else ("id", "customer", "amount")).to_arrow()
-                for name, t in tables.items()}
-    finally:
-        # a read session is a lease (its prefix ``session-<id>``): released once read, so that
-        # a reader every few seconds holds one at a time
-        prefix = catalog.properties.get("prefix", "")
-        if prefix.startswith("session-"):
-            with contextlib.suppress(Exception), r.client() as client:
-                client.release_lease(prefix.removeprefix("session-"))
+    if warehouse == CATALOG:  # the head: no read session
+        return _pyiceberg_tables(r.catalog(warehouse))
+    with r.read_session_turn():
+        catalog = r.catalog(warehouse)  # a consistent warehouse: a new read session, one cut
+        try:
+            return _pyiceberg_tables(catalog)
+        finally:
+            # a read session is a lease (its prefix ``session-<id>``): released once read, so
+            # that a reader every few seconds holds none between its reads
+            prefix = catalog.properties.get("prefix", "")
+            if prefix.startswith("session-"):
+                with contextlib.suppress(Exception), r.client() as client:
+                    client.release_lease(prefix.removeprefix("session-"))
+
+
+def _pyiceberg_tables(catalog: Any) -> tuple[dict[str, Any], dict[str, int]]:
+    tables = {name: catalog.load_table((NAMESPACE, name.rsplit(".", 1)[1]))
+              for name in PIPELINE}
+    data = {name: t.scan(selected_fields=("id", "customer", "amount", "kind")
+                         if name == LEDGER else ("id", "customer", "amount")).to_arrow()
+            for name, t in tables.items()}
     return invariant.totals_from_arrow(data), _strong_barriers(tables)
 
 
@@ -668,7 +688,25 @@ def reader_duckdb(r: Role) -> int:
         connection.execute(f"CREATE SECRET soak_token (TYPE iceberg, TOKEN '{r.token}')")
         auth = "SECRET soak_token"
 
+    client = r.client()
+    holder = f"{CATALOG}@strong"  # the holder of the lease that is a read session of lake@strong
+
+    def sessions() -> set[str]:
+        return {lease["lease_id"] for lease in client.list_leases(holder=holder, limit=1000)}
+
     def read() -> tuple[dict[str, Any], dict[str, int]]:
+        # DETACH tells the server nothing: the session the ATTACH opened is found among the
+        # token's sessions and released, else it would live its term (an hour by default)
+        # and a read every few seconds would reach the cap of live sessions per token (429)
+        with r.read_session_turn():
+            before = sessions()
+            try:
+                return attached()
+            finally:
+                for lease_id in sessions() - before:
+                    client.release_lease(lease_id)
+
+    def attached() -> tuple[dict[str, Any], dict[str, int]]:
         attachments[0] += 1
         alias = f"strong_{attachments[0]}"
         connection.execute(f"ATTACH '{CATALOG}@strong' AS {alias} (TYPE iceberg, ENDPOINT "

@@ -47,13 +47,6 @@ STALLED_JOB = "soak-stalled-join"
 ORDERS_LABEL = "soak-ingest-plugin"
 PAYMENTS_LABEL = "soak-ingest-engine"
 
-SERVER_ENVIRONMENT = {"METASERVICE_READ_SESSION_SECONDS": "60"}
-"""Settings of every server of the soak (as ``metaservice serve`` takes them). DuckDB cannot end
-the read session each ``ATTACH 'lake@strong'`` opens (the pyiceberg reader releases its own), so
-a session lives its term after its last use; at one read every few seconds the default term
-(3600 s) would reach the cap of live sessions per token (``METASERVICE_MAX_READ_SESSIONS``, 64)
-within minutes."""
-
 INGEST_ROLES = {"ingest_plugin": ORDERS, "ingest_engine": PAYMENTS}
 
 CUSTOMERS = 12
