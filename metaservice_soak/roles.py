@@ -29,6 +29,14 @@ for again). Jobs are restarted as a scheduler restarts them: the same job id, st
 (the server hands a job its pinned barrier again, and the plugin's sink commits find a commit of
 that barrier and do not repeat it); the streaming query restarts from its checkpoint.
 
+Events (``DIR/events/ROLE.jsonl``): besides ``acked``, ``commit``, ``read``, ``http_5xx`` and
+``error``, every role notes ``started`` and ``exited``; a reader notes ``unavailable`` when the
+cut it asked for serves no version of some table yet (no barrier yet, catching up, or the
+tables not yet one pipeline), which is no read; the stalled job notes ``joined`` and
+``unregistered``. A 5xx is noted for every request of the plugin's client and of pyiceberg's
+catalog made in the role's process (DuckDB's own requests, and those of Spark's Python workers,
+are not seen).
+
 Stop: ingest roles watch ``DIR/control/stop_ingest``; then each finishes its append, notes its
 root's last barrier in ``DIR/control/last_ROLE.json``, waits for the other's, and heartbeats its
 root at one final barrier F (the greater of the two, plus one), so that every table of the
