@@ -29,6 +29,14 @@ for again). Jobs are restarted as a scheduler restarts them: the same job id, st
 (the server hands a job its pinned barrier again, and the plugin's sink commits find a commit of
 that barrier and do not repeat it); the streaming query restarts from its checkpoint.
 
+Events (``DIR/events/ROLE.jsonl``): besides ``acked``, ``commit``, ``read``, ``http_5xx`` and
+``error``, every role notes ``started`` and ``exited``; a reader notes ``unavailable`` when the
+cut it asked for serves no version of some table yet (no barrier yet, catching up, or the
+tables not yet one pipeline), which is no read; the stalled job notes ``joined`` and
+``unregistered``. A 5xx is noted for every request of the plugin's client and of pyiceberg's
+catalog made in the role's process (DuckDB's own requests, and those of Spark's Python workers,
+are not seen).
+
 Stop: ingest roles watch ``DIR/control/stop_ingest``; then each finishes its append, notes its
 root's last barrier in ``DIR/control/last_ROLE.json``, waits for the other's, and heartbeats its
 root at one final barrier F (the greater of the two, plus one), so that every table of the
@@ -41,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -49,7 +58,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from metaservice_soak import invariant
@@ -83,7 +92,9 @@ from metaservice_soak.rows import (
 INGEST_PERIOD_SECONDS = {"ingest_plugin": 2.0, "ingest_engine": 3.0}
 JOB_PERIOD_SECONDS = {"sibling_batch": 3.0, "join": 5.0}
 STREAM_TRIGGER = "4 seconds"
-READ_PERIOD_SECONDS = 3.0
+# Every read scans each table whole, and the tables gain a data file per barrier: on two shared
+# cores a read every few seconds per engine is what the soak affords.
+READ_PERIOD_SECONDS = {"strong": 5.0, "head": 10.0}
 RETRY_SECONDS = 2.0
 FINAL_WAIT_SECONDS = 600.0
 
@@ -185,23 +196,11 @@ class Role:
                           "appender.stderr.target = SYSTEM_ERR\n"
                           "appender.stderr.layout.type = PatternLayout\n"
                           "appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n")
-        from pyspark.sql import SparkSession
+        from metaservice_soak.spark_cluster import driver_builder
 
-        master = self.spark_master or "local[1]"
         self._spark = (
-            SparkSession.builder.master(master).appName(f"soak-{self.name}")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.memory", "512m")
-            .config("spark.executor.memory", "512m")
-            .config("spark.executor.cores", "1")
-            .config("spark.cores.max", "1")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.default.parallelism", "2")
-            .config("spark.sql.adaptive.enabled", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
+            driver_builder(self.spark_master or "local[1]", f"soak-{self.name}")
+            .config("spark.cores.max", "1")  # one executor: 4-5 drivers share two cores
             .config("spark.sql.streaming.stopTimeout", "20000")
             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
                     f"-Dlog4j2.configurationFile={log4j2.as_uri()}")
@@ -209,7 +208,21 @@ class Role:
         self._spark.sparkContext.setLogLevel("ERROR")
         return self._spark
 
+    @contextlib.contextmanager
+    def read_session_turn(self) -> Iterator[None]:
+        """While held, no other reader of this soak opens a read session (``lake@strong``):
+        what appears in the token's sessions meanwhile is the holder's own (a SIGKILLed holder's
+        turn ends with its process)."""
+        with (self.state.root / "state" / "read_sessions.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def error(self, exc: BaseException) -> None:
+        if self.terminated.is_set():
+            return  # stopping: Spark's JVM may be going down with this process
         self.events.write("error", message=f"{type(exc).__name__}: {exc}"[:2000],
                           where=traceback.format_exc(limit=6)[-2000:])
 
@@ -544,23 +557,22 @@ def sibling_stream(r: Role) -> int:
 @role("stalled_join")
 def stalled_join(r: Role) -> int:
     """A new job joins the pipeline (a source already in it, a new sink), starts, and never
-    commits; SIGTERM unregisters it. It reads nothing, so it needs no Spark."""
-    import spark_plugin as sp
-
+    commits; SIGTERM unregisters it. It never gets to reading or writing, so it is the plugin's
+    client's calls a job makes up to there (plan, start), with no Spark."""
     catalog = r.catalog()
     ensure_tables(catalog)
     client = r.client()
-    job: Any = None
-    while job is None and not r.terminated.is_set():
+    joined = False
+    while not joined and not r.terminated.is_set():
         try:
-            job = sp.BarrierJob(None, STALLED_JOB, sources=[ORDERS], sinks=[STALLED_SINK],
-                                client=client, catalog=catalog)
-            job.start()
+            client.register_source(STALLED_JOB, ORDERS)
+            client.register_sink(STALLED_JOB, STALLED_SINK)
+            position = client.start_job(STALLED_JOB)
             r.events.write("joined", job=STALLED_JOB, sink=STALLED_SINK,
-                           barrier=getattr(job._pending_position, "barrier", None))
+                           action=position.action, barrier=position.barrier)
+            joined = True
         except Exception as exc:  # noqa: BLE001
             r.error(exc)
-            job = None
             r.sleep(RETRY_SECONDS)
     r.terminated.wait()
     while True:
@@ -568,8 +580,8 @@ def stalled_join(r: Role) -> int:
             client.unregister(STALLED_JOB)
             r.events.write("unregistered", job=STALLED_JOB)
             return 0
-        except Exception as exc:  # noqa: BLE001
-            r.error(exc)
+        except Exception as exc:  # noqa: BLE001 - the server may be down a while
+            r.events.write("error", message=f"{type(exc).__name__}: {exc}"[:2000])
             time.sleep(RETRY_SECONDS)
 
 
@@ -614,7 +626,8 @@ def reader_loop(r: Role, engine: str, read: Callable[[], tuple[dict[str, Any], d
                 r.events.write("unavailable", engine=engine, detail=text[:1000])
             else:
                 r.error(exc)
-        r.sleep(max(0.5, READ_PERIOD_SECONDS - (time.monotonic() - started)))
+        period = READ_PERIOD_SECONDS["strong" if strong else "head"]
+        r.sleep(max(0.5, period - (time.monotonic() - started)))
     return 0
 
 
@@ -641,20 +654,27 @@ def _strong_barriers(tables: dict[str, Any]) -> dict[str, int]:
 
 
 def pyiceberg_read(r: Role, warehouse: str) -> tuple[dict[str, Any], dict[str, int]]:
-    catalog = r.catalog(warehouse)  # a consistent warehouse: a new read session, one cut
-    try:
-        tables = {name: catalog.load_table((NAMESPACE, name.rsplit(".", 1)[1]))
-                  for name in PIPELINE}
-        data = {name: t.scan(selected_fields=("id", "customer", "amount", "kind")
-                             if name == LEDGER else ("id", "customer", "amount")).to_arrow()
-                for name, t in tables.items()}
-    finally:
-        # a read session is a lease (its prefix ``session-<id>``): released once read, so that
-        # a reader every few seconds holds one at a time
-        prefix = catalog.properties.get("prefix", "")
-        if prefix.startswith("session-"):
-            with contextlib.suppress(Exception), r.client() as client:
-                client.release_lease(prefix.removeprefix("session-"))
+    if warehouse == CATALOG:  # the head: no read session
+        return _pyiceberg_tables(r.catalog(warehouse))
+    with r.read_session_turn():
+        catalog = r.catalog(warehouse)  # a consistent warehouse: a new read session, one cut
+        try:
+            return _pyiceberg_tables(catalog)
+        finally:
+            # a read session is a lease (its prefix ``session-<id>``): released once read, so
+            # that a reader every few seconds holds none between its reads
+            prefix = catalog.properties.get("prefix", "")
+            if prefix.startswith("session-"):
+                with contextlib.suppress(Exception), r.client() as client:
+                    client.release_lease(prefix.removeprefix("session-"))
+
+
+def _pyiceberg_tables(catalog: Any) -> tuple[dict[str, Any], dict[str, int]]:
+    tables = {name: catalog.load_table((NAMESPACE, name.rsplit(".", 1)[1]))
+              for name in PIPELINE}
+    data = {name: t.scan(selected_fields=("id", "customer", "amount", "kind")
+                         if name == LEDGER else ("id", "customer", "amount")).to_arrow()
+            for name, t in tables.items()}
     return invariant.totals_from_arrow(data), _strong_barriers(tables)
 
 
@@ -679,7 +699,25 @@ def reader_duckdb(r: Role) -> int:
         connection.execute(f"CREATE SECRET soak_token (TYPE iceberg, TOKEN '{r.token}')")
         auth = "SECRET soak_token"
 
+    client = r.client()
+    holder = f"{CATALOG}@strong"  # the holder of the lease that is a read session of lake@strong
+
+    def sessions() -> set[str]:
+        return {lease["lease_id"] for lease in client.list_leases(holder=holder, limit=1000)}
+
     def read() -> tuple[dict[str, Any], dict[str, int]]:
+        # DETACH tells the server nothing: the session the ATTACH opened is found among the
+        # token's sessions and released, else it would live its term (an hour by default)
+        # and a read every few seconds would reach the cap of live sessions per token (429)
+        with r.read_session_turn():
+            before = sessions()
+            try:
+                return attached()
+            finally:
+                for lease_id in sessions() - before:
+                    client.release_lease(lease_id)
+
+    def attached() -> tuple[dict[str, Any], dict[str, int]]:
         attachments[0] += 1
         alias = f"strong_{attachments[0]}"
         connection.execute(f"ATTACH '{CATALOG}@strong' AS {alias} (TYPE iceberg, ENDPOINT "

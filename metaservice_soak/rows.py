@@ -47,13 +47,6 @@ STALLED_JOB = "soak-stalled-join"
 ORDERS_LABEL = "soak-ingest-plugin"
 PAYMENTS_LABEL = "soak-ingest-engine"
 
-SERVER_ENVIRONMENT = {"METASERVICE_READ_SESSION_SECONDS": "60"}
-"""Settings of every server of the soak (as ``metaservice serve`` takes them). DuckDB cannot end
-the read session each ``ATTACH 'lake@strong'`` opens (the pyiceberg reader releases its own), so
-a session lives its term after its last use; at one read every few seconds the default term
-(3600 s) would reach the cap of live sessions per token (``METASERVICE_MAX_READ_SESSIONS``, 64)
-within minutes."""
-
 INGEST_ROLES = {"ingest_plugin": ORDERS, "ingest_engine": PAYMENTS}
 
 CUSTOMERS = 12
@@ -138,11 +131,7 @@ class StateDir:
         return self.stop_ingest_file.exists()
 
     def load(self, name: str) -> dict[str, Any] | None:
-        try:
-            data: dict[str, Any] = json.loads(self.state_file(name).read_text())
-        except FileNotFoundError:
-            return None
-        return data
+        return read_json(self.state_file(name))
 
     def save(self, name: str, data: dict[str, Any]) -> None:
         write_json_atomically(self.state_file(name), data)
@@ -151,11 +140,16 @@ class StateDir:
         return read_events(self.events_file(role))
 
     def final(self, role: str) -> dict[str, Any] | None:
-        try:
-            data: dict[str, Any] = json.loads(self.final_file(role).read_text())
-        except FileNotFoundError:
-            return None
-        return data
+        return read_json(self.final_file(role))
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object written by ``write_json_atomically``; ``None`` when there is none."""
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    return data
 
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
