@@ -133,12 +133,6 @@ class ServerPool:
             # a lock taken out of the documented order fails its request (a 5xx the soak
             # reports) instead of risking a deadlock unseen
             "METASERVICE_CHECK_LOCK_ORDER": "1",
-            # The readers attach lake@strong anew for every read (a read session each, SPEC
-            # §12), about one read a second in all under one token: sessions of two minutes,
-            # up to 256 of them, as an operator of such readers would configure it (the
-            # defaults, an hour and 64, would refuse them with 429 after a minute).
-            "METASERVICE_READ_SESSION_SECONDS": "120",
-            "METASERVICE_MAX_READ_SESSIONS": "256",
         })
         return env
 
