@@ -23,10 +23,11 @@ start, and ``t_end``, unix seconds), flushed at once.
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,17 @@ def schedule(seed: int, shape: ScheduleShape, *, kinds: Sequence[str] = KINDS,
     for i, kind in enumerate(chosen):
         at = start + slice_length * (i + rng.uniform(0.2, 0.8))
         faults.append(_fault(rng, kind, at, shape, replicas, job_roles, end))
+    return _one_stalled_join_at_a_time(faults)
+
+
+def _one_stalled_join_at_a_time(faults: list[Fault]) -> list[Fault]:
+    """A stalled join ends 5 s before the next one joins: there is one such job (one job id),
+    and a second one started beside it would be the same job."""
+    joins = [i for i, f in enumerate(faults) if f.kind == STALLED_JOIN]
+    for this, following in zip(joins, joins[1:], strict=False):
+        fault, limit = faults[this], faults[following].at - 5.0 - faults[this].at
+        if fault.hold_seconds > limit:
+            faults[this] = replace(fault, hold_seconds=max(1.0, math.floor(limit * 10) / 10))
     return faults
 
 

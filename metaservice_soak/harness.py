@@ -552,6 +552,8 @@ class Soak:
                 time.sleep(fault.down_seconds)
                 self.cluster.start()
             elif fault.kind == fault_kinds.STALLED_JOIN:
+                if self.roles.roles[STALLED_JOIN].alive():
+                    raise SoakError("the previous stalled join is still running")
                 self.roles.start(STALLED_JOIN)
                 time.sleep(fault.hold_seconds)
                 detail["exit_status"] = self.roles.terminate(STALLED_JOIN, timeout=60)
