@@ -5,6 +5,7 @@ COPY pyproject.toml setup.py README.md ./
 COPY metaservice ./metaservice
 COPY spark_plugin ./spark_plugin
 COPY metaservice_demo ./metaservice_demo
+COPY metaservice_soak ./metaservice_soak
 COPY migrations ./migrations
 RUN pip install --no-cache-dir --upgrade pip \
  && pip wheel --no-cache-dir --wheel-dir /wheels '.[server]'

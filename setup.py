@@ -10,7 +10,8 @@ from setuptools import find_packages, setup
 setup(
     packages=[*find_packages(include=["metaservice", "metaservice.*",
                                       "spark_plugin", "spark_plugin.*",
-                                      "metaservice_demo", "metaservice_demo.*"]),
+                                      "metaservice_demo", "metaservice_demo.*",
+                                      "metaservice_soak", "metaservice_soak.*"]),
               "metaservice._migrations", "metaservice._migrations.versions"],
     package_dir={"metaservice._migrations": "migrations"},
 )

@@ -22,14 +22,18 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     assert commands == [tests]
 
 
-def test_the_readme_test_command_installs_the_browser() -> None:
-    """Without Chromium and its driver the browser tests would skip on a new user's machine."""
+def test_the_readme_test_command_installs_the_browser_and_haproxy() -> None:
+    """Without Chromium and its driver the browser tests, without haproxy the soak's replica
+    tests would skip on a new user's machine."""
     tests = _readme_commands()[1]
     steps = [step.strip() for step in tests.split("&&")]
-    assert "bash .ci/install-browser.sh" in steps
-    assert steps.index("bash .ci/install-browser.sh") < steps.index(".venv/bin/python -m pytest")
-    assert (ROOT / ".ci" / "install-browser.sh").is_file()
-    assert "METASERVICE_REQUIRE_BROWSER=1" in (ROOT / ".ci" / "run").read_text()
+    install = "bash .ci/install-system-packages.sh"
+    assert install in steps
+    assert steps.index(install) < steps.index(".venv/bin/python -m pytest")
+    script = (ROOT / ".ci" / "install-system-packages.sh").read_text()
+    assert all(package in script for package in ("chromium", "chromium-driver", "haproxy"))
+    run = (ROOT / ".ci" / "run").read_text()
+    assert "METASERVICE_REQUIRE_BROWSER=1" in run and "METASERVICE_REQUIRE_HAPROXY=1" in run
 
 
 def test_the_readme_test_command_installs_spark_3_5_with_the_iceberg_runtime() -> None:

@@ -312,7 +312,8 @@ def test_the_wheel_carries_the_migrations_inside_the_server_package_and_the_asse
     assert not [n for n in names if n.startswith(("spark_plugin/demo", "metaservice/demo"))]
     assert {"metaservice/py.typed", "spark_plugin/py.typed", "metaservice_demo/py.typed",
             "metaservice_demo/__init__.py", "metaservice_demo/__main__.py",
-            "metaservice_demo/demo.py", "metaservice_demo/server.py"} <= set(names)
+            "metaservice_demo/demo.py", "metaservice_demo/server.py",
+            "metaservice_soak/py.typed", "metaservice_soak/__main__.py"} <= set(names)
     if (ROOT / "metaservice" / "ui" / "static").exists():
         assert [n for n in names if n.startswith("metaservice/ui/static/")], "dashboard assets"
 
@@ -325,7 +326,8 @@ def test_the_wheel_s_commands_name_modules_it_carries(wheel: Path) -> None:
     scripts = dict(re.findall(r"^([\w-]+) = ([\w.]+):\w+$", entry_points, re.M))
     assert scripts == {"metaservice": "metaservice.cli",
                        "metaservice-maintenance": "spark_plugin.maintenance",
-                       "metaservice-demo": "metaservice_demo.demo"}, entry_points
+                       "metaservice-demo": "metaservice_demo.demo",
+                       "metaservice-soak": "metaservice_soak.__main__"}, entry_points
     for module in scripts.values():
         assert module.replace(".", "/") + ".py" in names
 
@@ -347,15 +349,17 @@ def _imported_modules(package: str) -> dict[str, set[str]]:
     return found
 
 
-def test_the_server_imports_neither_the_plugin_nor_the_demo() -> None:
+def test_the_server_imports_neither_the_plugin_nor_the_applications() -> None:
     for path, modules in _imported_modules("metaservice").items():
-        wrong = {m for m in modules if m.split(".")[0] in ("spark_plugin", "metaservice_demo")}
+        wrong = {m for m in modules if m.split(".")[0] in ("spark_plugin", "metaservice_demo",
+                                                           "metaservice_soak")}
         assert not wrong, f"{path} imports {sorted(wrong)}"
 
 
-def test_the_plugin_does_not_import_the_demo() -> None:
+def test_the_plugin_imports_neither_the_demo_nor_the_soak() -> None:
     for path, modules in _imported_modules("spark_plugin").items():
-        assert not [m for m in modules if m.split(".")[0] == "metaservice_demo"], path
+        assert not [m for m in modules
+                    if m.split(".")[0] in ("metaservice_demo", "metaservice_soak")], path
 
 
 def test_the_demo_uses_the_plugin_s_public_api_and_starts_the_server_as_a_user_does() -> None:

@@ -1,5 +1,5 @@
-"""Tests that need a tool (PostgreSQL, Chromium, Spark 3.5) skip without it on a developer's
-machine and fail without it under CI, where ``.ci/run`` requires each."""
+"""Tests that need a tool (PostgreSQL, Chromium, haproxy, Spark 3.5) skip without it on a
+developer's machine and fail without it under CI, where ``.ci/run`` requires each."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import missing
 
 REQUIRED_BY = ["METASERVICE_REQUIRE_POSTGRES", "METASERVICE_REQUIRE_BROWSER",
-               "METASERVICE_REQUIRE_SPARK_JVM"]
+               "METASERVICE_REQUIRE_HAPROXY", "METASERVICE_REQUIRE_SPARK_JVM"]
 
 
 @pytest.mark.parametrize("variable", REQUIRED_BY)
@@ -31,3 +31,18 @@ def test_ci_requires_every_tool() -> None:
 
     ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
     assert all(f"export {variable}=1" in ci for variable in REQUIRED_BY)
+
+
+def test_a_missing_haproxy_fails_when_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The soak's tests look for haproxy through ``require_haproxy``: with none on the search
+    path it skips on a developer's machine and fails under ``METASERVICE_REQUIRE_HAPROXY``."""
+    from tests.soak import conftest as soak
+
+    monkeypatch.setattr(soak, "haproxy_command", lambda: None)
+    for name in ["CI", *REQUIRED_BY]:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="haproxy"):
+        soak.require_haproxy()
+    monkeypatch.setenv("METASERVICE_REQUIRE_HAPROXY", "1")
+    with pytest.raises(pytest.fail.Exception, match="haproxy"):
+        soak.require_haproxy()

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
+from metaservice import errors
 from metaservice.auth.service import Principal
 from metaservice.catalog import repository as repo
 from metaservice.catalog.consistent_warehouses import ConsistentWarehouse, CutKind
@@ -140,7 +141,8 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
     if barrier is None:
         version = versions.resolve(session, ctx, [name], Consistency.strong)[str(name)]
     else:
-        version = versions.resolve(session, ctx, [name], None, barrier)[str(name)]
+        version = _at_fixed_cut(session, ctx, name, barrier,
+                                strong=read_session.barrier is None)
     leases_service.hold_more(session, ctx, lease, [(str(name), row.id, version.snapshot_id)],
                              until_ms=renewed_until(lease.ttl_ms, ctx.clock.now_ms()))
     repo.add_read_session_cut(session, read_session.id, row.id, version.barrier,
@@ -149,6 +151,24 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
         "session_id": read_session.id, "table": str(name), "barrier": version.barrier,
         "snapshot_id": version.snapshot_id})
     return Cut(kind, version.barrier, version.snapshot_id)
+
+
+def _at_fixed_cut(session: Session, ctx: ServiceContext, name: TableName, barrier: int, *,
+                  strong: bool) -> versions.Version:
+    """``name`` at the barrier its session fixed for its pipeline.
+
+    In a strong session a table the cut left out — one with no version yet, or one that joined
+    the pipeline and has not caught up (SPEC §4) — is refused as a strong request for it would
+    be (404 ``no_version``, ``catching_up``, naming what holds it), whichever load of the
+    session fixed the cut; only a table the strong cut holds now but the session's older cut
+    does not (the pipeline changed since) gets the explicit barrier's refusal.
+    """
+    try:
+        return versions.resolve(session, ctx, [name], None, barrier)[str(name)]
+    except errors.BarrierNotCompleteError:
+        if strong:
+            versions.resolve(session, ctx, [name], Consistency.strong)  # its refusal, if any
+        raise
 
 
 def fixed_cut(session: Session | Connection, ctx: ServiceContext, prefix: str, name: TableName,

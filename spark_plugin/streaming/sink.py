@@ -24,7 +24,10 @@ commit, the report is an exact repeat).
 
 A micro-batch whose barrier brings no new data is a **heartbeat**: no new snapshot, the sink's
 current snapshot is reported at the new barrier (append mode: no rows written; complete mode:
-the job's input snapshots did not change, so neither did the result). A micro-batch whose sources
+the job's input snapshots did not change, so neither did the result). Through MetaService's
+built-in catalog, which records a barrier only by a commit (it refuses such a report), the
+barrier gets an empty append snapshot of its own instead, which keeps the sink's rows in either
+mode. A micro-batch whose sources
 ended at different barriers (Spark asks a query's sources for offsets one after the other, and
 a barrier pinned between two of those requests reaches only the later sources) is not a barrier:
 its rows are staged in the checkpoint and committed with the next micro-batch, in which the
@@ -186,6 +189,14 @@ class MicroBatchCommit:
         heartbeat = (not files and not self.overwrite) or (self.overwrite and unchanged)
         crash_point("before_iceberg_commit", self.batch_id)
         snapshot_id = self._heartbeat_snapshot(barrier) if heartbeat else None
+        overwrite = self.overwrite
+        if snapshot_id is not None and self.recorded_by_commit:
+            # The built-in catalog records barriers by its commits only (a report of the
+            # current snapshot at a new barrier is refused, 409 held_by_catalog): the barrier
+            # gets a snapshot of its own, empty, an append whatever the mode (the sink's rows
+            # stay); a replay finds it (``_heartbeat_snapshot``) and commits nothing twice.
+            self._discard_files()
+            files, overwrite, snapshot_id, heartbeat = [], False, None, False
         if snapshot_id is not None:
             self._discard_files()
         else:
@@ -196,7 +207,7 @@ class MicroBatchCommit:
             if query:
                 summary[QUERY_PROPERTY] = query
             t0 = time.perf_counter()
-            result = self._commit(barrier, files, summary, mine.snapshots)
+            result = self._commit(barrier, files, summary, mine.snapshots, overwrite)
             self.timings["iceberg_ms"] = (time.perf_counter() - t0) * 1000
             if result.already_committed:
                 self._discard_files()  # this attempt's files; staged ones are committed
@@ -258,7 +269,7 @@ class MicroBatchCommit:
         return None if current is None else current.snapshot_id
 
     def _commit(self, barrier: int, files: list[Any], summary: dict[str, str],
-                sources: dict[str, int]) -> SinkCommit:
+                sources: dict[str, int], overwrite: bool) -> SinkCommit:
         """The Iceberg commit of ``barrier``. Through the built-in catalog the commit is also
         the report, and is refused as the report would be when the service no longer pins
         ``barrier`` for the job: then the job is started at ``barrier`` and the commit made
@@ -266,13 +277,13 @@ class MicroBatchCommit:
         o = self.options
         try:
             return commit_sink(self.table, job=o.job, barrier=barrier, data_files=files,
-                               overwrite=self.overwrite, summary=summary)
+                               overwrite=overwrite, summary=summary)
         except (UnknownBarrierError, JobNotRunningError, UnknownJobError) as exc:
             logger.info("sink_repin", extra={"job": o.job, "barrier": barrier,
                                              "reason": exc.code})
         self._pin(barrier, sources)
         return commit_sink(self.table, job=o.job, barrier=barrier, data_files=files,
-                           overwrite=self.overwrite, summary=summary)
+                           overwrite=overwrite, summary=summary)
 
     # -- the service ------------------------------------------------------------------------
 

@@ -62,24 +62,13 @@ def _evidence_probe() -> Any:
 
 
 def session(master: str, app: str) -> Any:
-    from pyspark.sql import SparkSession
+    from metaservice_soak.spark_cluster import driver_builder
 
-    spark = (SparkSession.builder.master(master).appName(app)
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.memory", "512m")
-             .config("spark.executor.memory", "512m")
-             .config("spark.executor.cores", "1")
+    spark = (driver_builder(master, app)
              .config("spark.cores.max", "2")
              # the first job waits until both executors have registered
              .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
              .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "120s")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.default.parallelism", "2")
-             .config("spark.sql.adaptive.enabled", "false")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -232,3 +232,48 @@ def test_expire_snapshots_through_the_builtin_catalog(client, builtin_url, datab
     remaining = [s.snapshot_id for s in catalog.load_table((database, "r")).snapshots()]
     assert remaining == [s for s in ids if s not in summary.expired]
     assert ids[-1] in remaining
+
+
+@pytest.mark.parametrize("mode", ["append", "complete"])
+def test_a_streaming_barrier_with_no_new_rows_is_committed_through_the_builtin_catalog(
+        spark, client, builtin_url, database, tmp_path: Path, mode: str):
+    """A barrier that brings the query nothing new (here a root heartbeat: "nothing new up to
+    2000") still completes the sink. Through the built-in catalog the sink cannot report its
+    current snapshot at the new barrier (the catalog records barriers, POST /commit only
+    confirms one it recorded: 409 held_by_catalog), so it commits an empty snapshot of the
+    barrier, which keeps the sink's rows in either mode."""
+    from tests.spark_plugin.test_streaming import sink, source
+
+    catalog = ice.find_catalog(BUILTIN_CATALOG, conf={}, url=builtin_url).load()
+    catalog.create_namespace(database)
+    events, out = name(database, "events"), name(database, "out")
+    sp.create_table_from_spark_schema(events, spark.createDataFrame([], "id long").schema,
+                                      client=client)
+    sp.create_table_from_spark_schema(out, spark.createDataFrame([], "n long").schema,
+                                      client=client)
+    sp.register_data_source(spark, url=builtin_url)
+    job = f"{database}.copy"
+    ingest(client, events, {"id": [1, 2]}, 1_000)
+
+    def run() -> None:
+        df = source(spark, builtin_url, job, events, startingBarrier="earliest")
+        if mode == "complete":
+            df = df.groupBy().count().selectExpr("count AS n")
+        else:
+            df = df.selectExpr("id AS n")
+        query = sink(df, builtin_url, job, out, tmp_path / "ckpt",
+                     mode=mode, trigger={"availableNow": True})
+        assert query.awaitTermination(180)
+        assert query.exception() is None, str(query.exception())[:1000]
+
+    run()
+    assert client.table_barriers(out, limit=1)["latest_barrier"] == 1_000
+    root_snapshot = client.table_barriers(events, limit=1)["latest_snapshot_id"]
+    client.report_root_barrier(events, root_snapshot, 2_000)  # a heartbeat of the root
+    run()
+    history = client.table_barriers(out)["barriers"]
+    assert [b["barrier"] for b in history] == [2_000, 1_000]
+    assert history[0]["writer_job"] == job
+    assert [b for _, _, b in tagged(client, out)] == [1_000, 2_000]
+    rows = ice.load_table(out, client=client).scan().to_arrow()["n"].to_pylist()
+    assert sorted(rows) == ([1, 2] if mode == "append" else [2])

@@ -1,9 +1,9 @@
 """The plugin on a Spark standalone cluster: a master and two workers from pyspark's own launcher
-(``standalone_cluster.py``), each executor its own JVM whose environment holds nothing of the
-driver's: no ``METASERVICE_*``, no ``PYICEBERG_*``, no ``PYSPARK_PYTHON``, not its working
-directory. What executors need travels as Spark ships it (docs/cluster.md): the server's URL and
-token and the table's metadata location and storage settings inside the pickled readers and
-writers of the ``metaservice`` format, the interpreter as ``PYSPARK_PYTHON`` of the driver.
+(``metaservice_soak/spark_cluster.py``), each executor its own JVM whose environment holds
+nothing of the driver's: no ``METASERVICE_*``, no ``PYICEBERG_*``, no ``PYSPARK_PYTHON``, not its
+working directory. What executors need travels as Spark ships it (docs/cluster.md): the server's
+URL and token and the table's metadata location and storage settings inside the pickled readers
+and writers of the ``metaservice`` format, the interpreter as ``PYSPARK_PYTHON`` of the driver.
 
 The drivers (``cluster_driver.py``) run in processes of their own: one SparkContext per process,
 and this one's session may be the local one of the other tests. The server (authentication
@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 import spark_plugin as sp
+from metaservice_soak.spark_cluster import StandaloneCluster, spark_home
 from spark_plugin import _iceberg as ice
-from tests.spark_plugin.standalone_cluster import StandaloneCluster, spark_home
 
 pytestmark = pytest.mark.spark
 

@@ -25,6 +25,7 @@ from metaservice.clock import ManualClock
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.conftest import rest_catalog
 from tests.metaservice.catalog.pipeline import SCHEMA, FanOut, consistent, ids
+from tests.metaservice.jobs.test_jobs import plan
 
 
 def read_session(server: ServerThread, name: str = "lake@strong") -> RestCatalog:
@@ -347,3 +348,42 @@ def test_loads_of_one_session_racing_get_one_cut(
         stop.set()
         writer.join()
     assert not failures, failures
+
+
+
+def test_a_table_left_out_of_the_strong_cut_is_404_in_a_session_whichever_load_came_first(
+        pipeline: FanOut, client: httpx.Client, server: ServerThread) -> None:
+    """A table with no version yet (404 ``no_version``) or one that rejoined the pipeline and
+    has not caught up (404 ``catching_up``) is left out of the strong cut (SPEC §4). A session
+    answers it so whether it is the session's first load or one after another table fixed the
+    cut: not 400 ``barrier_not_complete``, which tells a client that no retry can help, while a
+    new session serves the table once it caught up."""
+    def refused_alone(code: str) -> None:
+        alone = client.get("/version/strong/lake/db/b")
+        assert alone.status_code == 404 and alone.json()["error"]["code"] == code, alone.text
+
+    def refused_in_sessions(code: str, cut: int) -> None:
+        with pytest.raises(NoSuchTableError, match=code):
+            read_session(server).load_table("db.b")
+        strong = read_session(server)
+        assert strong.load_table("db.a").metadata.properties["metaservice.barrier"] == str(cut)
+        with pytest.raises(NoSuchTableError, match=code):
+            strong.load_table("db.b")
+
+    first = pipeline.ingest(3)
+    assert pipeline.step("a") == first
+    assert client.post("/jobs/b/start", json={}).status_code == 200  # never commits
+    refused_alone("no_version")
+    refused_in_sessions("no_version", first)
+
+    assert pipeline.step("b") == first
+    assert client.post("/unregister/b").status_code == 200
+    second = pipeline.ingest(2)
+    assert pipeline.step("a") == second
+    plan(client, "b", ["lake.db.orders"], ["lake.db.b"])
+    assert client.post("/jobs/b/start", json={}).status_code == 200  # rejoins at the cut
+    refused_alone("catching_up")
+    refused_in_sessions("catching_up", second)
+
+    assert pipeline.step("b") == second  # caught up: a new session serves it at the cut
+    assert ids(read_session(server), "db.b") == list(range(5))

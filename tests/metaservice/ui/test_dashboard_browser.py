@@ -1,5 +1,5 @@
 """The dashboard in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
-installed by ``.ci/install-browser.sh``), driven by Selenium.
+installed by ``.ci/install-system-packages.sh``), driven by Selenium.
 
 The seeded pipeline has one obvious bottleneck::
 
@@ -49,7 +49,7 @@ BROWSER_TZ = "Asia/Kathmandu"  # UTC+05:45: neither hours nor minutes agree with
 
 
 def _unavailable(message: str) -> NoReturn:
-    missing(message + " (install it with .ci/install-browser.sh)",
+    missing(message + " (install it with .ci/install-system-packages.sh)",
             required_by="METASERVICE_REQUIRE_BROWSER")
 
 

@@ -56,6 +56,25 @@ def java_home() -> str:
     return str(Path(java).resolve().parent.parent)
 
 
+def driver_builder(master: str, app: str) -> Any:
+    """A ``SparkSession`` builder for a driver on this machine talking to ``master``: loopback
+    only, 512 MiB for the driver and each executor of one core, two partitions, no UI."""
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master(master).appName(app)
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.memory", "512m")
+            .config("spark.executor.memory", "512m")
+            .config("spark.executor.cores", "1")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.default.parallelism", "2")
+            .config("spark.sql.adaptive.enabled", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false"))
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
