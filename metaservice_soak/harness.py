@@ -90,6 +90,15 @@ class Role:
         return self.process is not None and self.process.poll() is None
 
 
+def role_environment() -> dict[str, str]:
+    """The roles' environment: the harness's, without what configures MetaService or pyiceberg.
+    A role gets its server, token and catalog from its arguments, as a user's job gets them from
+    its own configuration; a caller's ``PYICEBERG_CATALOG__LAKE__*`` (a test suite's, say) would
+    otherwise make ``lake`` another catalog for the roles."""
+    return {key: value for key, value in os.environ.items()
+            if not key.startswith(("METASERVICE_", "PYICEBERG_"))}
+
+
 class Roles:
     """The pipeline's processes and their supervisor thread."""
 
@@ -127,7 +136,8 @@ class Roles:
             with role.log.open("ab") as out:
                 role.process = subprocess.Popen(
                     role.command, stdin=subprocess.DEVNULL, stdout=out,
-                    stderr=subprocess.STDOUT, start_new_session=True, cwd=self.state)
+                    stderr=subprocess.STDOUT, start_new_session=True, cwd=self.state,
+                    env=role_environment())
             role.starts += 1
             role.finished = False
             role.restart_at = None
