@@ -661,9 +661,11 @@ def run(args: argparse.Namespace) -> int:
             console.say("server", f"{url}{note}  — API docs {url}/docs{_dashboard(url)}, "
                                   f"SQLite {base / 'metaservice.db'}")
             return _pipeline(args, console, signals, url, base, warehouse)
-    except KeyboardInterrupt:
-        # before the pipeline ran (it handles its own): Ctrl-C or a stop signal; 128 + the
-        # signal's number, the shells' convention
+    except (KeyboardInterrupt, Exception) as exc:
+        # before the pipeline ran (it handles its own): Ctrl-C or a stop signal, or a failure it
+        # caused; 128 + the signal's number, the shells' convention
+        if not isinstance(exc, KeyboardInterrupt) and signals.received is None:
+            raise
         signals.stopping = True
         return 128 + (signals.received or signal.SIGINT)
     finally:
@@ -778,13 +780,15 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
         console.say("done", f"{_summary(reads, held, head_broken)}; {stream.ticks} barriers "
                             "ingested")
         return 0 if held == reads else 1
+    except Exception:
+        # A library that catches the signal's exception may raise its own instead (py4j, while
+        # the JVM starts, can fail on the half-open socket it cleans up): after a stop signal,
+        # any failure is that stop
+        if signals.received is None:
+            raise
+        return _stopped(console, signals, stop, feeder, reads, held, head_broken, stream)
     except KeyboardInterrupt:
-        signals.stopping = True
-        name = signal.Signals(signals.received or signal.SIGINT).name
-        _stop_ingesting(stop, feeder)
-        console.say("done", f"stopped by {name}: {_summary(reads, held, head_broken)}; "
-                            f"{stream.ticks} barriers ingested")
-        return 128 + (signals.received or signal.SIGINT)
+        return _stopped(console, signals, stop, feeder, reads, held, head_broken, stream)
     finally:
         signals.stopping = True
         _stop_ingesting(stop, feeder)
@@ -792,6 +796,18 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
         _stop_quietly(spark, list(jobs.queries.values()) if jobs is not None else [])
         if duck is not None:
             duck.close()
+
+
+def _stopped(console: Console, signals: StopSignals, stop: threading.Event,
+             feeder: threading.Thread | None, reads: int, held: int, head_broken: int,
+             stream: SyntheticStream) -> int:
+    """The pipeline's end on a stop signal: 128 + the signal's number, the shells' convention."""
+    signals.stopping = True
+    received = signals.received or signal.SIGINT
+    _stop_ingesting(stop, feeder)
+    console.say("done", f"stopped by {signal.Signals(received).name}: "
+                        f"{_summary(reads, held, head_broken)}; {stream.ticks} barriers ingested")
+    return 128 + received
 
 
 def _stop_ingesting(stop: threading.Event, feeder: threading.Thread | None) -> None:

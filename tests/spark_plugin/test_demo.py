@@ -229,6 +229,35 @@ def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     out = output.text()
-    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert proc.returncode == 128 + signal.SIGTERM, out + (tmp_path / "stderr.txt").read_text()
     assert "stopped by SIGTERM" in out
     assert sorted(p.name for p in tmpdir.iterdir()) == []
+
+
+def test_a_failure_a_stop_signal_caused_while_spark_starts_is_that_stop(tmp_path, monkeypatch):
+    """A library may catch the signal's exception and raise its own (py4j cleaning up a socket
+    the JVM never answered on): the demo still stops as the signal asked, 128 + SIGTERM, and
+    removes its directory."""
+    import tempfile
+
+    from metaservice_demo import demo as demo_module
+
+    def start_spark_interrupted(local_dir: Path) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise OSError(107, "Transport endpoint is not connected") from None
+        raise AssertionError("the demo's SIGTERM handler did not run")
+
+    monkeypatch.setattr(demo_module, "start_spark", start_spark_interrupted)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for name in ("METASERVICE_URL", "METASERVICE_SPARK_STATE_DIR"):
+        monkeypatch.setenv(name, "")  # restored after the test; the demo sets them
+        monkeypatch.delenv(name)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert demo_module.main(["--port", "0"]) == 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
