@@ -10,10 +10,12 @@ equivalents.
    MetaService. Goal: the coordinated sink keeps ≥ 0.9× the throughput. The per-barrier
    coordination overhead is the wall-clock difference divided by the number of barriers, and
    the MetaService calls one barrier makes are timed on their own.
-2. **Source**: reading a root table of the same size through the ``metaservice`` source (one
-   barrier, pyiceberg Arrow scan on the executors) next to Spark's own Parquet reader over the
-   same files, both into Spark's ``noop`` sink: the cost of reading through a Python data
-   source, for information.
+2. **Source**: reading a root table of the same size through the ``metaservice`` source
+   (pyiceberg's Arrow scan in Python workers), its files committed five barriers one after the
+   other while the query runs, next to Spark's own Parquet stream reader over the same files
+   (``maxFilesPerTrigger`` = the files of one barrier), both into Spark's ``noop`` sink. Goal:
+   ≥ 0.8× Spark's rows/s in the steady state, the barriers after a query's first; the first
+   is given apart (the source's planner process starts with the query).
 
 The two sink variants run alternately in one SparkSession after a warm-up query (so Python
 workers are already started), on a MetaService served in-process on SQLite.
@@ -27,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +156,7 @@ def _service_calls_per_barrier(url: str, sink: str, samples: int) -> list[float]
 
 def run(quick: bool) -> list[Result]:
     rows = 200_000 if quick else 1_000_000
-    batches = 10 if quick else 20
+    batches = 10 if quick else 20  # input files
     rounds = 1 if quick else 3  # alternating, median: one run of ~10 s is noisy
     base = Path(tempfile.mkdtemp(prefix="bench_streaming_"))
     try:
@@ -163,6 +166,8 @@ def run(quick: bool) -> list[Result]:
 
 
 def _run(base: Path, rows: int, batches: int, rounds: int) -> list[Result]:
+    barriers = 5  # the source's comparison: the input files in this many barriers
+    files_per_barrier = batches // barriers
     props = _configure_catalog(base / "warehouse")
     (base / "warehouse").mkdir()
     from pyiceberg.catalog.sql import SqlCatalog
@@ -205,7 +210,8 @@ def _run(base: Path, rows: int, batches: int, rounds: int) -> list[Result]:
                      "checkpointLocation": str(base / f"ck-coordinated-{r}")}))
             calls = _service_calls_per_barrier(url, _create_sink(catalog, "probe"),
                                                30 if rounds == 1 else 100)
-            source_s, native_s = _source_comparison(spark, catalog, url, input_dir, base)
+            source, native = _source_comparison(spark, catalog, url, input_dir, base,
+                                                files_per_barrier)
     finally:
         spark.stop()
     t_ms, t_plain = statistics.median(coordinated), statistics.median(plain)
@@ -223,30 +229,56 @@ def _run(base: Path, rows: int, batches: int, rounds: int) -> list[Result]:
         Result("MetaService calls of one barrier (p50)", percentile(calls, 50), "ms",
                notes=f"2× register, job state, latest barrier, commit report; p95 "
                      f"{percentile(calls, 95):.1f} ms over {len(calls)} barriers, SQLite"),
+        Result.compare(
+            f"streaming source throughput, {source.steady_rows:,} rows in "
+            f"{barriers - 1} barriers after the first", source.steady_rows / source.steady_s,
+            "rows/s", baseline="Spark's Parquet stream reader on the same files",
+            baseline_value=native.steady_rows / native.steady_s, higher_is_better=True,
+            at_least=0.8, goal="at least 80 % of Spark's Parquet reader's rows/s",
+            notes=f"{files_per_barrier} files ({rows // barriers:,} rows) a barrier, one "
+                  "barrier a micro-batch, into the noop sink; time of the micro-batches after "
+                  "the query's first that read rows (Spark's progress): "
+                  f"{source.steady_s:.2f} s vs {native.steady_s:.2f} s; the metaservice "
+                  "source plans on the driver with pyiceberg and reads with pyiceberg's Arrow "
+                  "scan in Python workers, handing Arrow batches to Spark"),
         Result(
-            f"streaming source throughput, {rows:,} rows in one barrier", rows / source_s,
-            "rows/s", baseline="Spark's Parquet reader on the same files",
-            baseline_value=rows / native_s,
-            ratio=better_ratio(rows / source_s, rows / native_s, higher_is_better=True),
-            notes="into the noop sink; time of the micro-batches that read rows (Spark's "
-                  "progress); the metaservice source reads with pyiceberg's Arrow scan in "
-                  "Python workers"),
+            f"streaming source, a query's first barrier ({source.first_rows:,} rows)",
+            source.first_rows / source.first_s, "rows/s",
+            baseline="Spark's Parquet stream reader, its first micro-batch",
+            baseline_value=native.first_rows / native.first_s,
+            ratio=better_ratio(source.first_rows / source.first_s,
+                               native.first_rows / native.first_s, higher_is_better=True),
+            notes=f"{source.first_s:.2f} s vs {native.first_s:.2f} s: the source's planner, a "
+                  "Python process Spark starts for each query, imports pyiceberg and opens the "
+                  "table (~1 s on this machine) in the first micro-batch"),
     ]
 
 
-def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path,
-                       base: Path) -> tuple[float, float]:
+@dataclass
+class SourceTimes:
+    """Seconds of the micro-batches that read rows, and the rows they read."""
+
+    first_s: float  # a query's first barrier: its planner process imports pyiceberg and opens
+    first_rows: int  # the table (~1 s on this machine), its workers may be new
+    steady_s: float  # every later barrier: the query's steady state
+    steady_rows: int
+
+
+def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path, base: Path,
+                       files_per_barrier: int) -> tuple[SourceTimes, SourceTimes]:
+    """The ``metaservice`` source and Spark's own Parquet stream reader over the same files,
+    ``files_per_barrier`` files a barrier (a micro-batch), into the ``noop`` sink."""
+    import pyarrow.parquet as pq
+
     import spark_plugin as sp
     from spark_plugin._iceberg import commit_sink, data_files_from_parquet, load_table
 
     root = _create_sink(catalog, "root")
     client = sp.MetaServiceClient(url)
     table = load_table(root)
-    # the same Parquet files, copied into the table and committed as one barrier
+    # the same Parquet files, copied into the table, committed a barrier at a time
     data = Path(table.location().removeprefix("file://")) / "data"
     data.mkdir(parents=True, exist_ok=True)
-    import pyarrow.parquet as pq
-
     paths = []
     for f in sorted(input_dir.glob("*.parquet")):
         t = pq.read_table(f)
@@ -254,28 +286,46 @@ def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path,
         target = data / f.name
         pq.write_table(t, target)
         paths.append(f"file://{target}")
-    done = commit_sink(table, job="bench-ingest", barrier=1_000,
-                       data_files=data_files_from_parquet(table, paths))
-    client.report_root_barrier(root, done.snapshot_id, 1_000)
+    groups = [paths[i:i + files_per_barrier] for i in range(0, len(paths), files_per_barrier)]
     ms = (spark.readStream.format("metaservice").option("metaservice.url", url)
           .option("job", "bench-source").option("table", root).load())
-    query = (ms.writeStream.format("noop").trigger(availableNow=True)
+    query = (ms.writeStream.format("noop").trigger(processingTime="0 seconds")
              .option("checkpointLocation", str(base / "ck-source")).start())
-    query.awaitTermination()
-    source_s = _data_batches_seconds(query)
+    try:
+        for i, group in enumerate(groups, start=1):
+            barrier = 1_000 * i
+            done = commit_sink(load_table(root), job="bench-ingest", barrier=barrier,
+                               data_files=data_files_from_parquet(load_table(root), group))
+            client.report_root_barrier(root, done.snapshot_id, barrier)
+            _wait_for_data_batches(query, i)
+    finally:
+        query.stop()
+    source = _source_times(query)
     query = (spark.readStream.schema("id long, customer long, amount double, bucket long")
-             .parquet(str(data)).writeStream.format("noop").trigger(availableNow=True)
+             .option("maxFilesPerTrigger", files_per_barrier).parquet(str(data))
+             .writeStream.format("noop").trigger(availableNow=True)
              .option("checkpointLocation", str(base / "ck-native")).start())
     query.awaitTermination()
-    native_s = _data_batches_seconds(query)
-    return source_s, native_s
+    return source, _source_times(query)
 
 
-def _data_batches_seconds(query: Any) -> float:
+def _wait_for_data_batches(query: Any, count: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while sum(1 for p in query.recentProgress if p["numInputRows"] > 0) < count:
+        if query.exception() is not None:
+            raise RuntimeError(f"metaservice source query failed: {query.exception()}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the source query did not read barrier {count}")
+        time.sleep(0.05)
+
+
+def _source_times(query: Any) -> SourceTimes:
     """Time Spark spent in the micro-batches that read rows (not the registration batch, not
-    the query's start)."""
-    return sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress
-               if p["numInputRows"] > 0) / 1000
+    the query's start), the first of them apart."""
+    batches = [(p["durationMs"]["triggerExecution"] / 1000, int(p["numInputRows"]))
+               for p in query.recentProgress if p["numInputRows"] > 0]
+    (first_s, first_rows), rest = batches[0], batches[1:]
+    return SourceTimes(first_s, first_rows, sum(s for s, _ in rest), sum(n for _, n in rest))
 
 
 def pc_remainder(column: Any) -> Any:
