@@ -18,6 +18,7 @@ TYPED_PATHS = [
     "metaservice/core",
     "spark_plugin",
     "metaservice_demo",
+    "metaservice_soak",
 ]
 
 
