@@ -49,7 +49,6 @@ from metaservice.catalog.owners import refuse_planted
 from metaservice.catalog.site import CatalogSite, table_name
 from metaservice.context import ServiceContext
 from metaservice.db import locks
-from metaservice.db.models import IcebergTableRow
 from metaservice.db.session import Database
 from metaservice.names import TableName
 from metaservice.tables import repository as tables_repo
@@ -81,7 +80,7 @@ def _next_metadata_version(metadata_location: str) -> int:
     return MetastoreCatalog._parse_metadata_version(metadata_location) + 1
 
 
-def _stage(catalog: CatalogSite, name: TableName, pointer: IcebergTableRow | None,
+def _stage(catalog: CatalogSite, name: TableName, pointer: repo.Pointer | None,
            request: CommitTableRequest) -> StagedCommit:
     """Steps 1 and 2 of a commit, outside any transaction."""
     creating = any(isinstance(r, AssertCreate) for r in request.requirements)
@@ -149,11 +148,15 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
             raise BadRequestError(f"table {namespace}.{table} appears twice in one transaction")
         seen.add((namespace, table))
     names = [table_name(catalog, namespace, table) for namespace, table, _ in requests]
-    with database.transaction(write=False) as session:
-        pointers = [repo.get_pointer(session, name.database, name.table) for name in names]
-        for name, pointer in zip(names, pointers, strict=True):
-            if pointer is None:
-                namespace_row(session, name.database)
+    # the pointers on a plain connection (the hot path: an append to an existing table); the
+    # namespace of a table to create is checked in a session
+    with database.reading() as connection:
+        pointers = [repo.read_pointer(connection, name.database, name.table) for name in names]
+    if any(pointer is None for pointer in pointers):
+        with database.transaction(write=False) as session:
+            for name, pointer in zip(names, pointers, strict=True):
+                if pointer is None:
+                    namespace_row(session, name.database)
     staged = [_stage(catalog, name, pointer, request)
               for name, pointer, (_, _, request) in zip(names, pointers, requests, strict=True)]
     changed = [one for one in staged if one.changed]

@@ -9,6 +9,7 @@ lock and then finds the new version; on SQLite write transactions are serialised
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from sqlalchemy import Connection, and_, bindparam, delete, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -101,6 +102,26 @@ def pointer_location(session: Session | Connection, namespace: str, name: str) -
     return session.execute(_POINTER_LOCATION, {"namespace": namespace, "name": name}).scalar()
 
 
+class Pointer(NamedTuple):
+    """What a commit reads of a table's pointer before it stages the new metadata file: the
+    file, and the version its compare-and-swap expects."""
+
+    metadata_location: str
+    version: int
+
+
+_POINTER = select(IcebergTableRow.__table__.c.metadata_location,
+                  IcebergTableRow.__table__.c.version).where(
+    IcebergTableRow.__table__.c.namespace == bindparam("namespace"),
+    IcebergTableRow.__table__.c.name == bindparam("name"))
+
+
+def read_pointer(connection: Session | Connection, namespace: str, name: str) -> Pointer | None:
+    """A table's pointer (one constant statement, no ORM object); None when there is none."""
+    row = connection.execute(_POINTER, {"namespace": namespace, "name": name}).first()
+    return None if row is None else Pointer(row[0], int(row[1]))
+
+
 def list_tables(session: Session, namespace: str, after: str | None = None,
                 limit: int | None = None) -> list[str]:
     """Table names of a namespace in order, after ``after``, at most ``limit``."""
@@ -135,12 +156,14 @@ def swap_pointer(session: Session, namespace: str, name: str, *, expected_versio
         values["table_uuid"] = table_uuid
     if location is not None:
         values["location"] = location
+    # on the table's columns, not the mapped class: no ORM bulk-update work per commit
+    columns = IcebergTableRow.__table__.c
     result = session.execute(
-        update(IcebergTableRow)
-        .where(IcebergTableRow.namespace == namespace, IcebergTableRow.name == name,
-               IcebergTableRow.version == expected_version)
+        update(IcebergTableRow.__table__)
+        .where(columns.namespace == namespace, columns.name == name,
+               columns.version == expected_version)
         .values(**values)
-        .returning(IcebergTableRow.version))
+        .returning(columns.version))
     return result.first() is not None
 
 
