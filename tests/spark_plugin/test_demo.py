@@ -10,6 +10,7 @@ have the next ones refused.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -251,7 +252,14 @@ def test_a_failure_a_stop_signal_caused_while_spark_starts_is_that_stop(tmp_path
         raise AssertionError("the demo's SIGTERM handler did not run")
 
     monkeypatch.setattr(demo_module, "start_spark", start_spark_interrupted)
+    # The demo ends the JVM pyspark launched in its process: in this one, that is the tests'
+    # shared session's. Nothing was launched here; the cleanup is recorded, not run.
+    jvm_ends: list[bool] = []
+    monkeypatch.setattr(demo_module, "_end_jvm", lambda: jvm_ends.append(True))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # the demo quiets logging for its own process; this one's levels are put back
+    levels = {name: logging.getLogger(name).level
+              for name in (None, "httpx", "py4j", "spark_plugin", "metaservice", "uvicorn")}
     for name in ("METASERVICE_URL", "METASERVICE_SPARK_STATE_DIR"):
         monkeypatch.setenv(name, "")  # restored after the test; the demo sets them
         monkeypatch.delenv(name)
@@ -260,4 +268,7 @@ def test_a_failure_a_stop_signal_caused_while_spark_starts_is_that_stop(tmp_path
         assert demo_module.main(["--port", "0"]) == 128 + signal.SIGTERM
     finally:
         signal.signal(signal.SIGTERM, previous)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert jvm_ends == [True]  # the stop ran the demo's whole cleanup
