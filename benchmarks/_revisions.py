@@ -12,10 +12,8 @@ server processes, root reports from 16 keep-alive clients, each to its own share
 for 8 s after a second of warm-up. ``--path next``: one job on one root, as
 ``benchmarks/next_siblings.py``'s single pipeline, round after round (a root report, the job's
 ``next`` checked to hand out the new barrier, its commit) for 8 s after a few warm-up rounds;
-the CPU and latency of each ``next`` alone. ``--path load``: ``loadTable`` of a table of 1,000
-snapshots (``benchmarks/catalog.py``'s), one keep-alive connection for 6 s. The medians of the
-rounds are compared: a busy machine colours single rounds, not the comparison of interleaved
-ones.
+the CPU and latency of each ``next`` alone. The medians of the rounds are compared: a busy
+machine colours single rounds, not the comparison of interleaved ones.
 """
 
 from __future__ import annotations
@@ -100,27 +98,7 @@ def next_figures(tree: Path, seed: int, backend: str) -> Figures:
                    percentile(pipeline.next_ms, 99))
 
 
-def load_figures(tree: Path, seed: int, backend: str) -> Figures:
-    """``loadTable`` of one table's head with ``LOAD_SNAPSHOTS`` snapshots through the built-in
-    catalog (``benchmarks/catalog.py``'s table), one keep-alive connection for 6 s after a
-    second of warm-up: server CPU per load, p50, p99."""
-    from benchmarks._loadgen import sequential
-    from benchmarks.catalog import HISTORY_TABLE, NAMESPACE, build_history, catalog_site
-
-    with _checkout(tree), catalog_site(backend) as (server, rest, _sql):
-        build_history(rest, LOAD_SNAPSHOTS)
-        path = f"/iceberg/v1/namespaces/{NAMESPACE}/tables/{HISTORY_TABLE}"
-        cpu = server.cpu_seconds()
-        result = sequential(server.url, path, 6.0)
-        cpu_ms = (server.cpu_seconds() - cpu) * 1000 / result.answered
-    return Figures(cpu_ms, percentile(result.latencies_ms, 50),
-                   percentile(result.latencies_ms, 99))
-
-
-# loadTable's table in ``--path load``: the catalog benchmark's full size
-LOAD_SNAPSHOTS = 1_000
-
-PATHS = {"report": report_figures, "next": next_figures, "load": load_figures}
+PATHS = {"report": report_figures, "next": next_figures}
 
 
 def _measured(measure: Callable[[Path, int, str], Figures], tree: Path, seed: int,
