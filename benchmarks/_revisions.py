@@ -12,13 +12,17 @@ server processes, root reports from 16 keep-alive clients, each to its own share
 for 8 s after a second of warm-up. ``--path next``: one job on one root, as
 ``benchmarks/next_siblings.py``'s single pipeline, round after round (a root report, the job's
 ``next`` checked to hand out the new barrier, its commit) for 8 s after a few warm-up rounds;
-the CPU and latency of each ``next`` alone. The medians of the rounds are compared: a busy
-machine colours single rounds, not the comparison of interleaved ones.
+the CPU and latency of each ``next`` alone. ``--path load``: ``loadTable`` of a table of 1,000
+snapshots (``benchmarks/catalog.py``'s), one keep-alive connection for 6 s. ``--path commit``:
+barrier commits through the built-in catalog (pyiceberg appends). The medians of the
+rounds are compared: a busy machine colours single rounds, not the comparison of interleaved
+ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import statistics
@@ -98,7 +102,65 @@ def next_figures(tree: Path, seed: int, backend: str) -> Figures:
                    percentile(pipeline.next_ms, 99))
 
 
-PATHS = {"report": report_figures, "next": next_figures}
+def load_figures(tree: Path, seed: int, backend: str) -> Figures:
+    """``loadTable`` of one table's head with ``LOAD_SNAPSHOTS`` snapshots through the built-in
+    catalog (``benchmarks/catalog.py``'s table), one keep-alive connection for 6 s after a
+    second of warm-up: server CPU per load, p50, p99."""
+    from benchmarks._loadgen import sequential
+    from benchmarks.catalog import HISTORY_TABLE, NAMESPACE, build_history, catalog_site
+
+    with _checkout(tree), catalog_site(backend) as (server, rest, _sql):
+        build_history(rest, LOAD_SNAPSHOTS)
+        path = f"/iceberg/v1/namespaces/{NAMESPACE}/tables/{HISTORY_TABLE}"
+        cpu = server.cpu_seconds()
+        result = sequential(server.url, path, 6.0)
+        cpu_ms = (server.cpu_seconds() - cpu) * 1000 / result.answered
+    return Figures(cpu_ms, percentile(result.latencies_ms, 50),
+                   percentile(result.latencies_ms, 99))
+
+
+# loadTable's table in ``--path load``: the catalog benchmark's full size
+LOAD_SNAPSHOTS = 1_000
+
+
+def commit_figures(tree: Path, seed: int, backend: str) -> Figures:
+    """Barrier commits through the built-in catalog: pyiceberg ``RestCatalog`` appends of one
+    row with ``metaservice.barrier``, as the catalog benchmark times them (fresh tables of
+    ``COMMITS_PER_TABLE`` appends), for 8 s after ``COMMITS_PER_TABLE`` warm-up appends: server
+    CPU per commit, p50, p99 (timed on the client)."""
+    import pyarrow as pa
+
+    from benchmarks.catalog import NAMESPACE, catalog_site
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                        pa.field("payload", pa.string())])
+    rows = pa.table({"id": [1], "payload": ["x" * 32]}, schema=schema)
+    latencies: list[float] = []
+    with _checkout(tree), catalog_site(backend) as (server, rest, _sql):
+        barrier = int(time.time() * 1000)
+        commits = cpu = 0.0
+        until = None
+        for n in itertools.count():
+            if n % COMMITS_PER_TABLE == 0:
+                table = rest.create_table((NAMESPACE, f"t{n}"), schema=schema)
+            if n == COMMITS_PER_TABLE:  # warmed up
+                cpu, until = server.cpu_seconds(), time.monotonic() + 8.0
+            if until is not None and time.monotonic() >= until:
+                break
+            barrier += 1
+            started = time.perf_counter()
+            table.append(rows, snapshot_properties={"metaservice.barrier": str(barrier)})
+            if until is not None:
+                latencies.append((time.perf_counter() - started) * 1000)
+                commits += 1
+        cpu_ms = (server.cpu_seconds() - cpu) * 1000 / commits
+    return Figures(cpu_ms, percentile(latencies, 50), percentile(latencies, 99))
+
+
+COMMITS_PER_TABLE = 25
+
+PATHS = {"report": report_figures, "next": next_figures, "load": load_figures,
+         "commit": commit_figures}
 
 
 def _measured(measure: Callable[[Path, int, str], Figures], tree: Path, seed: int,

@@ -169,7 +169,7 @@ def measure_commits(backend: str, blocks: int, per_block: int) -> Commits:
 
     import spark_plugin as sp
 
-    with _site(backend) as (server, rest, sql):
+    with catalog_site(backend) as (server, rest, sql):
         out = Commits()
         schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
                             pa.field("payload", pa.string())])
@@ -185,7 +185,7 @@ def measure_commits(backend: str, blocks: int, per_block: int) -> Commits:
 
 
 @contextmanager
-def _site(backend: str) -> Iterator[tuple[environment.ServerProcess, Any, Any]]:
+def catalog_site(backend: str) -> Iterator[tuple[environment.ServerProcess, Any, Any]]:
     """A migrated MetaService database, its server serving the catalog (warehouse in a scratch
     directory), a RestCatalog on it and a SqlCatalog on the same backend, each with the
     benchmark's namespace."""
@@ -253,7 +253,7 @@ def measure_load_table(backend: str, snapshots: int, seconds: float, repeats: in
 
     from benchmarks._loadgen import sequential
 
-    with _site(backend) as (server, rest, sql):
+    with catalog_site(backend) as (server, rest, sql):
         table = build_history(rest, snapshots)
         if len(table.metadata.snapshots) != snapshots:
             raise RuntimeError(f"built {len(table.metadata.snapshots)} snapshots, "
