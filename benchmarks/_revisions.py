@@ -14,7 +14,9 @@ for 8 s after a second of warm-up. ``--path next``: one job on one root, as
 ``next`` checked to hand out the new barrier, its commit) for 8 s after a few warm-up rounds;
 the CPU and latency of each ``next`` alone. ``--path load``: ``loadTable`` of a table of 1,000
 snapshots (``benchmarks/catalog.py``'s), one keep-alive connection for 6 s. ``--path commit``:
-barrier commits through the built-in catalog (pyiceberg appends). The medians of the
+barrier commits through the built-in catalog (pyiceberg appends). ``--path versions``: strong
+``POST /versions`` of one pipeline's 10 tables (``benchmarks/versions.py``'s chains, 10⁵ barrier
+rows). The medians of the
 rounds are compared: a busy machine colours single rounds, not the comparison of interleaved
 ones.
 """
@@ -159,8 +161,25 @@ def commit_figures(tree: Path, seed: int, backend: str) -> Figures:
 
 COMMITS_PER_TABLE = 25
 
+
+def versions_figures(tree: Path, seed: int, backend: str) -> Figures:
+    """Strong ``POST /versions`` of one pipeline's 10 tables (``benchmarks/versions.py``'s
+    chains, ``VERSIONS_BARRIERS`` barriers per table), one keep-alive connection for 6 s after a
+    second of warm-up, every answer checked against the loader's cut: server CPU per request,
+    p50, p99."""
+    from benchmarks.versions import measure_metaservice as measure_versions
+
+    with _checkout(tree):
+        latencies = measure_versions(backend, VERSIONS_BARRIERS, 6.0)
+    return Figures(latencies.server_cpu_ms, percentile(latencies.one_pipeline_ms, 50),
+                   percentile(latencies.one_pipeline_ms, 99))
+
+
+# ``--path versions``: the versions benchmark's quick data set (10⁵ barrier rows)
+VERSIONS_BARRIERS = 100
+
 PATHS = {"report": report_figures, "next": next_figures, "load": load_figures,
-         "commit": commit_figures}
+         "commit": commit_figures, "versions": versions_figures}
 
 
 def _measured(measure: Callable[[Path, int, str], Figures], tree: Path, seed: int,

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
-from metaservice import __version__
+from metaservice import __version__, lean_routes
 from metaservice.auth.endpoints import router as auth_router
 from metaservice.auth.service import TokenCache, ensure_bootstrap_admin
 from metaservice.barriers.endpoints import router as barriers_router
@@ -37,6 +37,12 @@ from metaservice.ui.endpoints import router as ui_router
 from metaservice.versions.endpoints import router as versions_router
 
 DOCS_ASSETS = "/docs/assets"
+
+LEAN_OPERATIONS = (
+    "report_root_barrier", "next_barrier", "commit_barrier", "get_versions",
+    "iceberg_load_table", "iceberg_session_load_table", "iceberg_commit_table")
+"""The hot operations answered by ``lean_routes`` (the same endpoints, bound without FastAPI's
+per-request machinery)."""
 
 
 @asynccontextmanager
@@ -109,6 +115,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
                    observability_router, ui_router):
         app.include_router(router)
     install_catalog(app, settings)
+    if settings.lean_routes:
+        lean_routes.install(app, LEAN_OPERATIONS)
     return app
 
 

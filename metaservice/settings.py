@@ -35,6 +35,12 @@ class Settings(BaseSettings):
         default=None, description="a bootstrap admin token (its hash is stored at start)")
     max_body_bytes: int = Field(default=1_048_576, ge=1024,
                                 description="larger request bodies are refused with 413")
+    lean_routes: bool = Field(
+        default=True,
+        description="answer the hot routes (root reports, next, commits, POST /versions, the "
+                    "catalog's loads and commits) without FastAPI's per-request routing and "
+                    "dependency solving (metaservice/lean_routes.py); false gives the same "
+                    "answers through FastAPI alone")
     rate_limit_per_second: float = Field(
         default=0.0, ge=0, description="per token (or client address); 0 turns it off")
     rate_limit_burst: int = Field(default=100, ge=1)

@@ -62,6 +62,11 @@ def _settle(answer: asyncio.Future[Completed], outcome: Outcome) -> None:
         answer.set_result(outcome)
 
 
+def _settle_all(settled: list[tuple[asyncio.Future[Completed], Outcome]]) -> None:
+    for answer, outcome in settled:
+        _settle(answer, outcome)
+
+
 class RootReportCommitter:
     """The committer of one server process (``app.state.root_reports``)."""
 
@@ -117,10 +122,16 @@ class RootReportCommitter:
                 group = self._waiting[:self._max_group]
                 del self._waiting[:self._max_group]
             outcomes = self.commit_group([w.report for w in group])
+            # One wake-up of each event loop for all its answers (one per answer was a write to
+            # the loop's self-pipe each).
+            answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Completed],
+                                                                Outcome]]] = {}
             for waiting, outcome in zip(group, outcomes, strict=True):
-                # RuntimeError: its event loop is closed, nobody waits for the answer.
+                answers.setdefault(waiting.loop, []).append((waiting.answer, outcome))
+            for loop, settled in answers.items():
+                # RuntimeError: its event loop is closed, nobody waits for the answers.
                 with contextlib.suppress(RuntimeError):
-                    waiting.loop.call_soon_threadsafe(_settle, waiting.answer, outcome)
+                    loop.call_soon_threadsafe(_settle_all, settled)
 
     def commit_group(self, reports: Sequence[RootReport]) -> list[Outcome]:
         """Record ``reports`` together; each one's answer or refusal, in their order."""

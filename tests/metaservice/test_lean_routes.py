@@ -1,0 +1,224 @@
+"""The lean routes (``metaservice/lean_routes.py``) answer every request exactly as FastAPI's own
+routing and dependency solving do: the same scenario of good and bad requests, with tokens of
+every role, is run against an app with them and one without, each on a freshly wiped database
+with the same manual clock, and the answers are compared byte for byte (random ids, file names
+and wall-clock stamps named in order of appearance)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from benchmarks._environment import ServerThread
+from metaservice import lean_routes
+from metaservice.app import LEAN_OPERATIONS, create_app
+from metaservice.auth.policy import Role
+from metaservice.auth.service import create_token
+from metaservice.clock import ManualClock
+from metaservice.db.session import Database
+from metaservice.settings import Settings
+from tests.conftest import wipe
+
+JSON = {"Content-Type": "application/json"}
+ROLES = ("admin", "writer", "writer2", "reader", "none")
+
+# (method, path, who, body: bytes | a JSON document | None, extra headers)
+Request = tuple[str, str, str, Any, dict[str, str]]
+
+
+def _bytes(body: Any) -> bytes:
+    return body if isinstance(body, bytes) else json.dumps(body).encode()
+
+
+def _deep(levels: int) -> bytes:
+    return b"[" * levels + b"]" * levels
+
+
+def protocol_requests() -> Iterator[Request]:
+    """Root reports, ``next``, sink commits and ``POST /versions``, well and badly formed."""
+    report = "/tables/lake/db/a/barriers"
+    yield "POST", report, "writer", {"snapshot_id": 1, "barrier": 10}, JSON
+    for who in ("none", "reader"):
+        yield "POST", report, who, {"snapshot_id": 2, "barrier": 11}, JSON
+    for body in (b"{", b"", {"snapshot_id": "x"}, {"snapshot_id": -1}, {"barrier": 12},
+                 [], {"snapshot_id": 3, "x": "nul \u0000"}, {"snapshot_id": 1, "barrier": 10},
+                 {"snapshot_id": 2, "barrier": 5}, {"snapshot_id": 4, "barrier": 2 ** 70},
+                 {"snapshot_id": 4, "barrier": 20, "extra": True}, _deep(100_000),
+                 b"\xff\xfe{}", b'{"snapshot_id": 5, "snapshot_id": 6}'):
+        yield "POST", report, "writer", body, JSON
+    yield "POST", report, "writer", b'{"snapshot_id": 7}', {"Content-Type": "text/plain"}
+    yield "POST", report, "writer", b'{"snapshot_id": 7}', {}
+    yield "POST", report, "writer", {"snapshot_id": 7}, {"Content-Type": "application/x+json"}
+    yield "POST", "/tables/lake/d%20b/a/barriers", "writer", {"snapshot_id": 1}, JSON
+    yield "POST", "/tables/lake/db/a/barriers?x=1", "writer", {"snapshot_id": 8}, JSON
+    yield "GET", report, "reader", None, {}
+    yield "HEAD", report, "reader", None, {}
+    yield "PUT", report, "writer", {"snapshot_id": 9}, JSON
+    yield "POST", report + "/", "writer", {"snapshot_id": 9}, JSON
+    yield "POST", "/tables/lake/db/c/barriers", "writer", {"snapshot_id": 1, "barrier": 10}, JSON
+
+    for kind, table in (("source", "a"), ("source", "c"), ("sink", "b")):
+        yield "POST", f"/register/{kind}/etl/lake/db/{table}", "writer", None, {}
+    yield "POST", "/jobs/etl/start", "writer", None, {}
+    nxt = "/jobs/etl/barriers/next"
+    for who in ("none", "reader", "writer2"):
+        yield "POST", nxt, who, {}, JSON
+    for body in (b"{", {"after": "x"}, {"after": -1}, [], {"after": None}):
+        yield "POST", nxt, "writer", body, JSON
+    yield "POST", "/jobs/bad%20job/barriers/next", "writer", {}, JSON
+    yield "POST", "/jobs/nobody/barriers/next", "admin", {}, JSON
+    yield "POST", nxt, "writer", b"", {}
+    yield "POST", nxt, "writer", {}, JSON
+
+    commit = "/commit/etl/lake/db/b"
+    for who in ("none", "reader", "writer2"):
+        yield "POST", commit, who, {"barrier": 10, "snapshot_id": 5}, JSON
+    for body in ({"barrier": 11, "snapshot_id": 5}, {"snapshot_id": 5}, {"barrier": "x"}, b"{",
+                 {"barrier": 10, "snapshot_id": 5}, {"barrier": 10, "snapshot_id": 5},
+                 {"barrier": 10, "snapshot_id": 6}):
+        yield "POST", commit, "writer", body, JSON
+    yield "POST", "/commit/etl/lake/db/a", "writer", {"barrier": 10, "snapshot_id": 5}, JSON
+    yield "POST", "/commit/etl/lake/d%00b/b", "writer", {"barrier": 10, "snapshot_id": 5}, JSON
+    yield "POST", nxt, "writer", {}, JSON
+
+    versions = "/versions"
+    for body in ({"tables": ["lake.db.a", "lake.db.b", "lake.db.c"]},
+                 {"tables": ["lake.db.a"], "consistency": "weak"},
+                 {"tables": ["lake.db.a", "lake.db.b"], "barrier": 10},
+                 {"tables": ["lake.db.a", "lake.db.b"], "barrier": 9},
+                 {"tables": ["lake.db.nothing"]}, {"tables": []}, {"tables": ["bad name"]},
+                 {"tables": "lake.db.a"}, {"tables": ["lake.db.a"], "consistency": "eventual"},
+                 {"tables": ["lake.db.a"], "lease_seconds": 60, "holder": "me"},
+                 {"tables": ["lake.db.a"], "lease_seconds": -1}, b"{", b""):
+        yield "POST", versions, "reader", body, JSON
+    for who in ("none", "writer", "admin"):
+        yield "POST", versions, who, {"tables": ["lake.db.b"]}, JSON
+    yield "GET", versions, "reader", None, {}
+
+
+SCHEMA = {"type": "struct", "schema-id": 0, "fields": [
+    {"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+def catalog_requests() -> Iterator[Request]:
+    """The catalog's loads (head and read session) and commits, well and badly formed."""
+    yield "POST", "/iceberg/v1/namespaces", "admin", {"namespace": ["db"]}, JSON
+    yield "POST", "/iceberg/v1/namespaces/db/tables", "admin", {"name": "t", "schema": SCHEMA}, JSON
+    table = "/iceberg/v1/namespaces/db/tables/t"
+    for who in ("none", "reader", "writer"):
+        yield "GET", table, who, None, {}
+    for query in ("?snapshots=refs", "?snapshots=all", "?snapshots=some", "?snapshots=",
+                  "?other=1"):
+        yield "GET", table + query, "reader", None, {}
+    yield "GET", table, "reader", None, {"If-None-Match": "*"}
+    yield "GET", table, "reader", None, {"If-None-Match": '"nothing"'}
+    yield "GET", table, "reader", None, {"If-None-Match": "x" * 3000}
+    for path in ("/iceberg/v1/namespaces/db/tables/nothing", "/iceberg/v1/namespaces/no/tables/t",
+                 "/iceberg/v1/namespaces/d%00b/tables/t", "/iceberg/v1/namespaces/db/tables/t%00"):
+        yield "GET", path, "reader", None, {}
+    for who in ("none", "reader"):
+        yield "POST", table, who, {"requirements": [], "updates": []}, JSON
+    for body in ({"requirements": [], "updates": [{"action": "set-properties",
+                                                   "updates": {"k": "v"}}]},
+                 {"requirements": [{"type": "assert-table-uuid",
+                                    "uuid": "00000000-0000-0000-0000-000000000000"}],
+                  "updates": []},
+                 {"requirements": [], "updates": "x"}, {"updates": [{"action": "nothing"}]},
+                 b"{", b"", [], {"requirements": [], "updates": [
+                     {"action": "set-properties", "updates": {"k": "nul \u0000"}}]}):
+        yield "POST", table, "admin", body, JSON
+    idempotent = {**JSON, "Idempotency-Key": "0190f3a0-0000-7000-8000-000000000001"}
+    change = {"requirements": [], "updates": [{"action": "set-properties",
+                                               "updates": {"k": "w"}}]}
+    yield "POST", table, "admin", change, idempotent
+    yield "POST", table, "admin", change, idempotent
+    yield "POST", "/iceberg/v1/namespaces/db/tables/nothing", "admin", change, JSON
+    yield "GET", table, "reader", None, {}
+    yield "GET", "/iceberg/v1/config?warehouse=lake@strong", "reader", None, {}
+    session = "/iceberg/v1/{prefix}/namespaces/db/tables/t"
+    for who in ("reader", "writer", "none"):
+        yield "GET", session, who, None, {}
+    yield "GET", session + "?snapshots=refs", "reader", None, {}
+    yield "GET", session + "?snapshots=bad", "reader", None, {}
+    yield "GET", "/iceberg/v1/{prefix}/namespaces/db/tables/nothing", "reader", None, {}
+    yield "GET", "/iceberg/v1/session-nothing/namespaces/db/tables/t", "reader", None, {}
+    yield "POST", session, "admin", change, JSON
+
+
+_IDS = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{16,}")
+_STAMPS = re.compile(r'("(?:last-updated-ms|timestamp-ms|expires_at)": ?)\d+')
+
+
+def _normalised(text: str, names: dict[str, str]) -> str:
+    """Random ids and file names replaced by their order of first appearance in the run, and
+    wall-clock stamps by a mark."""
+    text = _STAMPS.sub(r"\1<ms>", text)
+    return _IDS.sub(lambda m: names.setdefault(m.group(), f"<id{len(names)}>"), text)
+
+
+def run(app: Any, requests: Callable[[], Iterator[Request]],
+        tokens: dict[str, str]) -> list[tuple[str, int, str, str]]:
+    answers: list[tuple[str, int, str, str]] = []
+    names: dict[str, str] = {}
+    prefix = ""
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        for method, template, who, body, headers in requests():
+            path = template.replace("{prefix}", prefix)
+            sent = dict(headers)
+            if who != "none":
+                sent["Authorization"] = f"Bearer {tokens[who]}"
+            response = http.request(method, path, headers=sent,
+                                    content=None if body is None else _bytes(body))
+            if path.startswith("/iceberg/v1/config") and response.status_code == 200:
+                prefix = response.json()["overrides"]["prefix"]
+            answers.append((f"{method} {template} as {who}", response.status_code,
+                            _normalised(response.headers.get("content-type", ""), names),
+                            _normalised(response.headers.get("etag", "") + " "
+                                        + response.text, names)))
+    return answers
+
+
+@pytest.mark.parametrize("requests", [protocol_requests, catalog_requests],
+                         ids=["protocol", "catalog"])
+def test_lean_routes_answer_every_request_as_fastapi_does(
+        database: Database, database_url: str, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Any, requests: Callable[[], Iterator[Request]]) -> None:
+    taken: list[str] = []
+    respond = lean_routes.LeanRoute.respond
+
+    async def counted(self: lean_routes.LeanRoute, scope: Any, receive: Any, send: Any) -> None:
+        taken.append(self.route.operation_id or "")
+        await respond(self, scope, receive, send)
+
+    monkeypatch.setattr(lean_routes.LeanRoute, "respond", counted)
+    answers = {}
+    for lean in (True, False):
+        wipe(database)
+        clock = ManualClock()
+        warehouse = tmp_path / "warehouse"  # the same path both times: it is in the answers
+        shutil.rmtree(warehouse, ignore_errors=True)
+        warehouse.mkdir()
+        app = create_app(Settings(database_url=database_url, auth="required", lean_routes=lean,
+                                  warehouse=str(warehouse)),
+                         clock=clock, database=database)
+        tokens = {}
+        with database.transaction(write=True) as session:
+            for name, role in (("admin", Role.admin), ("writer", Role.writer),
+                               ("writer2", Role.writer), ("reader", Role.reader)):
+                tokens[name] = create_token(session, f"t-{name}", role, clock.now_ms()).token
+        before = len(taken)
+        answers[lean] = run(app, requests, tokens)
+        if not lean:
+            assert len(taken) == before, "an app without lean routes took a lean route"
+    assert taken and set(taken) <= set(LEAN_OPERATIONS)
+    for with_lean, without in zip(answers[True], answers[False], strict=True):
+        assert with_lean == without
+    statuses = {status for _, status, _, _ in answers[True]}
+    assert {200, 401, 403, 422 if requests is protocol_requests else 400} <= statuses
