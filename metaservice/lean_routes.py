@@ -332,7 +332,8 @@ def lean_route(route: APIRoute) -> LeanRoute:
 
 def _parameter(path: str, name: str, annotation: Any, default: Any,
                in_path: bool) -> _Parameter:
-    base, markers = annotation, ()
+    base: Any = annotation
+    markers: tuple[Any, ...] = ()
     if typing.get_origin(annotation) is typing.Annotated:
         base, *extra = typing.get_args(annotation)
         markers = tuple(extra)
