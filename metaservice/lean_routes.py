@@ -52,6 +52,7 @@ from fastapi import params as fastapi_params
 from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import PydanticUndefined
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import CONVERTOR_TYPES
 from starlette.responses import Response
@@ -79,6 +80,7 @@ APP_DEPENDENCIES = (refuse_unstorable_input, authorize)
 _MISSING = object()
 _LEAN = "metaservice.lean_route"  # the scope key naming the lean route a request matched
 _VALIDATED = ("path", "query", "header", "body")
+_IMMUTABLE = (type(None), str, int, float, bool, bytes, frozenset, tuple)
 
 
 class NotLean(Exception):
@@ -351,6 +353,14 @@ def _parameter(path: str, name: str, annotation: Any, default: Any,
         return _Parameter(name, "tasks")
     field = next((m for m in markers if isinstance(m, fastapi_params.Param | fastapi_params.Body)),
                  None)
+    if default is not _MISSING and not isinstance(default, _IMMUTABLE):
+        raise NotLean(f"{path}: {name}'s default is not immutable (FastAPI copies it)")
+    if field is not None and (field.default not in (PydanticUndefined, Ellipsis)
+                              or field.validation_alias not in (None, field.alias)
+                              or field.validate_default):
+        raise NotLean(f"{path}: {name}'s default or alias is declared in its marker")
+    if isinstance(field, fastapi_params.Path) and field.alias is not None:
+        raise NotLean(f"{path}: path parameter {name} has an alias")
     if isinstance(field, fastapi_params.Body) or (
             field is None and inspect.isclass(base) and issubclass(base, BaseModel)):
         if field is not None and field.embed:

@@ -10,10 +10,11 @@ import json
 import re
 import shutil
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import pytest
+from fastapi import APIRouter, Depends, FastAPI, Query, Response
 
 from benchmarks._environment import ServerThread
 from metaservice import lean_routes
@@ -22,6 +23,7 @@ from metaservice.auth.policy import Role
 from metaservice.auth.service import create_token
 from metaservice.clock import ManualClock
 from metaservice.db.session import Database
+from metaservice.deps import ReadSession, authorize, refuse_unstorable_input
 from metaservice.settings import Settings
 from tests.conftest import wipe
 
@@ -222,3 +224,66 @@ def test_lean_routes_answer_every_request_as_fastapi_does(
         assert with_lean == without
     statuses = {status for _, status, _, _ in answers[True]}
     assert {200, 401, 403, 422 if requests is protocol_requests else 400} <= statuses
+
+
+def _app_with(*routes: Callable[[APIRouter], None]) -> FastAPI:
+    app = FastAPI(dependencies=[Depends(refuse_unstorable_input), Depends(authorize)])
+    router = APIRouter()
+    for add in routes:
+        add(router)
+    app.include_router(router)
+    return app
+
+
+def _session_dependency(router: APIRouter) -> None:
+    @router.post("/a/{x}", operation_id="op")
+    def op(x: str, session: ReadSession) -> Response:
+        return Response()
+
+
+def _model_answer(router: APIRouter) -> None:
+    @router.post("/a/{x}", operation_id="op")
+    def op(x: str) -> dict:
+        return {}
+
+
+def _mutable_default(router: APIRouter) -> None:
+    @router.get("/a/{x}", operation_id="op")
+    def op(x: str, tags: Annotated[list[str], Query()] = []) -> Response:  # noqa: B006
+        return Response()
+
+
+def _shadowed(router: APIRouter) -> None:
+    @router.post("/a/{x}", operation_id="earlier")
+    def earlier(x: str) -> Response:
+        return Response()
+
+    @router.post("/a/b", operation_id="op")
+    def op() -> Response:
+        return Response()
+
+
+def _two_methods(router: APIRouter) -> None:
+    @router.api_route("/a/{x}", methods=["GET", "POST"], operation_id="op")
+    def op(x: str) -> Response:
+        return Response()
+
+
+@pytest.mark.parametrize(("routes", "reason"), [
+    (_session_dependency, "depends on"), (_model_answer, "return a Response"),
+    (_mutable_default, "not immutable"), (_shadowed, "may take the same requests"),
+    (_two_methods, "one method expected")])
+def test_an_endpoint_that_cannot_be_bound_as_fastapi_binds_it_is_refused_at_start(
+        routes: Callable[[APIRouter], None], reason: str) -> None:
+    with pytest.raises(lean_routes.NotLean, match=reason):
+        lean_routes.install(_app_with(routes), ["op"])
+
+
+def test_an_app_with_other_global_dependencies_is_refused_at_start() -> None:
+    async def another() -> None:
+        return None
+
+    app = _app_with(lambda router: router.post("/a", operation_id="op")(lambda: Response()))
+    app.router.dependencies.append(Depends(another))
+    with pytest.raises(lean_routes.NotLean, match="dependencies"):
+        lean_routes.install(app, ["op"])
