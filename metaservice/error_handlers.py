@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import get_route_path
 
 from metaservice.errors import MetaServiceError
 
@@ -90,7 +91,7 @@ def render_errors_under(app: FastAPI, prefix: str, render: ErrorRenderer,
 
 def _renderer_for(request: Request) -> ErrorRenderer | None:
     renderers: dict[str, ErrorRenderer] = getattr(request.app.state, "error_renderers", None) or {}
-    path = request.url.path
+    path = get_route_path(request.scope)  # within the app: behind a proxy's root_path too
     for prefix, render in renderers.items():
         if path.startswith(prefix):
             return render

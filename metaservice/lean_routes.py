@@ -24,11 +24,16 @@ binds them, in the same order:
    sent, with any background tasks it was given.
 
 Exceptions leave as they would from the FastAPI route, so the app's error handlers render them
-(SPEC §9, or the Iceberg error model under ``/iceberg``). Which signatures qualify is decided
-when the app is built: a parameter this module cannot bind as FastAPI does (a session
-dependency, a cookie, a form), an endpoint not annotated to return a ``Response``, a global
-dependency other than the two above, or an earlier route that could take the same request
-makes :func:`install` raise. A request the front route does not take (another method, a
+(SPEC §9, or the Iceberg error model under ``/iceberg``); a body that cannot be read (the
+client went away, text that is not UTF-8) is a 400, as FastAPI answers it. Which signatures
+qualify is decided when the app is built, and :func:`install` raises on anything it cannot
+bind as FastAPI does: a session or other dependency, a cookie, form or file, a parameter that
+is neither a model body nor one scalar value, a default that is mutable or given as the
+marker, an endpoint not annotated to return a ``Response``; app-wide dependencies other than
+the two above, or any added where a router is included; a prefix, a body limit or a
+content-type rule of FastAPI's own; an earlier route or mount that could take the same path.
+FastAPI's own request telemetry (its OpenTelemetry spans) does not see these requests; the
+server's metrics do. A request the front route does not take (another method, a
 ``HEAD``, any path not listed, an app with dependency overrides) goes on to FastAPI's routing
 as before. ``METASERVICE_LEAN_ROUTES=false`` leaves every request to FastAPI;
 ``tests/metaservice/test_lean_routes.py`` sends the same requests, good and bad, both ways and
@@ -41,6 +46,7 @@ import functools
 import inspect
 import json
 import re
+import types
 import typing
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -49,14 +55,18 @@ from typing import Any
 
 from fastapi import BackgroundTasks, FastAPI, Request
 from fastapi import params as fastapi_params
+from fastapi.datastructures import DefaultPlaceholder
 from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import CONVERTOR_TYPES
+from starlette.datastructures import URLPath
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match, get_route_path
+from starlette.routing import BaseRoute, Match, Mount, NoMatchFound, get_route_path
 from starlette.types import Receive, Scope, Send
 
 from metaservice.deps import (
@@ -188,21 +198,25 @@ def _bind(parameter: _Parameter, raw: Any, loc: tuple[str, ...], values: dict[st
 
 async def _json_body(request: Request) -> Any:
     """The body as FastAPI reads it for a JSON body: nothing when empty, the parsed document
-    when the content type is JSON, else the bytes themselves (which then fail validation)."""
-    raw = await request.body()
-    if not raw:
-        return _MISSING
-    content_type = request.headers.get("content-type")
-    if content_type and _declares_json(content_type):
-        try:
+    when the content type is JSON, else the bytes themselves (which then fail validation). A
+    decode error is a 422; any other failure to read it (the client went away, a body over the
+    limit without a declared length, text that is not UTF-8, nesting too deep) a 400."""
+    try:
+        raw = await request.body()
+        if not raw:
+            return _MISSING
+        content_type = request.headers.get("content-type")
+        if content_type and _declares_json(content_type):
             return await request.json()
-        except json.JSONDecodeError as exc:
-            raise RequestValidationError(
-                [{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
-                  "input": {}, "ctx": {"error": exc.msg}}], body=exc.doc) from exc
-        except Exception as exc:  # not UTF-8, nested too deep: as FastAPI answers them
-            raise HTTPException(400, "There was an error parsing the body") from exc
-    return raw
+        return raw
+    except json.JSONDecodeError as exc:
+        raise RequestValidationError(
+            [{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
+              "input": {}, "ctx": {"error": exc.msg}}], body=exc.doc) from exc
+    except StarletteHTTPException:
+        raise
+    except Exception as exc:  # noqa: BLE001 - as FastAPI answers it
+        raise HTTPException(400, "There was an error parsing the body") from exc
 
 
 @functools.lru_cache(maxsize=64)
@@ -242,6 +256,9 @@ class LeanRoutes(BaseRoute):
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         await scope[_LEAN].respond(scope, receive, send)
 
+    def url_path_for(self, name: str, /, **path_params: Any) -> URLPath:
+        raise NoMatchFound(name, path_params)  # the FastAPI routes behind it name every path
+
 
 def install(app: FastAPI, operation_ids: Iterable[str]) -> LeanRoutes:
     """Put the front route before the app's routes for ``operation_ids`` (each a route of the
@@ -251,36 +268,65 @@ def install(app: FastAPI, operation_ids: Iterable[str]) -> LeanRoutes:
     if declared != APP_DEPENDENCIES:
         raise NotLean(f"the app's dependencies are {declared}, lean routes bind "
                       f"{APP_DEPENDENCIES}")
-    routes = list(_api_routes(app.router.routes))
-    by_id = {route.operation_id: route for route in routes}
+    if getattr(app.router, "max_body_size", None) is not None:
+        raise NotLean("the app has FastAPI's own body size limit")
+    routes = list(_routes(app.router.routes, ()))
+    by_id = {route.operation_id: (i, contexts) for i, (route, contexts) in enumerate(routes)
+             if isinstance(route, APIRoute)}
     chosen: list[LeanRoute] = []
     for operation_id in operation_ids:
-        route = by_id.get(operation_id)
-        if route is None:
+        if operation_id not in by_id:
             raise NotLean(f"no route has operation id {operation_id!r}")
+        index, contexts = by_id[operation_id]
+        route = routes[index][0]
+        assert isinstance(route, APIRoute)
+        _check_inclusion(route, contexts)
         lean = lean_route(route)
-        for earlier in routes[:routes.index(route)]:
-            if lean.method in (earlier.methods or ()) and _may_overlap(earlier.path, route.path):
-                raise NotLean(f"{earlier.path} comes before {route.path} and may take the "
-                              "same requests")
+        for earlier, _ in routes[:index]:
+            methods = getattr(earlier, "methods", None)
+            template = (earlier.path.rstrip("/") + "/{rest:path}" if isinstance(earlier, Mount)
+                        else getattr(earlier, "path", None))
+            if template is None or (
+                    (methods is None or lean.method in methods)
+                    and _may_overlap(template, route.path)):
+                raise NotLean(f"{template or earlier} comes before {route.path} and may take "
+                              "the same requests")
         chosen.append(lean)
     front = LeanRoutes(app, chosen)
     app.router.routes.insert(0, front)
     return front
 
 
-def _api_routes(routes: Iterable[Any]) -> Iterable[APIRoute]:
-    """The app's FastAPI routes in the order the router tries them (included routers keep
-    theirs in ``original_router``)."""
+def _routes(routes: Iterable[Any], contexts: tuple[Any, ...]) -> Iterable[tuple[Any, tuple]]:
+    """Every route of the app, with the inclusions it sits in, in the order the router tries
+    them (an included router keeps its routes in ``original_router``)."""
     for route in routes:
-        if isinstance(route, APIRoute):
-            yield route
         inner = getattr(route, "original_router", None)
-        if inner is not None:
-            # Included as they are: a route's own path is the path it answers.
-            if getattr(getattr(route, "include_context", None), "prefix", None) != "":
-                raise NotLean(f"a router is included with a prefix: {route}")
-            yield from _api_routes(inner.routes)
+        if inner is None:
+            yield route, contexts
+            continue
+        context = getattr(route, "include_context", None)
+        if context is None:
+            raise NotLean(f"an included router without its inclusion: {route}")
+        yield from _routes(inner.routes, (*contexts, context))
+
+
+def _check_inclusion(route: APIRoute, contexts: tuple[Any, ...]) -> None:
+    """The route answers its own path, with the app's dependencies only, FastAPI's default
+    content-type rule and no body limit of FastAPI's own, whatever its inclusions add."""
+    settings = [route]
+    for context in contexts:
+        if context.prefix != "":
+            raise NotLean(f"{route.path} is included with a prefix")
+        added = tuple(d.dependency for d in context.dependencies)
+        if added != APP_DEPENDENCIES or context.included_router.dependencies:
+            raise NotLean(f"{route.path} is included with dependencies of its own")
+        settings += [context, context.included_router]
+    for setting in settings:
+        strict = getattr(setting, "strict_content_type", True)
+        if getattr(setting, "max_body_size", None) is not None or (
+                strict.value if isinstance(strict, DefaultPlaceholder) else strict) is not True:
+            raise NotLean(f"{route.path} has a body limit or content-type rule of its own")
 
 
 def _may_overlap(a: str, b: str) -> bool:
@@ -297,14 +343,22 @@ def _may_overlap(a: str, b: str) -> bool:
 
 
 def _segments_overlap(x: str, y: str) -> bool:
-    if x.startswith("{") and y.startswith("{"):
+    if "{" in x and "{" in y:
         return True
-    if y.startswith("{"):
+    if "{" in y:
         x, y = y, x
-    if not x.startswith("{"):
+    if "{" not in x:
         return x == y
-    _, _, kind = x[1:-1].partition(":")
-    return re.fullmatch(CONVERTOR_TYPES[kind or "str"].regex, y) is not None
+    return re.fullmatch(_segment_pattern(x), y) is not None
+
+
+def _segment_pattern(segment: str) -> str:
+    """A segment template as a regular expression: literals escaped, each parameter its
+    convertor's pattern."""
+    parts = re.split(r"({[^}]*})", segment)
+    return "".join(
+        CONVERTOR_TYPES[part[1:-1].partition(":")[2] or "str"].regex if part.startswith("{")
+        else re.escape(part) for part in parts)
 
 
 def lean_route(route: APIRoute) -> LeanRoute:
@@ -339,8 +393,12 @@ def _parameter(path: str, name: str, annotation: Any, default: Any,
     if typing.get_origin(annotation) is typing.Annotated:
         base, *extra = typing.get_args(annotation)
         markers = tuple(extra)
+    if isinstance(default, FieldInfo | fastapi_params.Depends):
+        raise NotLean(f"{path}: {name} is declared by its default (use Annotated)")
     marker = next((m for m in markers if isinstance(m, fastapi_params.Depends)), None)
     if marker is not None:
+        if not marker.use_cache:
+            raise NotLean(f"{path}: {name} depends on {marker.dependency} without its cache")
         if marker.dependency is authorize:
             return _Parameter(name, "principal")
         provide = PROVIDED.get(marker.dependency)  # type: ignore[arg-type]
@@ -351,31 +409,43 @@ def _parameter(path: str, name: str, annotation: Any, default: Any,
         return _Parameter(name, "request")
     if base is BackgroundTasks:
         return _Parameter(name, "tasks")
-    field = next((m for m in markers if isinstance(m, fastapi_params.Param | fastapi_params.Body)),
-                 None)
+    fields = [m for m in markers if isinstance(m, FieldInfo)]
+    if len(fields) > 1 or any(isinstance(m, fastapi_params.Form | fastapi_params.File
+                                          | fastapi_params.Cookie) for m in fields):
+        raise NotLean(f"{path}: {name} is a form, file or cookie parameter, or has two markers")
+    field = fields[0] if fields else None
     if default is not _MISSING and not isinstance(default, _IMMUTABLE):
         raise NotLean(f"{path}: {name}'s default is not immutable (FastAPI copies it)")
     if field is not None and (field.default not in (PydanticUndefined, Ellipsis)
                               or field.validation_alias not in (None, field.alias)
                               or field.validate_default):
         raise NotLean(f"{path}: {name}'s default or alias is declared in its marker")
-    if isinstance(field, fastapi_params.Path) and field.alias is not None:
-        raise NotLean(f"{path}: path parameter {name} has an alias")
     if isinstance(field, fastapi_params.Body) or (
             field is None and inspect.isclass(base) and issubclass(base, BaseModel)):
-        if field is not None and field.embed:
+        if isinstance(field, fastapi_params.Body) and field.embed:
             raise NotLean(f"{path}: {name} is an embedded body")
         return _Parameter(name, "body", adapter=TypeAdapter(annotation), default=default)
+    if field is not None and not isinstance(field, fastapi_params.Path | fastapi_params.Query
+                                            | fastapi_params.Header):
+        raise NotLean(f"{path}: {name} is a {type(field).__name__} parameter")
+    if not _scalar(base):
+        raise NotLean(f"{path}: {name} is neither a model body nor one scalar value")
     if isinstance(field, fastapi_params.Path) or (field is None and in_path):
+        if field is not None and field.alias is not None:
+            raise NotLean(f"{path}: path parameter {name} has an alias")
         return _Parameter(name, "path", name, name, TypeAdapter(annotation))
     if isinstance(field, fastapi_params.Header):
-        if field.alias is None or not field.convert_underscores:
+        if field.alias is None:
             raise NotLean(f"{path}: header {name} without an alias")
         return _Parameter(name, "header", field.alias.lower(), field.alias, TypeAdapter(annotation),
                           default)
-    if isinstance(field, fastapi_params.Query) or field is None:
-        alias = field.alias if field is not None and field.alias else name
-        if typing.get_origin(base) in (list, set, tuple):
-            raise NotLean(f"{path}: {name} is a repeated query parameter")
-        return _Parameter(name, "query", alias, alias, TypeAdapter(annotation), default)
-    raise NotLean(f"{path}: {name} is a {type(field).__name__} parameter")
+    alias = field.alias if field is not None and field.alias else name
+    return _Parameter(name, "query", alias, alias, TypeAdapter(annotation), default)
+
+
+def _scalar(annotation: Any) -> bool:
+    """``str``, ``int``, ``float`` or ``bool``, or an optional one: what FastAPI reads as one
+    value of a path, query string or header (a list or a model it reads otherwise)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return all(arg is type(None) or _scalar(arg) for arg in typing.get_args(annotation))
+    return annotation in (str, int, float, bool)

@@ -6,6 +6,7 @@ and wall-clock stamps named in order of appearance)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -14,7 +15,8 @@ from typing import Annotated, Any
 
 import httpx
 import pytest
-from fastapi import APIRouter, Depends, FastAPI, Query, Response
+from fastapi import APIRouter, Cookie, Depends, FastAPI, Query, Response
+from starlette.routing import Mount
 
 from benchmarks._environment import ServerThread
 from metaservice import lean_routes
@@ -226,12 +228,13 @@ def test_lean_routes_answer_every_request_as_fastapi_does(
     assert {200, 401, 403, 422 if requests is protocol_requests else 400} <= statuses
 
 
-def _app_with(*routes: Callable[[APIRouter], None]) -> FastAPI:
+def _app_with(*routes: Callable[[APIRouter], None], include: Callable[..., None] | None = None,
+              router: APIRouter | None = None) -> FastAPI:
     app = FastAPI(dependencies=[Depends(refuse_unstorable_input), Depends(authorize)])
-    router = APIRouter()
+    router = router or APIRouter()
     for add in routes:
         add(router)
-    app.include_router(router)
+    (include or app.include_router)(router)
     return app
 
 
@@ -253,6 +256,36 @@ def _mutable_default(router: APIRouter) -> None:
         return Response()
 
 
+def _default_as_marker(router: APIRouter) -> None:
+    @router.get("/a/{x}", operation_id="op")
+    def op(x: str, q: str = Query("all", pattern="^all$")) -> Response:  # noqa: B008
+        return Response()
+
+
+def _many_values(router: APIRouter) -> None:
+    @router.get("/a/{x}", operation_id="op")
+    def op(x: str, q: Annotated[list[str] | None, Query()] = None) -> Response:
+        return Response()
+
+
+def _unmarked_non_model_body(router: APIRouter) -> None:
+    @router.post("/a/{x}", operation_id="op")
+    def op(x: str, body: dict[str, Any]) -> Response:
+        return Response()
+
+
+def _cookie(router: APIRouter) -> None:
+    @router.post("/a/{x}", operation_id="op")
+    def op(x: str, session: Annotated[str | None, Cookie()] = None) -> Response:
+        return Response()
+
+
+def _uncached_principal(router: APIRouter) -> None:
+    @router.post("/a/{x}", operation_id="op")
+    def op(x: str, who: Annotated[Any, Depends(authorize, use_cache=False)]) -> Response:
+        return Response()
+
+
 def _shadowed(router: APIRouter) -> None:
     @router.post("/a/{x}", operation_id="earlier")
     def earlier(x: str) -> Response:
@@ -263,27 +296,137 @@ def _shadowed(router: APIRouter) -> None:
         return Response()
 
 
+def _shadowed_within_a_segment(router: APIRouter) -> None:
+    @router.post("/v{n}/items", operation_id="earlier")
+    def earlier(n: str) -> Response:
+        return Response()
+
+    @router.post("/v1/items", operation_id="op")
+    def op() -> Response:
+        return Response()
+
+
 def _two_methods(router: APIRouter) -> None:
     @router.api_route("/a/{x}", methods=["GET", "POST"], operation_id="op")
     def op(x: str) -> Response:
         return Response()
 
 
-@pytest.mark.parametrize(("routes", "reason"), [
-    (_session_dependency, "depends on"), (_model_answer, "return a Response"),
-    (_mutable_default, "not immutable"), (_shadowed, "may take the same requests"),
-    (_two_methods, "one method expected")])
+def _simple(router: APIRouter) -> None:
+    @router.post("/a/{x}", operation_id="op")
+    def op(x: str) -> Response:
+        return Response()
+
+
+async def _deny() -> None:
+    raise AssertionError("never reached: the app is refused first")
+
+
+def _mounted_before(app: FastAPI) -> FastAPI:
+    app.router.routes.insert(0, Mount("/a", app=Response()))
+    return app
+
+
+@pytest.mark.parametrize(("app", "reason"), [
+    (lambda: _app_with(_session_dependency), "depends on"),
+    (lambda: _app_with(_model_answer), "return a Response"),
+    (lambda: _app_with(_mutable_default), "not immutable"),
+    (lambda: _app_with(_default_as_marker), "declared by its default"),
+    (lambda: _app_with(_many_values), "one scalar value"),
+    (lambda: _app_with(_unmarked_non_model_body), "one scalar value"),
+    (lambda: _app_with(_cookie), "cookie"),
+    (lambda: _app_with(_uncached_principal), "without its cache"),
+    (lambda: _app_with(_simple, router=APIRouter(strict_content_type=False)),
+     "content-type rule"),
+    (lambda: _app_with(_shadowed), "may take the same requests"),
+    (lambda: _app_with(_shadowed_within_a_segment), "may take the same requests"),
+    (lambda: _mounted_before(_app_with(_simple)), "may take the same requests"),
+    (lambda: _app_with(_two_methods), "one method expected"),
+    (lambda: _app_with(_simple, router=APIRouter(dependencies=[Depends(_deny)])),
+     "dependencies"),
+    (lambda: (app := FastAPI(dependencies=[Depends(refuse_unstorable_input),
+                                           Depends(authorize)]),
+              router := APIRouter(), _simple(router),
+              app.include_router(router, dependencies=[Depends(_deny)]))[0],
+     "dependencies of its own"),
+    (lambda: (app := FastAPI(dependencies=[Depends(refuse_unstorable_input),
+                                           Depends(authorize)]),
+              router := APIRouter(), _simple(router), app.include_router(router, prefix="/p"))[0],
+     "prefix"),
+])
 def test_an_endpoint_that_cannot_be_bound_as_fastapi_binds_it_is_refused_at_start(
-        routes: Callable[[APIRouter], None], reason: str) -> None:
+        app: Callable[[], FastAPI], reason: str) -> None:
     with pytest.raises(lean_routes.NotLean, match=reason):
-        lean_routes.install(_app_with(routes), ["op"])
+        lean_routes.install(app(), ["op"])
 
 
 def test_an_app_with_other_global_dependencies_is_refused_at_start() -> None:
     async def another() -> None:
         return None
 
-    app = _app_with(lambda router: router.post("/a", operation_id="op")(lambda: Response()))
+    app = _app_with(_simple)
     app.router.dependencies.append(Depends(another))
     with pytest.raises(lean_routes.NotLean, match="dependencies"):
         lean_routes.install(app, ["op"])
+
+
+async def _asgi(app: Any, messages: list[dict[str, Any]], path: str, *,
+                root_path: str = "") -> tuple[int, bytes]:
+    """One request straight to the app, its body as the given receive messages."""
+    queue = list(messages)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return queue.pop(0) if queue else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app({"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+               "method": "POST" if messages else "GET", "scheme": "http",
+               "path": root_path + path, "raw_path": (root_path + path).encode(),
+               "root_path": root_path, "query_string": b"",
+               "headers": [(b"host", b"x"), (b"content-type", b"application/json")],
+               "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "state": {}},
+              receive, send)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+@pytest.mark.parametrize(("path", "messages"), [
+    # the client goes away in the middle of its body
+    ("/versions", [{"type": "http.request", "body": b'{"tables"', "more_body": True},
+                   {"type": "http.disconnect"}]),
+    ("/iceberg/v1/namespaces/db/tables/t",
+     [{"type": "http.request", "body": b'{"upd', "more_body": True}, {"type": "http.disconnect"}]),
+    # a body over the limit with no declared length (as an HTTP/2 server hands it over)
+    ("/versions", [{"type": "http.request", "body": b" " * 3000, "more_body": False}]),
+])
+def test_a_body_that_cannot_be_read_is_answered_as_fastapi_answers_it(
+        database: Database, database_url: str, path: str,
+        messages: list[dict[str, Any]]) -> None:
+    answers = {
+        lean: asyncio.run(_asgi(create_app(Settings(database_url=database_url, lean_routes=lean,
+                                                    max_body_bytes=1024), database=database),
+                                messages, path))
+        for lean in (True, False)}
+    assert answers[True] == answers[False]
+    assert answers[True][0] in (400, 413)
+
+
+def test_catalog_errors_keep_their_model_behind_a_proxy_path(database: Database,
+                                                             database_url: str) -> None:
+    for lean in (True, False):
+        app = create_app(Settings(database_url=database_url, lean_routes=lean),
+                         database=database)
+        status, body = asyncio.run(_asgi(app, [], "/iceberg/v1/namespaces/db/tables/nothing",
+                                         root_path="/behind/a/proxy"))
+        assert status == 404, body
+        assert json.loads(body)["error"]["type"] == "NoSuchTableException"
+
+
+def test_the_app_still_names_the_paths_of_its_routes(database: Database,
+                                                     database_url: str) -> None:
+    app = create_app(Settings(database_url=database_url), database=database)
+    assert isinstance(app.router.routes[0], lean_routes.LeanRoutes)
+    assert app.url_path_for("get_versions") == "/versions"
+    assert app.url_path_for("next_barrier", job="j") == "/jobs/j/barriers/next"
