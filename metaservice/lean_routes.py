@@ -110,8 +110,9 @@ class _Parameter:
 
 @dataclass(frozen=True)
 class LeanRoute:
-    """One operation: its FastAPI route (which stays the reference and the OpenAPI entry), the
-    method and path regex it answers, and how its endpoint's arguments are bound."""
+    """One operation: its FastAPI route (which stays the reference and the OpenAPI entry, and
+    whose compiled path it matches), the method it answers, and how its endpoint's arguments
+    are bound."""
 
     route: APIRoute
     method: str
@@ -133,11 +134,10 @@ class LeanRoute:
         body: Any = _MISSING
         if self.reads_body:
             body = await _json_body(request)
-        for dependency in APP_DEPENDENCIES:
-            if dependency is authorize:
-                principal = await authorize(request)
-            else:
-                await dependency(request)
+        # APP_DEPENDENCIES, in their order (the bearer scheme ``authorize`` declares, built with
+        # ``auto_error=False``, never refuses: ``authorize`` reads the header itself).
+        await refuse_unstorable_input(request)
+        principal = await authorize(request)
         values: dict[str, Any] = {}
         errors: list[Any] = []
         tasks: BackgroundTasks | None = None
