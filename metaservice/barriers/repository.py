@@ -235,8 +235,12 @@ _ADVANCE = (update(_tables)
                     latest_committed_at=bindparam("p_committed_at")))
 
 
-_PEEK_MANY = select(
+# A group's tables found by name and locked in one statement: ``ORDER BY id`` sorts the rows
+# before they are locked (PostgreSQL locks the rows a locking SELECT returns, in the order it
+# returns them), so the locks are taken in the lock order without reading the ids first.
+_LOCK_BY_NAME = (select(
     _tables.c.id, _tables.c.catalog, _tables.c.database, _tables.c.name, _tables.c.catching_up,
+    _tables.c.latest_barrier, _tables.c.latest_snapshot_id, _tables.c.writer_job,
     select(_iceberg_tables.c.version)
     .where(_tables.c.catalog == bindparam("catalog_name"),
            _iceberg_tables.c.namespace == _tables.c.database,
@@ -244,51 +248,38 @@ _PEEK_MANY = select(
     .limit(1).scalar_subquery().label("catalog_version"),
 ).where(tuple_(_tables.c.catalog, _tables.c.database, _tables.c.name)
         .in_(bindparam("names", expanding=True)))
-
-_LOCK_MANY = (select(_tables.c.id, _tables.c.latest_barrier, _tables.c.latest_snapshot_id,
-                     _tables.c.writer_job, _tables.c.catching_up)
-              .where(_tables.c.id.in_(bindparam("table_ids", expanding=True)))
-              .order_by(_tables.c.id).with_for_update())
+    .order_by(_tables.c.id).with_for_update(of=_tables))
 
 
 @dataclass(frozen=True, slots=True)
-class FoundTable:
-    """What a group of commits needs to know of a table before locking it."""
+class GroupTable:
+    """A table of a group of commits, locked: what each commit checks, and whether the
+    built-in catalog holds it (:func:`held_by_catalog`, read without a lock of its own)."""
 
-    id: int
-    catching_up: bool
-    held_by_catalog: bool  # the built-in catalog holds it (its commits record its barriers)
+    table: LockedTable
+    held_by_catalog: bool
 
 
-def peek_tables(session: Session, names: Collection[TableName],
-                catalog_name: str) -> dict[TableName, FoundTable]:
-    """The tables that exist among ``names``, without a lock, in one statement: their ids (the
-    lock order), whether they look catching up, and whether the built-in catalog (named
-    ``catalog_name``) holds them (:func:`held_by_catalog`)."""
+def lock_tables_by_name(session: Session, names: Collection[TableName],
+                        catalog_name: str) -> dict[TableName, GroupTable]:
+    """Lock the rows of the tables that exist among ``names`` in one statement, in id order,
+    and read what a commit checks of each (:func:`lock_table`) and whether the built-in catalog
+    (named ``catalog_name``) holds it. Their ids are not known before, so this must be the
+    transaction's first table lock."""
     if not names:
         return {}
-    rows = session.execute(_PEEK_MANY, {
-        "catalog_name": catalog_name,
-        "names": [(n.catalog, n.database, n.table) for n in names]})
-    return {TableName(r.catalog, r.database, r.name):
-            FoundTable(r.id, bool(r.catching_up), r.catalog_version is not None) for r in rows}
-
-
-def lock_tables(session: Session, ids: dict[TableName, int]) -> dict[int, LockedTable]:
-    """Lock the table rows of a group of commits (``ids``: by name) in one statement, in id
-    order, and read what each commit checks (:func:`lock_table`)."""
-    wanted = sorted(set(ids.values()))
-    if not wanted:
-        return {}
-    locks.check_tables(session, wanted)
-    names = {table_id: str(name) for name, table_id in ids.items()}
-    locked = {}
-    for row in session.execute(_LOCK_MANY, {"table_ids": wanted}):
+    locks.check_first_tables(session)
+    found = {}
+    for row in session.execute(_LOCK_BY_NAME, {
+            "catalog_name": catalog_name,
+            "names": [(n.catalog, n.database, n.table) for n in names]}):
         locks.note_table_locked(session, row.id)
-        locked[row.id] = LockedTable(row.id, names[row.id], row.latest_barrier,
-                                     row.latest_snapshot_id, row.writer_job,
-                                     bool(row.catching_up))
-    return locked
+        name = TableName(row.catalog, row.database, row.name)
+        found[name] = GroupTable(
+            LockedTable(row.id, str(name), row.latest_barrier, row.latest_snapshot_id,
+                        row.writer_job, bool(row.catching_up)),
+            row.catalog_version is not None)
+    return found
 
 
 def peek_table(session: Session, name: TableName) -> tuple[int, bool] | None:
@@ -357,19 +348,42 @@ class NewBarrier:
     snapshot_id: int
 
 
+# PostgreSQL: a group's rows inserted and their tables' ``latest(T)`` moved in one statement
+# (one round trip; each table once in a group).
+_RECORD_NEW = text("""
+WITH new AS (
+    SELECT * FROM unnest(CAST(:table_ids AS integer[]), CAST(:barriers AS bigint[]),
+                         CAST(:snapshot_ids AS bigint[])) AS new (table_id, barrier, snapshot_id)
+), written AS (
+    INSERT INTO barriers (table_id, barrier, snapshot_id, committed_at, rolled_back)
+    SELECT table_id, barrier, snapshot_id, :committed_at, false FROM new
+)
+UPDATE tables SET latest_barrier = new.barrier, latest_snapshot_id = new.snapshot_id,
+                  latest_committed_at = :committed_at
+FROM new
+WHERE tables.id = new.table_id
+  AND (tables.latest_barrier IS NULL OR tables.latest_barrier < new.barrier)""")
+
+
 def record_new_barriers(session: Session, new: Sequence[NewBarrier], committed_at: int) -> bool:
-    """Insert the barrier rows of several tables and move each one's ``latest(T)`` forward, in
-    two statements (each of its table once: :func:`write_completed` and :func:`advance_latest`
-    for them all); False when a ``latest(T)`` did not move (a newer barrier was there)."""
+    """Insert the barrier rows of several tables, each once, and move each one's ``latest(T)``
+    forward (:func:`write_completed` and :func:`advance_latest` for them all): one statement on
+    PostgreSQL, two on SQLite; False when a ``latest(T)`` did not move (a newer barrier was
+    there)."""
     if not new:
         return True
-    session.execute(_INSERT, [
-        {"p_table_id": n.table.id, "p_barrier": n.barrier, "p_snapshot_id": n.snapshot_id,
-         "p_committed_at": committed_at, "p_writer_job": None, "p_writer_run": None}
-        for n in new])
-    moved = session.execute(_ADVANCE, [
-        {"p_table_id": n.table.id, "p_barrier": n.barrier, "p_snapshot_id": n.snapshot_id,
-         "p_committed_at": committed_at} for n in new])
+    if on_postgres(session):
+        moved = session.execute(_RECORD_NEW, {
+            "table_ids": [n.table.id for n in new], "barriers": [n.barrier for n in new],
+            "snapshot_ids": [n.snapshot_id for n in new], "committed_at": committed_at})
+    else:
+        session.execute(_INSERT, [
+            {"p_table_id": n.table.id, "p_barrier": n.barrier, "p_snapshot_id": n.snapshot_id,
+             "p_committed_at": committed_at, "p_writer_job": None, "p_writer_run": None}
+            for n in new])
+        moved = session.execute(_ADVANCE, [
+            {"p_table_id": n.table.id, "p_barrier": n.barrier, "p_snapshot_id": n.snapshot_id,
+             "p_committed_at": committed_at} for n in new])
     if moved.rowcount != len(new):  # type: ignore[attr-defined]
         return False
     for n in new:

@@ -240,29 +240,29 @@ def report_roots_together(session: Session, ctx: ServiceContext,
     answer, its refusal, or None for one that must be made in a transaction of its own (its
     table is new or catching up: that path takes other locks first).
 
-    The statements do not grow with the group: the tables are found in one statement and
-    locked in one, by id (the lock order); what the first report of each table checks is read
-    in one, and the rows they add are written in two. A table's later reports, in arrival
-    order, are checked and written one by one after those (each sees the ones before it, as a
-    transaction of its own would have). A refusal is raised before its report writes anything,
-    so it never touches its neighbours; anything raised while writing leaves this function, and
-    the caller rolls the group back."""
+    The statements do not grow with the group: the tables are found and locked in one
+    statement, in id order (the lock order); what the first report of each table checks is
+    read in one, and the rows they add are written in one on PostgreSQL (two on SQLite). A
+    table's later reports, in arrival order, are checked and written one by one after those
+    (each sees the ones before it, as a transaction of its own would have). A refusal is raised
+    before its report writes anything, so it never touches its neighbours; anything raised
+    while writing leaves this function, and the caller rolls the group back."""
     outcomes: list[Completed | errors.MetaServiceError | None] = [None] * len(reports)
-    found = barriers_repo.peek_tables(session, {r.name for r in reports},
-                                      ctx.settings.catalog_name)
-    grouped: list[tuple[int, int]] = []  # (table id, index)
+    admitted_names: set[TableName] = set()
     for index, report in enumerate(reports):
         try:
             admission.refuse_barrier_in_future(ctx, report.barrier)
         except errors.MetaServiceError as refused:
             outcomes[index] = refused
             continue
-        peek = found.get(report.name)
-        if peek is not None and not peek.catching_up:
-            grouped.append((peek.id, index))
-    grouped.sort()
-    tables = barriers_repo.lock_tables(session, {reports[i].name: t for t, i in grouped})
-    grouped = [(t, i) for t, i in grouped if t in tables]  # else deleted since: alone
+        admitted_names.add(report.name)
+    found = barriers_repo.lock_tables_by_name(session, admitted_names, ctx.settings.catalog_name)
+    # A table that is catching up is left to a transaction of its own (its commit takes the
+    # topology lock first), as is one that does not exist yet (it is created there).
+    grouped: list[tuple[int, int]] = sorted(  # (table id, index)
+        (found[r.name].table.id, i) for i, r in enumerate(reports)
+        if outcomes[i] is None and r.name in found and not found[r.name].table.catching_up)
+    tables = {found[reports[i].name].table.id: found[reports[i].name].table for _, i in grouped}
     firsts = {t: i for t, i in reversed(grouped)}  # each table's first report
     barriers = {i: reports[i].barrier if reports[i].barrier is not None
                 else assigned_barrier(ctx, tables[t]) for t, i in firsts.items()}

@@ -231,6 +231,15 @@ def check_table(session: Session, table_id: int) -> None:
     check_tables(session, [table_id])
 
 
+def check_first_tables(session: Session) -> None:
+    """Report a violation unless no table row is locked yet: a statement that finds its
+    tables by name and locks them in id order keeps the order only as the first."""
+    held = _held(session)
+    if held.tables:
+        _violation(held, f"tables are locked by name after tables {sorted(held.tables)}: "
+                         "their ids, unknown before, may be smaller")
+
+
 def check_tables(session: Session, ids: Iterable[int]) -> None:
     """:func:`check_table` for a statement that locks several table rows, in id order."""
     _new_tables(_held(session), ids, exclusive=True)
