@@ -33,9 +33,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import TextClause
 
 from metaservice.db import locks
+from metaservice.db.driver import DriverStatement
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
@@ -48,7 +48,6 @@ from metaservice.db.models import (
     TableRow,
     TopologyState,
 )
-from metaservice.db.rows import named_rows
 from metaservice.names import TableName
 
 
@@ -452,23 +451,33 @@ class JobState:
     pin_invalidated_reason: str | None
 
 
-_LOCK_JOB = (select(_jobs.c.state, _jobs.c.run, _jobs.c.last_committed_barrier,
-                    _jobs.c.pinned_barrier, _jobs.c.pinned_after, _jobs.c.pinned_snapshots,
-                    _jobs.c.pinned_previous, _jobs.c.pin_invalidated_reason)
-             .where(_jobs.c.name == bindparam("name")).with_for_update())
+class _JobStateRow(NamedTuple):
+    state: str
+    run: int
+    last_committed_barrier: int | None
+    pinned_barrier: int | None
+    pinned_after: int | None
+    pinned_snapshots: dict[str, Any] | None
+    pinned_previous: dict[str, Any] | None
+    pin_invalidated_reason: str | None
+
+
+_LOCK_JOB = DriverStatement(
+    select(_jobs.c.state, _jobs.c.run, _jobs.c.last_committed_barrier, _jobs.c.pinned_barrier,
+           _jobs.c.pinned_after, _jobs.c.pinned_snapshots, _jobs.c.pinned_previous,
+           _jobs.c.pin_invalidated_reason)
+    .where(_jobs.c.name == bindparam("name")).with_for_update(), _JobStateRow)
 
 
 def lock_job_state(session: Session, name: str) -> JobState | None:
     """Lock the job's row (in the lock order, ``db/locks.py``) and read it; None when there is
     no such job."""
     locks.check_job(session, name)
-    row = session.execute(_LOCK_JOB, {"name": name}).first()
-    if row is None:
+    rows = _LOCK_JOB.rows(session, {"name": name})
+    if not rows:
         return None
     locks.note_job_locked(session, name)
-    return JobState(name, row.state, row.run, row.last_committed_barrier, row.pinned_barrier,
-                    row.pinned_after, row.pinned_snapshots, row.pinned_previous,
-                    row.pin_invalidated_reason)
+    return JobState(name, *rows[0])
 
 
 class EdgeTable(NamedTuple):
@@ -498,7 +507,7 @@ class _EdgeRow(NamedTuple):
     topology_version: int
 
 
-_EDGES = (
+_EDGES = DriverStatement(
     select(_job_tables.c.role, _tables.c.id, _tables.c.catalog, _tables.c.database,
            _tables.c.name, _tables.c.latest_barrier,
            select(_fences.c.table_id).where(_fences.c.table_id == _tables.c.id)
@@ -507,7 +516,7 @@ _EDGES = (
            .scalar_subquery().label("topology_version"))
     .join_from(_job_tables, _tables, _tables.c.id == _job_tables.c.table_id)
     .where(_job_tables.c.job_name == bindparam("job"))
-    .order_by(_tables.c.id))
+    .order_by(_tables.c.id), _EdgeRow)
 
 
 def job_edges(session: Session, job: str) -> JobEdges:
@@ -517,7 +526,7 @@ def job_edges(session: Session, job: str) -> JobEdges:
     sinks: list[EdgeTable] = []
     fenced = False
     version: int | None = None
-    for r in named_rows(session.execute(_EDGES, {"job": job}), _EdgeRow):
+    for r in _EDGES.rows(session, {"job": job}):
         table = EdgeTable(r.id, f"{r.catalog}.{r.database}.{r.name}", r.latest_barrier)
         if r.role == "source":
             sources.append(table)
@@ -576,12 +585,12 @@ _PIN_READS = (
     "  ORDER BY s.barrier DESC LIMIT 1) "
     "ORDER BY sources.table_id")
 
-_PIN_READS_POSTGRES = text(_PIN_READS.format(
+_PIN_READS_POSTGRES = DriverStatement(text(_PIN_READS.format(
     sources="SELECT unnest(CAST(:sources AS integer[]))", barrier="CAST(:barrier AS bigint)",
-    after="CAST(:after AS bigint)"))
-_PIN_READS_SQLITE = text(_PIN_READS.format(
+    after="CAST(:after AS bigint)")), _PinRow)
+_PIN_READS_SQLITE = DriverStatement(text(_PIN_READS.format(
     sources="SELECT CAST(value AS INTEGER) FROM json_each(:sources)", barrier=":barrier",
-    after=":after"))
+    after=":after")), _PinRow)
 
 
 def pin_reads(session: Session, source_ids: list[int], barrier: int,
@@ -594,14 +603,14 @@ def pin_reads(session: Session, source_ids: list[int], barrier: int,
     statement = _PIN_READS_POSTGRES
     if not on_postgres(session):
         statement, ids = _PIN_READS_SQLITE, json.dumps(ids)
-    rows = session.execute(statement, {"sources": ids, "barrier": barrier, "after": after})
+    rows = statement.rows(session, {"sources": ids, "barrier": barrier, "after": after})
     return [PinRead(
         int(r.table_id),
         None if r.barrier is None else (int(r.barrier), int(r.snapshot_id or 0)),
         bool(r.approved),
         None if r.previous_barrier is None else (int(r.previous_barrier),
                                                  int(r.previous_snapshot_id or 0)),
-        bool(r.previous_approved), r.ready_at) for r in named_rows(rows, _PinRow)]
+        bool(r.previous_approved), r.ready_at) for r in rows]
 
 
 _WRITE_PIN = (
@@ -626,11 +635,12 @@ _HAND_OUT_TYPES = {"p_snapshots": JSON, "p_previous": JSON, "snapshots": JSON, "
                    "barrier": BigInteger, "now": BigInteger, "ready_at": BigInteger}
 
 
-def _hand_out_statement(sql: str) -> TextClause:
+def _hand_out_statement(sql: str) -> DriverStatement[Any]:
     """``sql`` with its parameters typed (JSON serialised, a NULL barrier typed)."""
     names = set(re.findall(r":(\w+)", sql))
-    return text(sql).bindparams(*(bindparam(name, type_=type_)
-                                  for name, type_ in _HAND_OUT_TYPES.items() if name in names))
+    return DriverStatement(text(sql).bindparams(*(
+        bindparam(name, type_=type_) for name, type_ in _HAND_OUT_TYPES.items()
+        if name in names)))
 
 
 # PostgreSQL runs both in one statement (the UPDATE in a WITH); SQLite, which has no
@@ -649,8 +659,8 @@ def record_hand_out(session: Session, job: str, run: int, barrier: int, *, after
     progress = {"job": job, "run": run, "barrier": barrier, "now": now_ms,
                 "snapshots": snapshots, "previous": previous, "ready_at": ready_at}
     if on_postgres(session):
-        session.execute(_HAND_OUT_POSTGRES, pin | progress)
+        _HAND_OUT_POSTGRES.execute(session, pin | progress)
     else:
         write_pin, record_progress = _HAND_OUT_SQLITE
-        session.execute(write_pin, pin)
-        session.execute(record_progress, progress)
+        write_pin.execute(session, pin)
+        record_progress.execute(session, progress)

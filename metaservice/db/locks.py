@@ -32,10 +32,12 @@ import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sqlalchemy import event, select, text, update
 from sqlalchemy.orm import Session, SessionTransaction
 
+from metaservice.db.driver import DriverStatement
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import JobRow, TableRow, TopologyState
 
@@ -199,10 +201,15 @@ def lock_table(session: Session, table_id: int) -> TableRow | None:
     return lock_tables(session, [table_id]).get(table_id)
 
 
+class _SharedRow(NamedTuple):
+    id: int
+
+
 # Constant text (the ids travel as one array): prepared once by the driver, and no statement
 # built per call on the hand-out path.
-_SHARE_TABLES = text("SELECT id FROM tables WHERE id = ANY(CAST(:ids AS integer[])) "
-                     "ORDER BY id FOR KEY SHARE")
+_SHARE_TABLES = DriverStatement(text(
+    "SELECT id FROM tables WHERE id = ANY(CAST(:ids AS integer[])) ORDER BY id FOR KEY SHARE"),
+    _SharedRow)
 
 
 def share_tables(session: Session, ids: Iterable[int]) -> None:
@@ -214,7 +221,7 @@ def share_tables(session: Session, ids: Iterable[int]) -> None:
     if not new:
         return
     if on_postgres(session):
-        session.execute(_SHARE_TABLES, {"ids": new}).all()
+        _SHARE_TABLES.rows(session, {"ids": new})
     for i in new:
         held.tables[i] = False
 

@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import TextClause
 
+from metaservice.db.driver import DriverStatement
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import BarrierRow
 from metaservice.db.rows import named_rows
@@ -202,7 +203,7 @@ class StateAndTailRow(NamedTuple):
     snapshot_id: int | None
 
 
-_STATES_AND_TAILS_POSTGRES = text(
+_STATES_AND_TAILS_POSTGRES = DriverStatement(text(
     "SELECT t.id, t.catalog, t.database, t.name, t.latest_barrier, t.catching_up, "
     "  t.catch_up_floor, b.barrier, b.snapshot_id "
     "FROM unnest(CAST(:catalogs AS text[]), CAST(:databases AS text[]), CAST(:names AS text[])) "
@@ -211,7 +212,7 @@ _STATES_AND_TAILS_POSTGRES = text(
     "LEFT JOIN LATERAL ("
     "  SELECT s.barrier, s.snapshot_id FROM barriers s"
     "  WHERE s.table_id = t.id AND NOT s.rolled_back"
-    "  ORDER BY s.barrier DESC LIMIT :depth) AS b ON true")
+    "  ORDER BY s.barrier DESC LIMIT :depth) AS b ON true"), StateAndTailRow)
 
 
 def states_and_tails_postgres(session: Session, names: list[tuple[str, str, str]],
@@ -219,7 +220,6 @@ def states_and_tails_postgres(session: Session, names: list[tuple[str, str, str]
     """The states of the tables named ``(catalog, database, table)`` and the ``depth`` newest
     rows of each, in one statement (PostgreSQL: a lateral join; elsewhere the states and
     :func:`tails` are two)."""
-    rows = session.execute(_STATES_AND_TAILS_POSTGRES, {
+    return _STATES_AND_TAILS_POSTGRES.rows(session, {
         "catalogs": [n[0] for n in names], "databases": [n[1] for n in names],
         "names": [n[2] for n in names], "depth": depth})
-    return list(named_rows(rows, StateAndTailRow))
