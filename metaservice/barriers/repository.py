@@ -16,8 +16,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     BindParameter,
-    CompoundSelect,
-    Row,
+    Integer,
     Select,
     and_,
     bindparam,
@@ -28,7 +27,6 @@ from sqlalchemy import (
     or_,
     select,
     text,
-    tuple_,
     union_all,
     update,
 )
@@ -198,16 +196,37 @@ def _checks_select(table_id: BindParameter[int], barrier: BindParameter[int],
             existing, and_(existing.c.table_id == table_id, existing.c.barrier == barrier)))
 
 
-_CHECKS = _checks_select(bindparam("table_id"), bindparam("barrier"), bindparam("snapshot_id"))
+class _ChecksRow(NamedTuple):
+    fence_plan: str | None
+    snapshot_barrier: int | None
+    existing_snapshot_id: int | None
+    existing_rolled_back: bool | None
+    existing_writer_job: str | None
+    expiration: int | None
+
+
+class _GroupChecksRow(NamedTuple):
+    fence_plan: str | None
+    snapshot_barrier: int | None
+    existing_snapshot_id: int | None
+    existing_rolled_back: bool | None
+    existing_writer_job: str | None
+    expiration: int | None
+    item: int
+
+
+_CHECKS = DriverStatement(_checks_select(bindparam("table_id"), bindparam("barrier"),
+                                         bindparam("snapshot_id")), _ChecksRow)
 
 
 @functools.cache
-def _group_checks(count: int) -> CompoundSelect:
+def _group_checks(count: int) -> DriverStatement[_GroupChecksRow]:
     """:data:`_CHECKS` for ``count`` commits in one statement, each row tagged ``item``
     (built once per group size)."""
-    return union_all(*(
+    return DriverStatement(union_all(*(
         _checks_select(bindparam(f"t{i}"), bindparam(f"b{i}"), bindparam(f"s{i}"))
-        .add_columns(literal_column(str(i)).label("item")) for i in range(count)))
+        .add_columns(literal_column(str(i), Integer).label("item")) for i in range(count))),
+        _GroupChecksRow)
 
 
 _INSERT = insert(_barriers).values(
@@ -234,20 +253,38 @@ _ADVANCE = (update(_tables)
                     latest_committed_at=bindparam("p_committed_at")))
 
 
+class _GroupTableRow(NamedTuple):
+    id: int
+    catalog: str
+    database: str
+    name: str
+    catching_up: bool
+    latest_barrier: int | None
+    latest_snapshot_id: int | None
+    writer_job: str | None
+    catalog_version: int | None
+
+
 # A group's tables found by name and locked in one statement: ``ORDER BY id`` sorts the rows
 # before they are locked (PostgreSQL locks the rows a locking SELECT returns, in the order it
-# returns them), so the locks are taken in the lock order without reading the ids first.
-_LOCK_BY_NAME = (select(
-    _tables.c.id, _tables.c.catalog, _tables.c.database, _tables.c.name, _tables.c.catching_up,
-    _tables.c.latest_barrier, _tables.c.latest_snapshot_id, _tables.c.writer_job,
-    select(_iceberg_tables.c.version)
-    .where(_tables.c.catalog == bindparam("catalog_name"),
-           _iceberg_tables.c.namespace == _tables.c.database,
-           _iceberg_tables.c.name == _tables.c.name)
-    .limit(1).scalar_subquery().label("catalog_version"),
-).where(tuple_(_tables.c.catalog, _tables.c.database, _tables.c.name)
-        .in_(bindparam("names", expanding=True)))
-    .order_by(_tables.c.id).with_for_update(of=_tables))
+# returns them), so the locks are taken in the lock order without reading the ids first. The
+# names travel as arrays on PostgreSQL and as a JSON array on SQLite: the text is constant.
+_LOCK_BY_NAME = (
+    "SELECT t.id, t.catalog, t.database, t.name, t.catching_up, t.latest_barrier, "
+    "  t.latest_snapshot_id, t.writer_job, ("
+    "  SELECT c.version FROM catalog_tables c WHERE t.catalog = :catalog_name"
+    "  AND c.namespace = t.database AND c.name = t.name) AS catalog_version "
+    "FROM ({names}) AS w "
+    "JOIN tables t ON t.catalog = w.catalog AND t.database = w.database AND t.name = w.name "
+    "ORDER BY t.id{lock}")
+_LOCK_BY_NAME_POSTGRES = DriverStatement(text(_LOCK_BY_NAME.format(
+    names="SELECT * FROM unnest(CAST(:catalogs AS text[]), CAST(:databases AS text[]), "
+          "CAST(:names AS text[])) AS n (catalog, database, name)",
+    lock=" FOR UPDATE OF t")), _GroupTableRow)
+_LOCK_BY_NAME_SQLITE = DriverStatement(text(_LOCK_BY_NAME.format(
+    names="SELECT json_extract(value, '$[0]') AS catalog, json_extract(value, '$[1]') AS database, "
+          "json_extract(value, '$[2]') AS name FROM json_each(:names)",
+    lock="")), _GroupTableRow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,10 +305,16 @@ def lock_tables_by_name(session: Session, names: Collection[TableName],
     if not names:
         return {}
     locks.check_first_tables(session)
-    found = {}
-    for row in session.execute(_LOCK_BY_NAME, {
+    if on_postgres(session):
+        rows = _LOCK_BY_NAME_POSTGRES.rows(session, {
+            "catalog_name": catalog_name, "catalogs": [n.catalog for n in names],
+            "databases": [n.database for n in names], "names": [n.table for n in names]})
+    else:
+        rows = _LOCK_BY_NAME_SQLITE.rows(session, {
             "catalog_name": catalog_name,
-            "names": [(n.catalog, n.database, n.table) for n in names]}):
+            "names": json.dumps([(n.catalog, n.database, n.table) for n in names])})
+    found = {}
+    for row in rows:
         locks.note_table_locked(session, row.id)
         name = TableName(row.catalog, row.database, row.name)
         found[name] = GroupTable(
@@ -303,8 +346,9 @@ def lock_table(session: Session, table_id: int, name: str) -> LockedTable | None
 def commit_checks(session: Session, table_id: int, barrier: int,
                   snapshot_id: int) -> CommitChecks:
     """Read under the table lock, so a fence or a row written before it was taken is seen."""
-    return _commit_checks(session.execute(_CHECKS, {"table_id": table_id, "barrier": barrier,
-                                                    "snapshot_id": snapshot_id}).one())
+    rows = _CHECKS.rows(session, {"table_id": table_id, "barrier": barrier,
+                                  "snapshot_id": snapshot_id})
+    return _commit_checks(rows[0])
 
 
 def group_commit_checks(session: Session,
@@ -316,11 +360,11 @@ def group_commit_checks(session: Session,
     params = {}
     for i, (table_id, barrier, snapshot_id) in enumerate(commits):
         params[f"t{i}"], params[f"b{i}"], params[f"s{i}"] = table_id, barrier, snapshot_id
-    rows = sorted(session.execute(_group_checks(len(commits)), params), key=lambda r: r.item)
+    rows = sorted(_group_checks(len(commits)).rows(session, params), key=lambda r: r.item)
     return [_commit_checks(row) for row in rows]
 
 
-def _commit_checks(row: Row[Any]) -> CommitChecks:
+def _commit_checks(row: _ChecksRow | _GroupChecksRow) -> CommitChecks:
     existing = (None if row.existing_snapshot_id is None
                 else RecordedBarrier(int(row.existing_snapshot_id), bool(row.existing_rolled_back),
                                      row.existing_writer_job))
@@ -349,7 +393,7 @@ class NewBarrier:
 
 # PostgreSQL: a group's rows inserted and their tables' ``latest(T)`` moved in one statement
 # (one round trip; each table once in a group).
-_RECORD_NEW = text("""
+_RECORD_NEW = DriverStatement(text("""
 WITH new AS (
     SELECT * FROM unnest(CAST(:table_ids AS integer[]), CAST(:barriers AS bigint[]),
                          CAST(:snapshot_ids AS bigint[])) AS new (table_id, barrier, snapshot_id)
@@ -361,7 +405,7 @@ UPDATE tables SET latest_barrier = new.barrier, latest_snapshot_id = new.snapsho
                   latest_committed_at = :committed_at
 FROM new
 WHERE tables.id = new.table_id
-  AND (tables.latest_barrier IS NULL OR tables.latest_barrier < new.barrier)""")
+  AND (tables.latest_barrier IS NULL OR tables.latest_barrier < new.barrier)"""))
 
 
 def record_new_barriers(session: Session, new: Sequence[NewBarrier], committed_at: int) -> bool:
@@ -372,7 +416,7 @@ def record_new_barriers(session: Session, new: Sequence[NewBarrier], committed_a
     if not new:
         return True
     if on_postgres(session):
-        moved = session.execute(_RECORD_NEW, {
+        moved = _RECORD_NEW.execute(session, {
             "table_ids": [n.table.id for n in new], "barriers": [n.barrier for n in new],
             "snapshot_ids": [n.snapshot_id for n in new], "committed_at": committed_at})
     else:
@@ -382,8 +426,8 @@ def record_new_barriers(session: Session, new: Sequence[NewBarrier], committed_a
             for n in new])
         moved = session.execute(_ADVANCE, [
             {"p_table_id": n.table.id, "p_barrier": n.barrier, "p_snapshot_id": n.snapshot_id,
-             "p_committed_at": committed_at} for n in new])
-    if moved.rowcount != len(new):  # type: ignore[attr-defined]
+             "p_committed_at": committed_at} for n in new]).rowcount  # type: ignore[attr-defined]
+    if moved != len(new):
         return False
     for n in new:
         n.table.latest_barrier, n.table.latest_snapshot_id = n.barrier, n.snapshot_id
