@@ -3,15 +3,17 @@ one commit (one fsync).
 
 Each server process has one committer thread. A request hands its report over and waits, on
 the event loop, for its own answer; the thread takes every report waiting at that moment, records
-them in one transaction (``barriers.service.report_roots_together``: the tables found in one
-statement and locked in one, in id order) and answers each only once that transaction has
-committed, so every acknowledged report is durable. While it commits, the next reports gather:
+them in one transaction (``barriers.service.report_roots_together``: the tables found and
+locked in one statement, in id order) and answers each only once that transaction has
+committed, so every acknowledged report is durable. The groups are committed on one
+connection the thread holds while reports keep coming (no pool checkout and liveness check per
+group; after a failed group it takes a new one). While it commits, the next reports gather:
 the busier the server, the larger the groups, and a report arriving alone is recorded alone,
 with no wait for company.
 
 A refused report (409 and the like) is refused before it writes anything, so its neighbours
 are recorded as if it had not been sent. A report that must take other locks first (its table
-is new, or looks catching up) is recorded in a transaction of its own after the group; so is
+is new, or is catching up) is recorded in a transaction of its own after the group; so is
 every report of a group whose transaction failed as a whole (a lost connection, a database
 error), each then answered by its own outcome.
 """
@@ -23,6 +25,8 @@ import contextlib
 import logging
 import threading
 from collections.abc import Sequence
+
+from sqlalchemy import Connection
 
 from metaservice import errors
 from metaservice.barriers import service
@@ -38,6 +42,9 @@ Outcome = Completed | BaseException
 # Reports recorded in one transaction at most: a group holds its tables' locks until it
 # commits, so an unbounded one would keep a table another process waits for locked too long.
 MAX_GROUP = 64
+# The connection the groups are committed on is held this long after a group while no report
+# waits, then given back to the pool.
+HOLD_SECONDS = 0.05
 # The thread ends after this long without a report (an app that stops reporting, or is never
 # shut down, such as one of many in a test process, keeps no thread).
 IDLE_SECONDS = 5.0
@@ -77,6 +84,9 @@ class RootReportCommitter:
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
+        # The connection the groups are committed on, held while reports keep coming: no pool
+        # checkout (and liveness round trip) per group.
+        self._connection: Connection | None = None
 
     async def report(self, name: TableName, *, snapshot_id: int,
                      barrier: int | None) -> Completed:
@@ -110,17 +120,14 @@ class RootReportCommitter:
             self._wake.notify()
         if thread is not None:
             thread.join()
+        self._release_connection()
 
     def _run(self) -> None:
         while True:
-            with self._wake:
-                if not self._waiting and not self._stopping:
-                    self._wake.wait(IDLE_SECONDS)
-                if not self._waiting:  # stopping, or idle: the next report starts a thread
-                    self._thread = None
-                    return
-                group = self._waiting[:self._max_group]
-                del self._waiting[:self._max_group]
+            group = self._next_group()
+            if group is None:  # stopping, or idle: the next report starts a thread
+                self._release_connection()
+                return
             outcomes = self.commit_group([w.report for w in group])
             # One wake-up of each event loop for all its answers (one per answer was a write to
             # the loop's self-pipe each).
@@ -133,20 +140,56 @@ class RootReportCommitter:
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(_settle_all, settled)
 
+    def _next_group(self) -> list[_Waiting] | None:
+        """The reports waiting, as many as a group takes, once there are any; None when the
+        thread should end. It waits with the connection held a short while (under load the
+        next reports are that close), then gives it back to the pool and waits on."""
+        with self._wake:
+            if self._connection is not None and not self._waiting and not self._stopping:
+                self._wake.wait(HOLD_SECONDS)
+            if self._waiting or self._connection is None:
+                return self._take_group()
+        self._release_connection()
+        with self._wake:
+            return self._take_group()
+
+    def _take_group(self) -> list[_Waiting] | None:
+        """The reports to commit next, waiting up to ``IDLE_SECONDS`` for one; None when the
+        thread should end. Called with ``self._wake`` held."""
+        if not self._waiting and not self._stopping:
+            self._wake.wait(IDLE_SECONDS)
+        if not self._waiting:
+            self._thread = None
+            return None
+        group = self._waiting[:self._max_group]
+        del self._waiting[:self._max_group]
+        return group
+
     def commit_group(self, reports: Sequence[RootReport]) -> list[Outcome]:
         """Record ``reports`` together; each one's answer or refusal, in their order."""
         # A report alone is a group of one too: the group's statements are fewer than
         # ``report_root``'s.
         together: list[Completed | errors.MetaServiceError | None]
+        if self._connection is None:
+            self._connection = self._database.held_connection()
         try:
-            with self._database.transaction(write=True) as session:
+            with self._database.transaction_on(self._connection) as session:
                 together = service.report_roots_together(session, self._ctx, reports)
         except Exception:
             logger.warning("root_report_group_failed", exc_info=True,
                            extra={"reports": len(reports)})
-            together = [None] * len(reports)  # rolled back: each on its own below
+            # Rolled back: each on its own below, on a connection of the pool (checked as it
+            # is taken). The group's, perhaps lost, is not used again.
+            self._release_connection()
+            together = [None] * len(reports)
         return [self._alone(report) if outcome is None else outcome
                 for report, outcome in zip(reports, together, strict=True)]
+
+    def _release_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):  # a lost connection may fail to close
+                connection.close()
 
     def _alone(self, report: RootReport) -> Outcome:
         try:

@@ -40,15 +40,22 @@ class Database:
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[Session]:
-        session = self.session(write=write)
-        try:
+        with _transaction(self.session(write=write)) as session:
             yield session
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
-        finally:
-            session.close()
+
+    def held_connection(self) -> Connection:
+        """A write connection held by a long-lived worker (the root reports' committer) for
+        many transactions (:meth:`transaction_on`): they skip the pool's checkout and its
+        liveness check, a round trip each. The holder closes it after a failed transaction,
+        so a lost connection is not used twice."""
+        return self.engine.connect().execution_options(**WRITE)
+
+    @contextmanager
+    def transaction_on(self, connection: Connection) -> Iterator[Session]:
+        """:meth:`transaction` on a connection of :meth:`held_connection`."""
+        with _transaction(Session(bind=connection, expire_on_commit=False,
+                                  autoflush=True)) as session:
+            yield session
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
@@ -60,3 +67,16 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+@contextmanager
+def _transaction(session: Session) -> Iterator[Session]:
+    """The session's one transaction: committed when the block ends, else rolled back."""
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

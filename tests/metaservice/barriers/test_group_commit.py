@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from metaservice import errors
-from metaservice.barriers import service
+from metaservice.barriers import group_commit, service
 from metaservice.barriers.service import Completed, RootReport
 from metaservice.clock import ManualClock
 from metaservice.db.session import Database
@@ -119,6 +119,31 @@ def test_a_group_answers_each_report_as_one_at_a_time_would(
                 "ON t.id = b.table_id WHERE t.database = 'grouped' AND t.name IN ('a', 'c') "
                 "AND b.barrier >= :now"), {"now": now}).scalar_one()
         assert writers == 1
+
+
+def test_a_group_whose_held_connection_was_lost_is_answered_alone_and_the_next_groups_reconnect(
+        app, client: httpx.Client, database: Database,  # type: ignore[no-untyped-def]
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committer holds its connection between groups (no pool checkout and liveness check
+    each): when PostgreSQL ends it, the group that finds out is answered report by report, and
+    the groups after it use a new connection."""
+    if database.dialect != "postgresql":
+        pytest.skip("ending another session's connection needs PostgreSQL")
+    monkeypatch.setattr(group_commit, "HOLD_SECONDS", 60.0)  # held however slow the machine
+    committer = app.state.root_reports
+    assert root(client, "lake.held.a", 1, 1000).status_code == 200
+    held = committer._connection  # held for the next group, as under load
+    assert held is not None
+    with database.engine.connect() as conn:
+        conn.execute(text("SELECT pg_terminate_backend(:pid)"),
+                     {"pid": held.connection.dbapi_connection.info.backend_pid})
+    for snapshot, barrier in ((2, 1001), (3, 1002)):
+        answer = root(client, "lake.held.a", snapshot, barrier)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["barrier"] == barrier
+    assert caplog.text.count("root_report_group_failed") == 1  # the first found out, once
+    assert committer._connection is not held
+    assert _stored(database, "held") == {"a": {1000: 1, 1001: 2, 1002: 3}}
 
 
 # -- two server processes -----------------------------------------------------------------------
