@@ -85,7 +85,8 @@ class RootReportCommitter:
         self._thread: threading.Thread | None = None
         self._stopping = False
         # The connection the groups are committed on, held while reports keep coming: no pool
-        # checkout (and liveness round trip) per group.
+        # checkout (and liveness round trip) per group. Only the thread uses it (and stop(),
+        # once the thread has ended).
         self._connection: Connection | None = None
 
     async def report(self, name: TableName, *, snapshot_id: int,
@@ -125,10 +126,9 @@ class RootReportCommitter:
     def _run(self) -> None:
         while True:
             group = self._next_group()
-            if group is None:  # stopping, or idle: the next report starts a thread
-                self._release_connection()
-                return
-            outcomes = self.commit_group([w.report for w in group])
+            if group is None:  # stopping, or idle (the connection given back): the next
+                return         # report starts a thread
+            outcomes = self._commit_group([w.report for w in group], held=True)
             # One wake-up of each event loop for all its answers (one per answer was a write to
             # the loop's self-pipe each).
             answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Completed],
@@ -166,21 +166,32 @@ class RootReportCommitter:
         return group
 
     def commit_group(self, reports: Sequence[RootReport]) -> list[Outcome]:
-        """Record ``reports`` together; each one's answer or refusal, in their order."""
+        """Record ``reports`` together, on a connection of the pool; each one's answer or
+        refusal, in their order."""
+        return self._commit_group(reports, held=False)
+
+    def _commit_group(self, reports: Sequence[RootReport], *, held: bool) -> list[Outcome]:
+        """:meth:`commit_group`; with ``held`` (the committer thread alone) on the connection
+        the thread holds."""
         # A report alone is a group of one too: the group's statements are fewer than
         # ``report_root``'s.
         together: list[Completed | errors.MetaServiceError | None]
-        if self._connection is None:
-            self._connection = self._database.held_connection()
+        if not held:
+            transaction = self._database.transaction(write=True)
+        else:
+            if self._connection is None:
+                self._connection = self._database.held_connection()
+            transaction = self._database.transaction_on(self._connection)
         try:
-            with self._database.transaction_on(self._connection) as session:
+            with transaction as session:
                 together = service.report_roots_together(session, self._ctx, reports)
         except Exception:
             logger.warning("root_report_group_failed", exc_info=True,
                            extra={"reports": len(reports)})
             # Rolled back: each on its own below, on a connection of the pool (checked as it
             # is taken). The group's, perhaps lost, is not used again.
-            self._release_connection()
+            if held:
+                self._release_connection()
             together = [None] * len(reports)
         return [self._alone(report) if outcome is None else outcome
                 for report, outcome in zip(reports, together, strict=True)]
