@@ -23,7 +23,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, Dialect, exc
 from sqlalchemy.orm import Session
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import SelectBase
 
@@ -46,7 +46,7 @@ class DriverStatement(Generic[RowT]):
     ``shape``, whose fields must be its column names in order (or no ``shape``: a statement
     that selects nothing)."""
 
-    def __init__(self, statement: Executable, shape: type[RowT] | None = None) -> None:
+    def __init__(self, statement: ClauseElement, shape: type[RowT] | None = None) -> None:
         self._statement, self._shape = statement, shape
         self._compiled: dict[str, _Compiled] = {}
 
@@ -94,7 +94,7 @@ class DriverStatement(Generic[RowT]):
         return cursor, compiled
 
 
-def _compile(statement: Executable, dialect: Dialect, shape: type[Any] | None) -> _Compiled:
+def _compile(statement: ClauseElement, dialect: Dialect, shape: type[Any] | None) -> _Compiled:
     compiled = statement.compile(dialect=dialect)
     names = compiled.bind_names  # type: ignore[attr-defined]
     if any(getattr(bind, "expanding", False) for bind in names):
@@ -120,8 +120,8 @@ def _compile(statement: Executable, dialect: Dialect, shape: type[Any] | None) -
                      constants, tuple(binds), results)
 
 
-def _as_sqlalchemy_error(connection: Connection, sql: str, args: Any, error: Exception,
-                         cursor: Any) -> exc.DBAPIError:
+def _as_sqlalchemy_error(connection: Connection, sql: str, args: Any, error: Any,
+                         cursor: Any) -> exc.StatementError:
     """The exception SQLAlchemy raises for ``error``, with a lost connection invalidated."""
     dialect = connection.dialect
     dbapi_connection = connection.connection.dbapi_connection
