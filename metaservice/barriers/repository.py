@@ -165,13 +165,27 @@ class CommitChecks:
     expiration_approved: bool = False  # the snapshot is approved for expiration (or expired)
 
 
-_PEEK = select(_tables.c.id, _tables.c.catching_up).where(
-    _tables.c.catalog == bindparam("catalog"), _tables.c.database == bindparam("database"),
-    _tables.c.name == bindparam("name"))
+class _PeekRow(NamedTuple):
+    id: int
+    catching_up: bool
 
-_LOCK = (select(_tables.c.latest_barrier, _tables.c.latest_snapshot_id, _tables.c.writer_job,
-                _tables.c.catching_up)
-         .where(_tables.c.id == bindparam("table_id")).with_for_update())
+
+_PEEK = DriverStatement(select(_tables.c.id, _tables.c.catching_up).where(
+    _tables.c.catalog == bindparam("catalog"), _tables.c.database == bindparam("database"),
+    _tables.c.name == bindparam("name")), _PeekRow)
+
+
+class _LockRow(NamedTuple):
+    latest_barrier: int | None
+    latest_snapshot_id: int | None
+    writer_job: str | None
+    catching_up: bool
+
+
+_LOCK = DriverStatement(
+    select(_tables.c.latest_barrier, _tables.c.latest_snapshot_id, _tables.c.writer_job,
+           _tables.c.catching_up)
+    .where(_tables.c.id == bindparam("table_id")).with_for_update(), _LockRow)
 
 def _checks_select(table_id: BindParameter[int], barrier: BindParameter[int],
                    snapshot_id: BindParameter[int]) -> Select[Any]:
@@ -235,7 +249,7 @@ _INSERT = insert(_barriers).values(
     writer_job=bindparam("p_writer_job"), writer_run=bindparam("p_writer_run"),
     rolled_back=False)
 
-_RECOMPLETE = (update(_barriers)
+_RECOMPLETE = DriverStatement(update(_barriers)
                .where(_barriers.c.table_id == bindparam("p_table_id"),
                       _barriers.c.barrier == bindparam("p_barrier"),
                       _barriers.c.rolled_back.is_(True))
@@ -251,6 +265,12 @@ _ADVANCE = (update(_tables)
             .values(latest_barrier=bindparam("p_barrier"),
                     latest_snapshot_id=bindparam("p_snapshot_id"),
                     latest_committed_at=bindparam("p_committed_at")))
+
+
+# One row at a time on the driver (a commit, a report alone); the statements themselves, many
+# rows at a time (a group of root reports on SQLite).
+_INSERT_ONE = DriverStatement(_INSERT)
+_ADVANCE_ONE = DriverStatement(_ADVANCE)
 
 
 class _GroupTableRow(NamedTuple):
@@ -326,18 +346,19 @@ def lock_tables_by_name(session: Session, names: Collection[TableName],
 
 def peek_table(session: Session, name: TableName) -> tuple[int, bool] | None:
     """``(id, catching_up)`` without a lock: which locks a commit must take, in which order."""
-    row = session.execute(_PEEK, {"catalog": name.catalog, "database": name.database,
-                                  "name": name.table}).first()
-    return None if row is None else (row.id, bool(row.catching_up))
+    rows = _PEEK.rows(session, {"catalog": name.catalog, "database": name.database,
+                                "name": name.table})
+    return (rows[0].id, bool(rows[0].catching_up)) if rows else None
 
 
 def lock_table(session: Session, table_id: int, name: str) -> LockedTable | None:
     """Lock the table row for a commit (a row lock on PostgreSQL; SQLite's write transaction
     already excludes every other writer) and read what the commit checks."""
     locks.check_table(session, table_id)
-    row = session.execute(_LOCK, {"table_id": table_id}).first()
-    if row is None:
+    rows = _LOCK.rows(session, {"table_id": table_id})
+    if not rows:
         return None
+    row = rows[0]
     locks.note_table_locked(session, table_id)
     return LockedTable(table_id, name, row.latest_barrier, row.latest_snapshot_id, row.writer_job,
                        bool(row.catching_up))
@@ -376,7 +397,7 @@ def write_completed(session: Session, table_id: int, *, barrier: int, snapshot_i
                     committed_at: int, writer_job: str | None, writer_run: int | None,
                     recomplete: bool) -> None:
     """Insert the barrier row, or complete a rolled-back one again (``recomplete``)."""
-    session.execute(_RECOMPLETE if recomplete else _INSERT, {
+    (_RECOMPLETE if recomplete else _INSERT_ONE).execute(session, {
         "p_table_id": table_id, "p_barrier": barrier, "p_snapshot_id": snapshot_id,
         "p_committed_at": committed_at, "p_writer_job": writer_job, "p_writer_run": writer_run})
 
@@ -437,10 +458,10 @@ def record_new_barriers(session: Session, new: Sequence[NewBarrier], committed_a
 def advance_latest(session: Session, table: LockedTable, *, barrier: int, snapshot_id: int,
                    committed_at: int) -> bool:
     """Compare-and-swap ``latest(T)`` forward; False when a newer barrier is already there."""
-    result = session.execute(_ADVANCE, {"p_table_id": table.id, "p_barrier": barrier,
-                                        "p_snapshot_id": snapshot_id,
-                                        "p_committed_at": committed_at})
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    moved = _ADVANCE_ONE.execute(session, {"p_table_id": table.id, "p_barrier": barrier,
+                                           "p_snapshot_id": snapshot_id,
+                                           "p_committed_at": committed_at})
+    if moved != 1:
         return False
     table.latest_barrier, table.latest_snapshot_id = barrier, snapshot_id
     return True

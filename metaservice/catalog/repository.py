@@ -11,12 +11,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, literal, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    String,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from metaservice.catalog.sql_view_repository import refuse_view_name
+from metaservice.db.driver import DriverStatement
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
@@ -150,21 +163,27 @@ def swap_pointer(session: Session, namespace: str, name: str, *, expected_versio
                  location: str | None = None) -> bool:
     """Compare-and-swap: point at ``metadata_location`` if the version is still the one read
     (and record the table's identity and location key, when given)."""
-    values: dict[str, object] = {"metadata_location": metadata_location,
-                                 "version": expected_version + 1, "updated_at": now_ms}
-    if table_uuid is not None:
-        values["table_uuid"] = table_uuid
-    if location is not None:
-        values["location"] = location
-    # on the table's columns, not the mapped class: no ORM bulk-update work per commit
-    columns = IcebergTableRow.__table__.c
-    result = session.execute(
-        update(IcebergTableRow.__table__)
-        .where(columns.namespace == namespace, columns.name == name,
-               columns.version == expected_version)
-        .values(**values)
-        .returning(columns.version))
-    return result.first() is not None
+    return bool(_SWAP.rows(session, {
+        "namespace": namespace, "name": name, "expected_version": expected_version,
+        "metadata_location": metadata_location, "now": now_ms, "table_uuid": table_uuid,
+        "location": location}))
+
+
+class _Swapped(NamedTuple):
+    version: int
+
+
+# One constant statement (an identity or location not given is kept), run on the driver.
+_columns = IcebergTableRow.__table__.c
+_SWAP = DriverStatement(
+    update(IcebergTableRow.__table__)
+    .where(_columns.namespace == bindparam("namespace"), _columns.name == bindparam("name"),
+           _columns.version == bindparam("expected_version"))
+    .values(metadata_location=bindparam("metadata_location"),
+            version=_columns.version + 1, updated_at=bindparam("now"),
+            table_uuid=func.coalesce(bindparam("table_uuid", type_=String), _columns.table_uuid),
+            location=func.coalesce(bindparam("location", type_=String), _columns.location))
+    .returning(_columns.version), _Swapped)
 
 
 def delete_pointer(session: Session, namespace: str, name: str, *,
