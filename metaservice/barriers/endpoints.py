@@ -53,9 +53,7 @@ def commit_barrier(job: JobPath, catalog: CatalogPath, database: DatabasePath, t
     with transactions.transaction(write=True) as session:
         done = service.commit(session, ctx, job, TableName(catalog, database, table),
                               barrier=body.barrier, snapshot_id=body.snapshot_id)
-    return Response(orjson.dumps({"table": done.table, "barrier": done.barrier,
-                                  "snapshot_id": done.snapshot_id}),
-                    media_type="application/json")
+    return _completed_answer(done)
 
 
 @router.post("/jobs/{job}/barriers/{barrier}/abort", response_model=AbortOut,
@@ -76,6 +74,11 @@ async def report_root_barrier(catalog: CatalogPath, database: DatabasePath, tabl
     # committed; the answer is serialised once.
     done = await reports.report(TableName(catalog, database, table),
                                 snapshot_id=body.snapshot_id, barrier=body.barrier)
+    return _completed_answer(done)
+
+
+def _completed_answer(done: service.Completed) -> Response:
+    """``CompletedOut``, serialised once."""
     return Response(orjson.dumps({"table": done.table, "barrier": done.barrier,
                                   "snapshot_id": done.snapshot_id}),
                     media_type="application/json")

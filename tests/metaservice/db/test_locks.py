@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from metaservice.barriers import repository as barriers_repo
 from metaservice.db import locks
 from metaservice.db.session import Database
 from metaservice.jobs import repository as jobs_repo
@@ -37,7 +38,7 @@ def test_locks_in_the_order_are_taken(database: Database) -> None:
 
 @pytest.mark.parametrize("out_of_order", [
     "topology after a job", "topology after a table", "a job after a table",
-    "jobs by name", "tables by id", "share then update"])
+    "jobs by name", "tables by id", "tables by name after a table", "share then update"])
 def test_a_lock_out_of_order_is_refused(database: Database, out_of_order: str) -> None:
     ids = _tables(database)
     with pytest.raises(locks.LockOrderError), database.transaction(write=True) as session:
@@ -56,6 +57,9 @@ def test_a_lock_out_of_order_is_refused(database: Database, out_of_order: str) -
         elif out_of_order == "tables by id":
             locks.lock_tables(session, [ids[2]])
             tables_repo.lock_cut_states(session, ["c.d.t0"])
+        elif out_of_order == "tables by name after a table":  # their ids are not known first
+            locks.lock_tables(session, [ids[0]])
+            barriers_repo.lock_tables_by_name(session, [TableName("c", "d", "t2")], "lake")
         else:
             locks.share_tables(session, ids[:1])
             locks.lock_table(session, ids[0])
