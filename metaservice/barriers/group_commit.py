@@ -128,7 +128,11 @@ class RootReportCommitter:
             group = self._next_group()
             if group is None:  # stopping, or idle (the connection given back): the next
                 return         # report starts a thread
-            outcomes = self._commit_group([w.report for w in group], held=True)
+            try:
+                outcomes = self._commit_group([w.report for w in group], held=True)
+            except Exception as failed:  # a bug: the group is answered, the thread goes on
+                logger.exception("root_report_group_unanswerable")
+                outcomes = [failed] * len(group)
             # One wake-up of each event loop for all its answers (one per answer was a write to
             # the loop's self-pipe each).
             answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Completed],
@@ -176,13 +180,13 @@ class RootReportCommitter:
         # A report alone is a group of one too: the group's statements are fewer than
         # ``report_root``'s.
         together: list[Completed | errors.MetaServiceError | None]
-        if not held:
-            transaction = self._database.transaction(write=True)
-        else:
-            if self._connection is None:
-                self._connection = self._database.held_connection()
-            transaction = self._database.transaction_on(self._connection)
         try:
+            if not held:
+                transaction = self._database.transaction(write=True)
+            else:
+                if self._connection is None:  # no connection to be had: each on its own below
+                    self._connection = self._database.held_connection()
+                transaction = self._database.transaction_on(self._connection)
             with transaction as session:
                 together = service.report_roots_together(session, self._ctx, reports)
         except Exception:

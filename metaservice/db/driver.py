@@ -5,14 +5,15 @@ the driver's own work: the session's and the connection's bookkeeping, an execut
 the result's metadata. A :class:`DriverStatement` is compiled by SQLAlchemy once per dialect
 (its SQL, the order of its parameters, their types' conversions such as JSON, and the
 conversions of its result columns) and then run by the driver itself, on the session's
-connection and inside its transaction, after the session's pending changes are flushed as
-SQLAlchemy's autoflush would.
+connection and inside its transaction. As with ``Session.execute`` of a Core statement, the
+session's pending ORM changes are not flushed first.
 
 What the rest of the service relies on is kept: a driver error leaves as SQLAlchemy's own
 exception (so the error handlers answer as they do for every other statement), and a lost
-connection is invalidated as SQLAlchemy does, so the pool does not hand it out again. Statements
-with expanding parameters (``IN`` lists built per call) are refused when compiled: their SQL is
-not constant.
+connection is invalidated as SQLAlchemy does, so the pool does not hand it out again. The
+columns a statement selects are checked against its row's fields, once per dialect (a
+``text()`` statement's on its first answer). Statements with expanding parameters (``IN``
+lists built per call) are refused when compiled: their SQL is not constant.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from sqlalchemy import Connection, Dialect, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import ClauseElement
-from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import SelectBase
 
 RowT = TypeVar("RowT", bound=NamedTuple)
@@ -48,15 +48,15 @@ class DriverStatement(Generic[RowT]):
 
     def __init__(self, statement: ClauseElement, shape: type[RowT] | None = None) -> None:
         self._statement, self._shape = statement, shape
-        self._compiled: dict[str, _Compiled] = {}
+        self._compiled: dict[tuple[str, str], _Compiled] = {}  # by dialect and driver
+        self._checked: set[tuple[str, str]] = set()  # its columns seen to be the shape's
 
     def rows(self, session: Session, params: Mapping[str, Any]) -> list[RowT]:
         """Run it in ``session``'s transaction; its rows, converted, as ``shape``."""
-        assert self._shape is not None, "a statement read as rows needs a shape"
-        cursor, compiled = self._run(session, params)
-        rows = cursor.fetchall()
-        cursor.close()
-        make = self._shape._make
+        shape = self._shape
+        assert shape is not None, "a statement read as rows needs a shape"
+        rows, compiled = self._run(session, params, fetch=True)
+        make = shape._make
         if compiled.results is None:
             return [make(row) for row in rows]
         results = compiled.results
@@ -65,20 +65,18 @@ class DriverStatement(Generic[RowT]):
 
     def execute(self, session: Session, params: Mapping[str, Any]) -> int:
         """Run it in ``session``'s transaction; the number of rows it changed."""
-        cursor, _ = self._run(session, params)
-        count: int = cursor.rowcount
-        cursor.close()
-        return count
+        count, _ = self._run(session, params, fetch=False)
+        return int(count)
 
-    def _run(self, session: Session, params: Mapping[str, Any]) -> tuple[Any, _Compiled]:
-        if session.autoflush:
-            session.flush()  # what the statement reads includes the session's pending changes
+    def _run(self, session: Session, params: Mapping[str, Any], *,
+             fetch: bool) -> tuple[Any, _Compiled]:
+        """The rows (``fetch``) or the row count, and the statement as compiled."""
         connection = session.connection()
         dialect = connection.dialect
-        compiled = self._compiled.get(dialect.name)
+        key = (dialect.name, dialect.driver)
+        compiled = self._compiled.get(key)
         if compiled is None:
-            compiled = self._compiled[dialect.name] = _compile(self._statement, dialect,
-                                                               self._shape)
+            compiled = self._compiled[key] = _compile(self._statement, dialect, self._shape)
         values = {**compiled.constants, **params}
         for name, process in compiled.binds:
             values[name] = process(values[name])
@@ -86,12 +84,27 @@ class DriverStatement(Generic[RowT]):
             values[name] for name in compiled.positional)
         dbapi_connection = connection.connection.dbapi_connection
         assert dbapi_connection is not None
-        cursor = dbapi_connection.cursor()
+        cursor = None
         try:
+            cursor = dbapi_connection.cursor()
             cursor.execute(compiled.sql, args)
+            if not fetch:
+                return cursor.rowcount, compiled
+            if key not in self._checked:
+                self._check_columns(cursor.description)
+                self._checked.add(key)
+            return cursor.fetchall(), compiled
         except dialect.loaded_dbapi.Error as error:
             raise _as_sqlalchemy_error(connection, compiled.sql, args, error, cursor) from None
-        return cursor, compiled
+        finally:
+            if cursor is not None:
+                cursor.close()
+
+    def _check_columns(self, description: Any) -> None:
+        assert self._shape is not None
+        columns = tuple(column[0] for column in description or ())
+        if columns != self._shape._fields:
+            raise ValueError(f"the statement selects {columns}, not {self._shape._fields}")
 
 
 def _compile(statement: ClauseElement, dialect: Dialect, shape: type[Any] | None) -> _Compiled:
@@ -106,7 +119,7 @@ def _compile(statement: ClauseElement, dialect: Dialect, shape: type[Any] | None
         if process is not None:
             binds.append((name, process))
     results: tuple[_Process | None, ...] | None = None
-    if isinstance(statement, SelectBase) and not isinstance(statement, TextClause):
+    if isinstance(statement, SelectBase):
         columns = list(statement.selected_columns)
         if shape is not None and tuple(c.key for c in columns) != shape._fields:
             raise ValueError(f"the statement selects {tuple(c.key for c in columns)}, "

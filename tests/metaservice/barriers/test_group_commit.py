@@ -16,10 +16,12 @@ import random
 import threading
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from metaservice import errors
 from metaservice.barriers import group_commit, service
@@ -144,6 +146,46 @@ def test_a_group_whose_held_connection_was_lost_is_answered_alone_and_the_next_g
     assert caplog.text.count("root_report_group_failed") == 1  # the first found out, once
     assert committer._connection is not held
     assert _stored(database, "held") == {"a": {1000: 1, 1001: 2, 1002: 3}}
+
+
+def test_a_group_that_cannot_get_a_connection_is_answered_alone_and_the_thread_goes_on(
+        app, client: httpx.Client, database: Database,  # type: ignore[no-untyped-def]
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database is restarting when a group wants its connection: the group's reports are
+    answered one by one (on pool connections), and the committer goes on with the next."""
+    asked: list[int] = []
+    held_connection = database.held_connection
+
+    def restarting() -> Any:
+        asked.append(1)
+        if len(asked) == 1:
+            raise OperationalError("connect", {}, Exception("the database system is starting up"))
+        return held_connection()
+
+    monkeypatch.setattr(database, "held_connection", restarting)
+    assert root(client, "lake.restart.a", 1, 1000).status_code == 200
+    answer = client.post("/tables/lake/restart/a/barriers",
+                         json={"snapshot_id": 2, "barrier": 1001}, timeout=20)
+    assert answer.status_code == 200, answer.text
+    assert caplog.text.count("root_report_group_failed") == 1 and len(asked) == 2
+    assert _stored(database, "restart") == {"a": {1000: 1, 1001: 2}}
+
+
+def test_a_group_the_committer_cannot_answer_is_refused_and_the_thread_goes_on(
+        app, client: httpx.Client, database: Database,  # type: ignore[no-untyped-def]
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    committer = app.state.root_reports
+    commit_group = committer._commit_group
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(committer, "_commit_group", commit_group)  # once
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(committer, "_commit_group", broken)
+    refused = client.post("/tables/lake/bug/a/barriers", json={"snapshot_id": 1}, timeout=20)
+    assert refused.status_code == 500 and refused.json()["error"]["code"] == "internal_error"
+    with httpx.Client(base_url=client.base_url, timeout=20) as again:  # a 500 closes the first
+        assert root(again, "lake.bug.a", 1, 1000).status_code == 200
 
 
 # -- two server processes -----------------------------------------------------------------------
