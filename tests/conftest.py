@@ -1,9 +1,13 @@
 """Shared fixtures: both storage backends, the app, a real server over loopback.
 
 Every behaviour test that takes ``database`` runs once on SQLite and once on PostgreSQL.
-PostgreSQL comes from ``METASERVICE_TEST_POSTGRES_URL`` (default: the local server, database
-``test``); each test session uses its own schema. When PostgreSQL is unreachable its tests are
-skipped, unless ``CI`` or ``METASERVICE_REQUIRE_POSTGRES`` is set: then they fail.
+PostgreSQL is the server at ``METASERVICE_TEST_POSTGRES_URL`` (default: the local server,
+database ``test``) when one answers there; otherwise the run starts a private cluster of its own
+(``metaservice_soak.postgres.provide``: Debian's server binaries, a free loopback port, a
+temporary directory) before its first test and removes it after its last, and every worker and
+server process of the run gets its URL in that variable. Each test session uses its own schema.
+When no PostgreSQL can be had its tests are skipped, unless ``CI`` or
+``METASERVICE_REQUIRE_POSTGRES`` is set: then they fail, with the reason.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from metaservice.settings import Settings
 
 POSTGRES_URL = os.environ.get("METASERVICE_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+POSTGRES_UNAVAILABLE = "METASERVICE_TEST_POSTGRES_UNAVAILABLE"
+"""Set by the run (for its workers too) when no PostgreSQL could be had, to why not."""
 # A lock taken out of the lock order (metaservice/db/locks.py) fails the request it is in,
 # in this process and in the servers the tests start.
 os.environ.setdefault("METASERVICE_CHECK_LOCK_ORDER", "1")
@@ -73,6 +79,41 @@ def pytest_configure(config: pytest.Config) -> None:
 
         FAST_SUBSET = not Expression.compile(expression).evaluate(
             lambda name, **_: name == "slow")
+    if not hasattr(config, "workerinput"):  # the run's own process, not a pytest-xdist worker
+        _provide_postgres(config)
+
+
+_STARTED_POSTGRES = pytest.StashKey["object"]()
+
+
+def _provide_postgres(config: pytest.Config) -> None:
+    """The run's PostgreSQL: the one at ``POSTGRES_URL`` when it answers, else a private cluster
+    started now and removed at the run's end; its URL (or why there is none) goes into the
+    environment that the workers and the servers the tests start inherit."""
+    global POSTGRES_URL
+    if config.getoption("--backend") == "sqlite" or config.getoption("collectonly"):
+        return
+    from metaservice_soak.postgres import ClusterError, provide
+
+    try:
+        url, started = provide(POSTGRES_URL)
+    except ClusterError as exc:
+        os.environ[POSTGRES_UNAVAILABLE] = str(exc)
+        return
+    os.environ.pop(POSTGRES_UNAVAILABLE, None)
+    POSTGRES_URL = os.environ["METASERVICE_TEST_POSTGRES_URL"] = url
+    if started is not None:
+        config.stash[_STARTED_POSTGRES] = started
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if os.environ.get(POSTGRES_UNAVAILABLE):
+        return f"postgresql: none ({os.environ[POSTGRES_UNAVAILABLE]})"
+    if config.getoption("--backend") == "sqlite":
+        return None
+    started = config.stash.get(_STARTED_POSTGRES, None)
+    return (f"postgresql: {POSTGRES_URL}"
+            + (" (a private cluster started for this run, removed at its end)" if started else ""))
 
 
 def examples(count: int) -> int:
@@ -85,8 +126,13 @@ def examples(count: int) -> int:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A whole run ends holding gigabytes of objects (Spark's and pyiceberg's among them): the
     interpreter's collection at exit walked them for over a minute and a half. None of them
-    needs collecting now; frozen, the process exits at once with the run's status."""
+    needs collecting now; frozen, the process exits at once with the run's status. A private
+    PostgreSQL the run started is removed."""
     gc.freeze()
+    started = config.stash.get(_STARTED_POSTGRES, None)
+    if started is not None:
+        del config.stash[_STARTED_POSTGRES]
+        started.remove()  # type: ignore[attr-defined]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -122,7 +168,8 @@ def postgres_url() -> Iterator[str]:
             conn.execute(text("SELECT 1"))
     except Exception as exc:  # noqa: BLE001
         admin.dispose()
-        missing(f"PostgreSQL unreachable at {POSTGRES_URL}: {type(exc).__name__}",
+        reason = os.environ.get(POSTGRES_UNAVAILABLE) or f"{type(exc).__name__}: {exc}"
+        missing(f"PostgreSQL unreachable at {POSTGRES_URL}: {reason}",
                 required_by="METASERVICE_REQUIRE_POSTGRES")
     schema = f"ms_test_{uuid.uuid4().hex[:10]}"
     with admin.connect() as conn:

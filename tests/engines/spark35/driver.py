@@ -2,6 +2,12 @@
 tests. Runs in the Spark 3.5 virtualenv (``install.sh``), not in the project's.
 
     python driver.py JAR...
+    python driver.py --packages GROUP:ARTIFACT:VERSION[,...]
+
+With jars, the session puts them on its classpath (``spark.jars``); with ``--packages`` it
+leaves out the jars of ``spark-defaults.conf`` and has Spark fetch the coordinates itself
+(``spark.jars.packages``, as a user's Spark does: Maven's local repository first, then Maven
+Central).
 
 Each line on stdin is a JSON command; each answers one JSON line on stdout:
 
@@ -66,8 +72,12 @@ def run(spark: SparkSession, command: dict) -> dict:
 
 def main() -> None:
     started = time.monotonic()
-    spark = (SparkSession.builder.master("local[2]").appName("metaservice-catalog-tests")
-             .config("spark.jars", ",".join(sys.argv[1:]))
+    builder = SparkSession.builder
+    if sys.argv[1:2] == ["--packages"]:
+        builder = builder.config("spark.jars", "").config("spark.jars.packages", sys.argv[2])
+    else:
+        builder = builder.config("spark.jars", ",".join(sys.argv[1:]))
+    spark = (builder.master("local[2]").appName("metaservice-catalog-tests")
              .config("spark.sql.extensions",
                      "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
              .config("spark.ui.enabled", "false")

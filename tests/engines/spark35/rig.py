@@ -20,8 +20,8 @@ from tests.conftest import missing
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
-JARS = (ROOT / ".cache" / "spark35" / "iceberg-spark-runtime-3.5_2.12-1.10.2.jar",
-        ROOT / ".cache" / "spark35" / "iceberg-spark-runtime-shaded-extras.jar")
+JAR_DIRECTORY = ROOT / ".cache" / "jars" / "spark35"
+"""Apache Iceberg's Spark 3.5 runtime, fetched by Maven (engines/fetch-jars.sh spark35)."""
 
 
 def unavailable(message: str) -> NoReturn:
@@ -41,8 +41,11 @@ class SparkError(Exception):
 class SparkDriver:
     """One SparkSession in a child process; each method is one command and its answer."""
 
-    def __init__(self, log: Path) -> None:
-        for path in (PYTHON, *JARS):
+    def __init__(self, log: Path, *, packages: str | None = None) -> None:
+        """``packages``: Maven coordinates Spark fetches itself (``spark.jars.packages``)
+        instead of the jars ``install.sh`` put in place."""
+        jars = sorted(JAR_DIRECTORY.glob("*.jar"))
+        for path in (PYTHON, *(jars or [JAR_DIRECTORY / "iceberg-spark-runtime-3.5_2.12.jar"])):
             if not path.exists():
                 unavailable(f"{path} is missing")
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(PYTHON)}
@@ -50,7 +53,7 @@ class SparkDriver:
         env.pop("SPARK_HOME", None)
         self._log = log.open("w")
         self._process = subprocess.Popen(
-            [str(PYTHON), str(HERE / "driver.py"), *map(str, JARS)], stdin=subprocess.PIPE,
+            [str(PYTHON), str(HERE / "driver.py"), *(["--packages", packages] if packages else map(str, jars))], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         self.pid = self._process.pid  # the driver; the JVM runs as its child
         ready = self._receive()

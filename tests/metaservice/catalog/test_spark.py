@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -45,6 +46,28 @@ def lake(spark: SparkDriver, server: ServerThread) -> str:
     spark.catalog(name, type="rest", uri=f"{server.url}/iceberg", warehouse="lake",
                   **{"cache-enabled": "false"})
     return name
+
+
+RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+"""What docs/engines.md tells a Spark 3.5 user to put in ``spark.jars.packages``."""
+
+
+def test_spark_fetches_the_runtime_by_the_coordinates_the_docs_give(
+        tmp_path: Path, server: ServerThread) -> None:
+    """Spark's own way, as a user types it: ``spark.jars.packages`` with the documented
+    coordinates (and no jar of ours) resolves the runtime and writes through the catalog."""
+    documented = (Path(__file__).resolve().parents[3] / "docs" / "engines.md").read_text()
+    assert f"spark.jars.packages                        {RUNTIME}" in documented
+    driver = SparkDriver(tmp_path / "driver.log", packages=RUNTIME)
+    try:
+        driver.catalog("fetched", type="rest", uri=f"{server.url}/iceberg", warehouse="lake",
+                       **{"cache-enabled": "false"})
+        driver.sql("CREATE NAMESPACE fetched.db")
+        driver.sql("CREATE TABLE fetched.db.t (id bigint) USING iceberg")
+        driver.sql("INSERT INTO fetched.db.t VALUES (1), (2)")
+        assert driver.sql("SELECT id FROM fetched.db.t ORDER BY id") == [[1], [2]]
+    finally:
+        driver.close()
 
 
 def tags(job: str | None, barrier: int) -> dict[str, str]:
