@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The Debian packages the test suite needs besides Python's: headless Chromium and its
-# WebDriver, for the dashboard's browser test (pytest -m browser), and haproxy, the load
-# balancer in front of the chaos soak's two server processes (deploy/haproxy/haproxy.cfg,
-# tests/soak/). No download at test time. Idempotent: does nothing when every command is
-# already there. The Python side (selenium) comes with the project's dev extras; PostgreSQL's
-# server binaries (initdb, pg_ctl), which the soak's private cluster uses, come with the
-# PostgreSQL server the suite runs against.
+# The Debian packages the test suite needs besides Python's: PostgreSQL's server (the suite
+# starts a private cluster of its own when no server answers at METASERVICE_TEST_POSTGRES_URL,
+# and so do the soak and the benchmarks; pgbench comes with it), headless Chromium and its
+# WebDriver, for the dashboard's browser test (pytest -m browser), haproxy, the load balancer
+# in front of the chaos soak's two server processes (deploy/haproxy/haproxy.cfg, tests/soak/),
+# and Maven, which fetches the JVM dependencies (engines/pom.xml). No download at test time.
+# Idempotent: does nothing when every command is already there. The Python side (selenium)
+# comes with the project's dev extras.
 set -euo pipefail
 
 # command -> the package that provides it
@@ -13,6 +14,7 @@ declare -A PACKAGE_OF=(
     [chromium]=chromium
     [chromedriver]=chromium-driver
     [haproxy]=haproxy
+    [mvn]=maven
 )
 
 missing=()
@@ -22,9 +24,18 @@ for command in "${!PACKAGE_OF[@]}"; do
     fi
 done
 
+# Debian keeps PostgreSQL's server programs off PATH, in /usr/lib/postgresql/<major>/bin
+postgres_bin() {
+    command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | tail -1
+}
+if [ -z "$(postgres_bin)" ]; then
+    missing+=(postgresql)
+fi
+
 if [ "${#missing[@]}" -eq 0 ]; then
     echo "install-system-packages: $(chromium --version 2>/dev/null | head -1), chromedriver," \
-         "$(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3) present"
+         "$(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3), PostgreSQL's" \
+         "$("$(postgres_bin)" --version | cut -d' ' -f3), Maven present"
     exit 0
 fi
 
@@ -38,3 +49,5 @@ $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 chromium --version
 chromedriver --version
 haproxy -v | head -1
+"$(postgres_bin)" --version
+mvn --version | head -1

@@ -135,11 +135,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         started.remove()  # type: ignore[attr-defined]
 
 
+# -- running in parallel: pytest -n auto --dist loadgroup -------------------------------------
+# pytest-xdist spreads the tests over workers (databases, ports and directories are per test
+# session or per test already). Tests that must not share the machine with their own kind run
+# in one group, one after another on one worker, while the other workers take the rest:
+# - "jvm": every test with a Spark of its own (one SparkSession per worker process, and
+#   Spark 3.5's), so that no two JVMs start or shuffle at once;
+# - "servers": tests that start server processes, PostgreSQL clusters or haproxy and time
+#   them, and the thread races (the soak, the replicas, the races).
+SERIAL_GROUPS = {
+    "jvm": lambda item: (any(item.get_closest_marker(name) for name in ("spark", "spark_jvm"))
+                         or "spark" in getattr(item, "fixturenames", ())),
+    "servers": lambda item: (item.path.parent.name == "soak"
+                             or "race" in item.path.name or item.path.name == "test_replicas.py"
+                             or "two_servers" in getattr(item, "fixturenames", ())),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if (any(item.get_closest_marker(name) for name in SLOW_MARKERS)
                 or any(name in getattr(item, "fixturenames", ()) for name in SLOW_FIXTURES)):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("xdist_group") is None:
+            for group, belongs in SERIAL_GROUPS.items():
+                if belongs(item):
+                    item.add_marker(pytest.mark.xdist_group(group))
+                    break
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -53,6 +53,19 @@ class Clients:
             thread.start()
         return self
 
+    def answered(self) -> int:
+        with self.lock:
+            return sum(self.statuses.values())
+
+    def wait_for_answers(self, count: int, timeout: float = 60) -> None:
+        """Until ``count`` more requests have been answered than now: the load is running
+        (through whatever was just killed or restarted)."""
+        target = self.answered() + count
+        deadline = time.monotonic() + timeout
+        while self.answered() < target:
+            assert time.monotonic() < deadline, f"fewer than {count} answers in {timeout} s"
+            time.sleep(0.05)
+
     def __exit__(self, *exc: object) -> None:
         self.stopping.set()
         for thread in self.threads:
@@ -109,12 +122,12 @@ def stored_barriers(pool: ServerPool, table: str) -> dict[int, int]:
 def test_a_killed_replica_is_no_5xx_and_loses_no_acknowledged_write(
         replicas: ServerPool) -> None:
     with Clients(replicas) as clients:
-        time.sleep(2)
+        clients.wait_for_answers(40)
         for index in (0, 1, 0):
             replicas.kill(index)
-            time.sleep(2)
+            clients.wait_for_answers(40)  # answered by the other replica alone
             replicas.restart(index)
-            time.sleep(2)
+            clients.wait_for_answers(40)
     assert clients.server_errors == []
     assert sum(clients.statuses.values()) > 100
     for table, acknowledged in clients.acknowledged.items():

@@ -214,6 +214,20 @@ def test_the_printed_paces_are_the_measured_ones(demo):
     assert compared == len(stamps) - 1 >= STRONG_READS - 1
 
 
+def _java_children(pid: int) -> list[int]:
+    """The processes ``pid`` started that run Java (pyspark's launcher execs the JVM)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in task.read_text().split():
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"java" in command:
+                found.append(int(child))
+    return found
+
+
 def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
     """A container runtime signals the demo's process alone, here while the JVM starts."""
     tmpdir = tmp_path / "tmp"
@@ -222,7 +236,10 @@ def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
     try:
         assert output.wait_for(lambda lines: any("] spark    starting" in x for x in lines),
                                timeout=120), output.text()
-        time.sleep(3)
+        deadline = time.monotonic() + 120
+        while not _java_children(proc.pid):  # the JVM is starting
+            assert time.monotonic() < deadline and proc.poll() is None, output.text()
+            time.sleep(0.05)
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=120)
     finally:

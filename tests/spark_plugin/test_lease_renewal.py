@@ -48,11 +48,13 @@ def test_the_renewer_keeps_a_live_lease_alive(live_server_url: str) -> None:
     table = f"lake.renewal_{uuid.uuid4().hex[:8]}.t"
     with sp.MetaServiceClient(live_server_url) as client:
         client.report_root_barrier(table, 1)
+        first_term_ends = time.monotonic() + 1.5
         lease = client.create_lease("renewal-test", 1.5, {table: 1})
         renewer = _LeaseRenewer(client, lease.lease_id, 1.5)
         renewer.start()
         try:
-            time.sleep(2.5)  # past the lease's first term: only the renewals keep it
+            while time.monotonic() < first_term_ends + 0.5:  # past the lease's first term:
+                time.sleep(0.05)                            # only the renewals keep it
             shown = client.request("GET", f"/leases/{lease.lease_id}", idempotent=True)
             assert shown["expired"] is False
             assert renewer.lost is None and renewer._thread.is_alive()

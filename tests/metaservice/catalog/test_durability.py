@@ -65,7 +65,11 @@ def test_sigkill_during_commits_keeps_pointers_and_barriers_together(
 
         writer = threading.Thread(target=write)
         writer.start()
-        time.sleep(1.0 + 0.4 * crash)
+        # the kill lands mid-write after a few acknowledged commits, a little later each crash
+        deadline = time.monotonic() + 60
+        while len(acknowledged) < 2 + crash and writer.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05 * crash)
         catalog_server.kill()
         stop.set()
         writer.join(timeout=60)

@@ -8,17 +8,54 @@ w2 is the attacker), an admin and a reader, on both backends.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from metaservice.catalog.storage import Warehouse
 from tests.metaservice.catalog import test_trust as trust
 from tests.metaservice.catalog.test_trust import SCHEMA, TABLES, Lake, refused, rows
 
 # The secured server with tokens w1, w2 (writers), admin and reader, on both backends.
 lake_factory = trust.lake_factory
 lake = trust.lake
+
+class Purges:
+    """Counts the purges the server has finished: a purge runs after its drop's response (a
+    background task), so a test waits for it to end before it looks at the files."""
+
+    def __init__(self) -> None:
+        self.finished = 0
+        self._changed = threading.Condition()
+
+    def done(self) -> None:
+        with self._changed:
+            self.finished += 1
+            self._changed.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 30) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: self.finished >= count, timeout), (
+                f"{self.finished} of {count} purges finished in {timeout} s")
+
+
+@pytest.fixture
+def purges(monkeypatch: pytest.MonkeyPatch) -> Iterator[Purges]:
+    counted = Purges()
+    purge = Warehouse.purge
+
+    def purge_and_count(self: Warehouse, *args: Any, **kwargs: Any) -> None:
+        try:
+            purge(self, *args, **kwargs)
+        finally:
+            counted.done()
+
+    monkeypatch.setattr(Warehouse, "purge", purge_and_count)
+    yield counted
+
 
 SCHEMA_JSON = {"type": "struct", "schema-id": 0,
                "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -87,7 +124,7 @@ def test_a_writer_plants_no_table_under_the_name_a_running_job_writes(
     refused(response, 403, "not_table_owner")
 
 
-def test_a_purge_spares_the_files_a_moved_table_still_names(lake: Lake) -> None:
+def test_a_purge_spares_the_files_a_moved_table_still_names(lake: Lake, purges: Purges) -> None:
     """w2 moves w1's root table ``victim`` (any writer may: it is a root table), creates
     ``evil`` at victim's old location, where victim's snapshots still name their files, points
     a snapshot of evil at victim's manifest list, and an admin purges evil: the purge deletes
@@ -119,7 +156,7 @@ def test_a_purge_spares_the_files_a_moved_table_still_names(lake: Lake) -> None:
             {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
              "snapshot-id": 4242}]).status_code == 200
         lake.catalogs["admin"].purge_table("db.evil")
-        time.sleep(2)  # the purge runs after the response
+        purges.wait_for(1)
     assert Path(manifest_list).exists(), "the purge of evil deleted victim's manifest list"
     assert lake.ids("victim") == [1, 2]
 
@@ -169,7 +206,7 @@ def test_a_commit_staged_on_a_table_never_lands_on_another_of_its_name(
 
 
 def test_a_drop_and_purge_of_a_table_never_hits_another_of_its_name(
-        lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+        lake: Lake, monkeypatch: pytest.MonkeyPatch, purges: Purges) -> None:
     """A drop reads the pointer, then deletes it by version in a second transaction: a rename
     in between makes it drop ``b`` (now named ``a``) and purge the files of ``a`` (now ``a2``,
     alive)."""
@@ -194,7 +231,7 @@ def test_a_drop_and_purge_of_a_table_never_hits_another_of_its_name(
     monkeypatch.setattr(tables, "_pointer", read_then_rename)
     response = lake.http["admin"].delete(f"{TABLES}/a", params={"purgeRequested": "true"})
     monkeypatch.setattr(tables, "_pointer", original)
-    time.sleep(2)  # the purge runs after the response
+    purges.wait_for(1 if response.status_code == 204 else 0)
     listed = sorted(t["name"] for t in lake.http["reader"].get(TABLES).json()["identifiers"])
     assert Path(lake.metadata("a2")["metadata-location"]).exists(), (
         f"the purge deleted the files of the live table a2 (tables now: {listed})")
@@ -352,7 +389,7 @@ def test_a_commit_writes_no_metadata_file_over_the_size_cap(lake_factory: Any) -
 
 
 def test_a_purge_judges_ownership_by_the_location_recorded_not_by_a_symlink_made_later(
-        lake: Lake) -> None:
+        lake: Lake, purges: Purges) -> None:
     """A writer writes files in the warehouse (its data files). w2 turns its own table's
     directory into a symlink to w1's table after creating it; the purge resolves the table's
     location again, finds w1's files "inside" it and deletes them (SPEC §11: a purge deletes
@@ -383,7 +420,7 @@ def test_a_purge_judges_ownership_by_the_location_recorded_not_by_a_symlink_made
         {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
          "snapshot-id": 4242}]).status_code == 200
     lake.catalogs["admin"].purge_table("db.evil")
-    time.sleep(2)  # the purge runs after the response
+    purges.wait_for(1)
     assert manifest_list.exists(), "the purge of evil deleted victim's manifest list"
     assert lake.ids("victim") == [1, 2]
 
@@ -457,7 +494,8 @@ def test_a_writer_does_not_end_a_table_a_live_read_session_serves_by_registering
     assert response.status_code in (400, 403), response.text[:300]
 
 
-def test_a_purge_spares_files_another_table_writes_under_its_location(lake: Lake) -> None:
+def test_a_purge_spares_files_another_table_writes_under_its_location(
+        lake: Lake, purges: Purges) -> None:
     """``write.data.path`` and ``write.metadata.path`` are only confined to the warehouse, not
     kept out of other tables' locations: w2 points those of w1's root table into its own table
     ``evil``; w1's next append writes its data, manifests and manifest list there; a snapshot of
@@ -483,7 +521,7 @@ def test_a_purge_spares_files_another_table_writes_under_its_location(lake: Lake
             {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
              "snapshot-id": 4242}]).status_code == 200
         lake.catalogs["admin"].purge_table("db.evil")
-        time.sleep(2)  # the purge runs after the response
+        purges.wait_for(1)
     assert Path(manifest_list).exists(), (
         f"the purge of evil deleted victim's files (redirect: {redirected.status_code})")
     assert lake.ids("victim") == [1, 2]

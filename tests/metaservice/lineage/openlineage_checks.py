@@ -8,8 +8,9 @@ client and is restored after, and two validations of an event.
 - :func:`check_with_json_schemas` validates the event and each facet with jsonschema against
   the OpenLineage JSON schema files of the versions the client declares. No package carries
   those files; they are read from ``METASERVICE_TEST_OPENLINEAGE_SPEC_DIR`` (a checkout of
-  OpenLineage's ``spec/`` directory at those versions), and the tests that need them are skipped
-  without it.
+  OpenLineage's ``spec/`` directory at those versions), by default from ``openlineage/spec/``
+  in the ``shared/`` folder beside the checkout. The tests that need them skip without them on
+  a developer's machine and fail under CI.
 """
 
 from __future__ import annotations
@@ -155,9 +156,14 @@ def check_with_client_models(event: dict[str, Any], custom_run_facets: set[str])
 
 # -- validation against the OpenLineage JSON schemas --------------------------------------------
 
+SHARED_SPEC_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "openlineage" / "spec"
+
+
 def spec_dir() -> Path | None:
     value = os.environ.get("METASERVICE_TEST_OPENLINEAGE_SPEC_DIR")
-    return Path(value) if value else None
+    if value:
+        return Path(value)
+    return SHARED_SPEC_DIR if (SHARED_SPEC_DIR / "OpenLineage.json").is_file() else None
 
 
 def _registry(extra: list[dict[str, Any]]):  # type: ignore[no-untyped-def]
