@@ -4,7 +4,8 @@ MetaService side: 1,000 root tables (``lake.ingest.t<i>``) in a fresh, migrated 
 concurrent keep-alive HTTP connections (``benchmarks/_loadgen.py``) each report root snapshots
 (``POST /tables/lake/ingest/t<i>/barriers`` with a new snapshot id, the barrier assigned by the
 service) to their own share of the tables, spread over one or more ``metaservice serve``
-processes on the same database. Every answer is a durable commit (SPEC §3.6).
+processes on the same database. Every answer is a durable commit
+(docs/contract.md#durable-and-race-free-writes).
 
 Baseline: ``pgbench`` on the same machine, same PostgreSQL, same schema, same number of clients,
 in the same run, with a custom script running the equivalent transaction: the five statements

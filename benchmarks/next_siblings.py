@@ -1,8 +1,9 @@
 """``next`` with 20 sibling jobs on one root next to a single job on one root.
 
-Alignment (SPEC §5.3, ``core/protocol.py``) makes ``POST /jobs/{job}/barriers/next`` read
-the whole component: every other running job of it, the barriers they hold and the newest rows
-of their sinks. This measures what that costs when one root is read by many jobs.
+Alignment (docs/contract.md#alignment, ``core/protocol.py``) makes
+``POST /jobs/{job}/barriers/next`` read the whole component: every other running job of it, the
+barriers they hold and the newest rows of their sinks. This measures what that costs when one root
+is read by many jobs.
 
 On PostgreSQL and on SQLite: one fresh, migrated database and one ``metaservice serve``
 process (one uvicorn worker, as deployed) holding two pipelines, built over HTTP:

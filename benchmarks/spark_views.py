@@ -1,5 +1,6 @@
-"""Spark 3.5 with the stock Apache Iceberg runtime against the catalog (SPEC §11, §12): what a
-consistent read and a recorded write cost Spark.
+"""Spark 3.5 with the stock Apache Iceberg runtime against the catalog
+(docs/contract.md#the-built-in-catalog, docs/contract.md#consistent-warehouses): what a consistent
+read and a recorded write cost Spark.
 
 One SparkSession (``local[2]``, the rig of the catalog's Spark tests: ``tests/engines/spark35``,
 set up by its ``install.sh``) and one ``metaservice serve`` process (one uvicorn worker, as

@@ -1,5 +1,5 @@
-"""The one place that renders every error as SPEC §9 JSON, installed on the app by
-``create_app``.
+"""The one place that renders every error as JSON in the error shape of docs/contract.md#errors,
+installed on the app by ``create_app``.
 
 Domain errors (``metaservice/errors.py``) carry their own status and code; the framework's own
 errors (unknown route, wrong method, validation) and unexpected exceptions are rendered in the
@@ -141,8 +141,8 @@ def _unexpected(_: Request, exc: Exception) -> Response:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Render every error, ours or the framework's, in the SPEC §9 shape (or in the model of
-    the renderer that owns the request's path)."""
+    """Render every error, ours or the framework's, in the error shape of docs/contract.md#errors
+    (or in the model of the renderer that owns the request's path)."""
     handlers: list[tuple[type[Exception], Callable[[Request, Any], Response]]] = [
         (MetaServiceError, _domain), (RequestValidationError, _validation),
         (StarletteHTTPException, _http), (OperationalError, _db_unavailable),

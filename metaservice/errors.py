@@ -1,4 +1,5 @@
-"""Domain errors: every error the service reports, with its HTTP status and SPEC §9 code.
+"""Domain errors: every error the service reports, with its HTTP status and code
+(docs/contract.md#errors).
 
 Every error the service returns looks like::
 
@@ -98,22 +99,24 @@ class BarrierNotCompleteError(MetaServiceError):
 
 
 class BarrierNotExactError(MetaServiceError):
-    """Some table completed the barrier's neighbourhood but is not exact at it (SPEC §2, §4):
-    its snapshot there would mix two points of the source data."""
+    """Some table completed the barrier's neighbourhood but is not exact at it
+    (docs/contract.md#exactness, docs/contract.md#at-an-explicit-barrier): its snapshot there would
+    mix two points of the source data."""
 
     status_code = 409
     code = "barrier_not_exact"
 
 
 class SnapshotProtectedError(MetaServiceError):
-    """A catalog commit would remove snapshots that MetaService protects (SPEC §6, §11)."""
+    """A catalog commit would remove snapshots that MetaService protects
+    (docs/contract.md#protected-snapshots, docs/contract.md#the-built-in-catalog)."""
 
     status_code = 409
     code = "snapshot_protected"
 
 
 class BarrierInFutureError(MetaServiceError):
-    """A barrier beyond the server's clock plus the configured bound (SPEC §2)."""
+    """A barrier beyond the server's clock plus the configured bound (docs/contract.md#barriers)."""
 
     status_code = 422
     code = "barrier_in_future"
@@ -210,7 +213,8 @@ class RollbackPlanNotAppliedError(MetaServiceError):
 
 class HeldByCatalogError(MetaServiceError):
     """A report naming a snapshot of a table the built-in catalog holds that its commits did
-    not record: the catalog records its tables' barriers itself (SPEC §11)."""
+    not record: the catalog records its tables' barriers itself
+    (docs/contract.md#the-built-in-catalog)."""
 
     status_code = 409
     code = "held_by_catalog"

@@ -24,8 +24,8 @@ binds them, in the same order:
    sent, with any background tasks it was given.
 
 Exceptions leave as they would from the FastAPI route, so the app's error handlers render them
-(SPEC §9, or the Iceberg error model under ``/iceberg``); a body that cannot be read (the
-client went away, text that is not UTF-8) is a 400, as FastAPI answers it. Which signatures
+(docs/contract.md#errors, or the Iceberg error model under ``/iceberg``); a body that cannot be read
+(the client went away, text that is not UTF-8) is a 400, as FastAPI answers it. Which signatures
 qualify is decided when the app is built, and :func:`install` raises on anything it cannot
 bind as FastAPI does: a session or other dependency, a cookie, form or file, a parameter that
 is neither a model body nor one scalar value, a default that is mutable or given as the

@@ -1,6 +1,6 @@
 """Request limits: a body size cap (413) and an optional per-principal rate limit (429).
 
-Both answer in the SPEC §9 error shape. The body cap is enforced on the declared
+Both answer in the error shape of docs/contract.md#errors. The body cap is enforced on the declared
 ``Content-Length`` and again on the bytes actually received; a chunked body (no declared
 length) is read up to the cap before the app sees it, so it too is refused with 413. The rate
 limit is a token bucket per principal (token name, or client address when authentication is

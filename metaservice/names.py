@@ -1,5 +1,5 @@
-"""Validated identifiers (SPEC §2): table names and job ids. Plain values: the path parameter
-types that validate them in URLs are in ``metaservice/path_params.py``."""
+"""Validated identifiers (docs/contract.md#tables-and-names): table names and job ids. Plain values:
+the path parameter types that validate them in URLs are in ``metaservice/path_params.py``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""What every request may carry, on every route and both backends (SPEC §9, §11): text that a
-database can store, in JSON nested to a bounded depth.
+"""What every request may carry, on every route and both backends (docs/contract.md#errors,
+docs/contract.md#the-built-in-catalog): text that a database can store, in JSON nested to a bounded
+depth.
 
 PostgreSQL refuses a NUL character in any text, even in a query's parameter, and no database
 driver encodes a lone UTF-16 surrogate (JSON can spell both: ``\\u0000``, ``\\ud800``). A

@@ -10,8 +10,8 @@ from pydantic import BaseModel, BeforeValidator, Field, Strict
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 JsonInt = Annotated[int, Strict()]
-"""A JSON integer: a boolean, a string or a number with a fraction is refused (SPEC §2), never
-coerced."""
+"""A JSON integer: a boolean, a string or a number with a fraction is refused
+(docs/contract.md#barriers), never coerced."""
 
 JsonSeconds = Annotated[float, Strict()]
 """A JSON number of seconds (fractions allowed): a boolean or a string is refused."""
@@ -46,7 +46,7 @@ class ErrorDetail(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """Every error answer (SPEC §9)."""
+    """Every error answer (docs/contract.md#errors)."""
 
     error: ErrorDetail
 

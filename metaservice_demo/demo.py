@@ -16,10 +16,10 @@ What it does, printing each step as it happens:
    several barriers per step), ``customer-spend`` (orders and amount per customer →
    ``customer_spend``, complete mode): a fan-out of ``orders`` to two sibling jobs;
 5. every few seconds, DuckDB attaches the catalog's consistent warehouse ``lake@strong`` (a new read
-   session: one cut, SPEC §12, released once read) and reads the tables, and the demo checks at
-   that cut one invariant that spans the siblings (joining their outputs) — every order is
-   enriched, the revenue table sums exactly the enriched orders, and ``customer_spend`` agrees
-   with ``orders_enriched`` customer by customer — next to DuckDB's read of the head ``lake``
+   session: one cut, docs/concepts.md#read-session, released once read) and reads the tables, and
+   the demo checks at that cut one invariant that spans the siblings (joining their outputs) — every
+   order is enriched, the revenue table sums exactly the enriched orders, and ``customer_spend``
+   agrees with ``orders_enriched`` customer by customer — next to DuckDB's read of the head ``lake``
    (the latest Iceberg snapshots), which breaks it now and then; no code of MetaService's takes part
    in the reads (Spark SQL would read it as well with pyspark 3.5 and Iceberg's Spark
    runtime, which pyspark 4 lacks, hence DuckDB); prints the cut, the paces it
@@ -196,7 +196,8 @@ class SyntheticStream:
         data = pa.Table.from_pydict(rows, schema=schema_to_pyarrow(tbl.schema(),
                                                                    include_field_ids=False))
         # one snapshot, as any engine appends; through the built-in catalog, its summary's
-        # barrier is recorded for the root in the same transaction (SPEC §11)
+        # barrier is recorded for the root in the same transaction
+        # (docs/contract.md#commits-through-the-catalog)
         tbl.append(data, snapshot_properties={"metaservice.root-label": INGEST_LABEL,
                                               "metaservice.barrier": str(barrier)})
 
@@ -456,12 +457,12 @@ class Read:
 
 class DuckDB:
     """DuckDB reading the lake through MetaService's Iceberg REST catalog, as any engine does:
-    ``ATTACH 'lake@strong'`` (a read session of the consistent warehouse, SPEC §12) or
-    ``ATTACH 'lake'`` (the head). Every read attaches anew, so that it sees the newest cut (a
-    read session keeps its cut) or the newest snapshots, and detaches at the end; the read
-    session it opened is released then (``DETACH`` tells the server nothing, and a token holds
-    at most ``METASERVICE_MAX_READ_SESSIONS`` live ones). Reads go one after the other, so the
-    sessions released are the read's own."""
+    ``ATTACH 'lake@strong'`` (a read session of the consistent warehouse,
+    docs/concepts.md#read-session) or ``ATTACH 'lake'`` (the head). Every read attaches anew, so
+    that it sees the newest cut (a read session keeps its cut) or the newest snapshots, and detaches
+    at the end; the read session it opened is released then (``DETACH`` tells the server nothing,
+    and a token holds at most ``METASERVICE_MAX_READ_SESSIONS`` live ones). Reads go one after the
+    other, so the sessions released are the read's own."""
 
     def __init__(self, url: str, client: sp.MetaServiceClient) -> None:
         import duckdb

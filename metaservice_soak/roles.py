@@ -376,7 +376,8 @@ def ingest_plugin(r: Role) -> int:
 @role("ingest_engine")
 def ingest_engine(r: Role) -> int:
     """Plain pyiceberg appends into ``payments`` through the built-in catalog, whose commit
-    records the snapshot's ``metaservice.barrier`` for the root (SPEC §11)."""
+    records the snapshot's ``metaservice.barrier`` for the root
+    (docs/contract.md#commits-through-the-catalog)."""
     import pyarrow as pa
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.io.pyarrow import schema_to_pyarrow

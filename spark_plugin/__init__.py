@@ -1,6 +1,6 @@
 """spark_plugin: Spark jobs and OLAP reads that stay consistent across Iceberg tables.
 
-The public surface (SPEC §10)::
+The public surface (docs/contract.md#the-spark-plugin)::
 
     import spark_plugin as sp
 

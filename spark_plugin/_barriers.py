@@ -1,5 +1,6 @@
-"""The wall-clock barrier rule (SPEC §5): a writer that chooses its own barrier takes the time
-in milliseconds, or one more than the latest barrier when the clock is not past it.
+"""The wall-clock barrier rule (docs/contract.md#root-reports): a writer that chooses its own
+barrier takes the time in milliseconds, or one more than the latest barrier when the clock is not
+past it.
 
 Every writer of the plugin that picks a barrier (:func:`~spark_plugin.append_root`, the
 streaming sink of a query without sources, a :class:`~spark_plugin.BarrierJob` without sources)

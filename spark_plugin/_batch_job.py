@@ -1,4 +1,5 @@
-"""A Spark batch job that processes aligned barriers (SPEC §5), one step at a time.
+"""A Spark batch job that processes aligned barriers (docs/contract.md#the-barrier-protocol), one
+step at a time.
 
 Life cycle::
 
@@ -29,13 +30,14 @@ Guarantees:
 - A sink that was not written in a step still gets a (empty) snapshot for B, so every sink
   completes every barrier.
 
-A step whose answer has no previous barrier is *full* (``step.is_full``, SPEC §10): a new
-job's first step, or a restart the service answers from ``latest``, ``earliest`` or an explicit
-barrier. ``read_changes`` then returns the full snapshots, and the step *replaces* the contents
-of every sink, whatever the write mode: the first ``write`` to a sink in a full step overwrites
-it (later writes of the step append to that), and a sink not written gets an empty snapshot. So
-running a job again never duplicates rows. Later steps (``previous`` set) are incremental: with
-``mode="append"`` their rows are added to what the sink holds.
+A step whose answer has no previous barrier is *full* (``step.is_full``,
+docs/contract.md#the-spark-plugin): a new job's first step, or a restart the service answers from
+``latest``, ``earliest`` or an explicit barrier. ``read_changes`` then returns the full snapshots,
+and the step *replaces* the contents of every sink, whatever the write mode: the first ``write`` to
+a sink in a full step overwrites it (later writes of the step append to that), and a sink not
+written gets an empty snapshot. So running a job again never duplicates rows. Later steps
+(``previous`` set) are incremental: with ``mode="append"`` their rows are added to what the sink
+holds.
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ class BarrierStep:
     @property
     def is_full(self) -> bool:
         """True when the answer had no previous barrier: the sources are read in full and the
-        step replaces its sinks' contents whatever the write mode (SPEC §10)."""
+        step replaces its sinks' contents whatever the write mode
+        (docs/contract.md#the-spark-plugin)."""
         return self.previous is None
 
     @property
@@ -255,7 +258,7 @@ class BarrierJob:
         catalog: a pyiceberg catalog, a :class:`~spark_plugin.CatalogSpec`, a mapping of
             names to either, or ``None``: found by name in Spark's configuration, then
             pyiceberg's, else MetaService's built-in catalog (``<client url>/iceberg``).
-        start_from: where :meth:`start` begins (SPEC §5.2): ``"resume"``, ``"latest"``,
+        start_from: where :meth:`start` begins (docs/contract.md#start): ``"resume"``, ``"latest"``,
             ``"earliest"`` or a barrier; ``None`` (default) leaves it to the service, whose
             default continues a job after the barriers its sinks already hold.
 

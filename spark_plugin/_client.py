@@ -1,4 +1,5 @@
-"""The synchronous HTTP client of the MetaService REST API (SPEC §4–§6).
+"""The synchronous HTTP client of the MetaService REST API (docs/contract.md#consistent-versions,
+docs/contract.md#the-barrier-protocol, docs/contract.md#snapshot-usage-and-expiration).
 
 Guarantees:
 
@@ -186,7 +187,8 @@ class MetaServiceClient:
     def readyz(self) -> dict[str, Any]:
         return self.request("GET", "/readyz", idempotent=True) or {}
 
-    # -- plan, start, stop (SPEC §5.1, §5.2, §5.6) ---------------------------------------------
+    # -- plan, start, stop (docs/contract.md#plan, docs/contract.md#start, docs/contract.md#stop)
+    # ---------------------------------------------
 
     def register_source(self, job: str, table: TableLike) -> JobRegistration:
         """Plan: ``job`` reads ``table``. Idempotent."""
@@ -202,7 +204,8 @@ class MetaServiceClient:
 
     def start_job(self, job: str, start_from: str | int | None = None) -> Position:
         """Start ``job`` from ``start_from`` (``"resume"``, ``"latest"``, ``"earliest"`` or a
-        barrier; ``None``: the service's default, SPEC §5.2); its pinned start position.
+        barrier; ``None``: the service's default, docs/contract.md#start); its pinned start
+        position.
 
         Starting a running job again answers its pinned position (idempotent).
         """
@@ -219,7 +222,7 @@ class MetaServiceClient:
     def get_job(self, job: str) -> dict[str, Any]:
         return self.request("GET", f"/jobs/{validate_job_id(job)}", idempotent=True)
 
-    # -- barriers (SPEC §5.3–§5.5) -------------------------------------------------------------
+    # -- barriers (docs/contract.md#next, docs/contract.md#commit, docs/contract.md#abort) ---------
 
     def next_barrier(self, job: str, after: int | None) -> Position:
         """wait, process or abort. A process answer stays pinned until commit or abort."""
@@ -266,7 +269,7 @@ class MetaServiceClient:
         return self.request("GET", f"/tables/{TableName.parse(table).path}/barriers",
                             params=params, idempotent=True)
 
-    # -- versions and leases (SPEC §4, §6) --------------------------------------------------
+    # -- versions and leases (docs/contract.md#consistent-versions, docs/contract.md#leases) -------
 
     def get_version(self, table: TableLike, consistency: str = "strong") -> TableVersion:
         data = self.request("GET", f"/version/{consistency}/{TableName.parse(table).path}",
@@ -326,11 +329,11 @@ class MetaServiceClient:
         """Release, when the block ends, the read sessions of the consistent warehouse
         ``warehouse`` (``<catalog>@strong`` or ``<catalog>@barrier=<B>``) that this client's
         token opened in it: an engine that connects to the warehouse inside the block (a DuckDB
-        ``ATTACH``, a pyiceberg ``load_catalog``) opens one (SPEC §12) and never closes it
-        (DuckDB's ``DETACH`` tells the server nothing), so an engine that reconnects for every
-        read would otherwise hold one more live session per read, until the token's
-        ``METASERVICE_MAX_READ_SESSIONS`` are reached and the next connection is refused (429
-        ``too_many_read_sessions``).
+        ``ATTACH``, a pyiceberg ``load_catalog``) opens one (docs/contract.md#consistent-warehouses)
+        and never closes it (DuckDB's ``DETACH`` tells the server nothing), so an engine that
+        reconnects for every read would otherwise hold one more live session per read, until the
+        token's ``METASERVICE_MAX_READ_SESSIONS`` are reached and the next connection is refused
+        (429 ``too_many_read_sessions``).
 
         A read session is a lease whose holder is the warehouse; the block's are the token's
         leases of that holder that were not live when it began. Sessions the same token opens
@@ -346,7 +349,7 @@ class MetaServiceClient:
     def _read_session_ids(self, warehouse: str) -> set[str]:
         return {lease["lease_id"] for lease in self.list_leases(holder=warehouse, limit=1000)}
 
-    # -- expiration (SPEC §6) ---------------------------------------------------------------
+    # -- expiration (docs/contract.md#two-phase-expiration) ----------------------------------------
 
     def request_expiration(self, table: TableLike, snapshot_ids: Iterable[int], *,
                            approve_unknown: bool = False) -> dict[str, Any]:

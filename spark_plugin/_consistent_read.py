@@ -1,4 +1,5 @@
-"""Consistent multi-table reads for OLAP (SPEC §4, §6).
+"""Consistent multi-table reads for OLAP (docs/contract.md#consistent-versions,
+docs/contract.md#snapshot-usage-and-expiration).
 
 Guarantees of :func:`consistent_read`:
 

@@ -4,7 +4,7 @@ The tree::
 
     MetaServiceError                         root: catch this to catch everything below
     ├── TransportError                       no usable answer: refused, timed out, bad body
-    ├── APIError                             the server answered with an error (SPEC §9 JSON)
+    ├── APIError                             the server answered an error (docs/contract.md#errors)
     │   ├── BadRequestError                  400 bad_request
     │   ├── AuthenticationError              401 unauthorized
     │   ├── PermissionDeniedError            403 forbidden
@@ -154,7 +154,7 @@ class TransportError(MetaServiceError):
     """
 
 
-# -- the server's answers (SPEC §9) ----------------------------------------------------------
+# -- the server's answers (docs/contract.md#errors-security-and-operations) ------------------------
 
 
 class APIError(MetaServiceError):
@@ -162,7 +162,7 @@ class APIError(MetaServiceError):
 
     Attributes:
         status_code: the HTTP status.
-        code: the machine-readable code of SPEC §9 (``"table_has_writer"``, ...).
+        code: the machine-readable code of docs/contract.md#errors (``"table_has_writer"``, ...).
         message: the server's human-readable message.
         details: the server's ``details`` object (may be empty).
     """
@@ -198,7 +198,7 @@ class PermissionDeniedError(APIError):
 
 class NotTableOwnerError(PermissionDeniedError):
     """Only the token that registered a table's running writer (or an admin's maintenance)
-    changes the table (the catalog's trust rules, SPEC §11)."""
+    changes the table (the catalog's trust rules, docs/contract.md#commits-through-the-catalog)."""
 
     status_code, code = 403, "not_table_owner"
 
@@ -299,8 +299,8 @@ class BarrierNotCompleteError(ConflictError):
 
 class BarrierNotExactError(ConflictError):
     """Some table completed the barrier's neighbourhood but no snapshot of it is exact at the
-    barrier (SPEC §2): reading it there would mix two points of the source data. ``tables``
-    names them; ``nearest`` maps each to the exact barriers around it,
+    barrier (docs/contract.md#exactness): reading it there would mix two points of the source data.
+    ``tables`` names them; ``nearest`` maps each to the exact barriers around it,
     ``{"below": b1 | None, "above": b2 | None}``."""
 
     code = "barrier_not_exact"
@@ -399,7 +399,8 @@ class InvalidRequestError(APIError):
 
 
 class BarrierInFutureError(InvalidRequestError):
-    """The barrier lies beyond the server's clock plus its configured bound (SPEC §2)."""
+    """The barrier lies beyond the server's clock plus its configured bound
+    (docs/contract.md#barriers)."""
 
     code = "barrier_in_future"
 

@@ -42,13 +42,14 @@ class Commit:
 
 @dataclass(frozen=True)
 class Position:
-    """An answer of ``start`` or ``barriers/next`` (SPEC §5).
+    """An answer of ``start`` or ``barriers/next`` (docs/contract.md#the-barrier-protocol).
 
     ``action`` is ``"process"`` (read ``snapshots``, the data between ``previous`` and them,
     commit ``barrier``), ``"wait"`` (ask again after ``retry_after_ms``), ``"abort"`` (the barrier
     held was invalidated: discard the work for it) or ``"none"`` (a job without sources).
     ``previous`` is ``None`` when the answer has no previous barrier (a full step: the job reads
-    full snapshots and replaces its sinks' contents, SPEC §5.2, §10).
+    full snapshots and replaces its sinks' contents, docs/contract.md#start,
+    docs/contract.md#the-spark-plugin).
     """
 
     action: Action

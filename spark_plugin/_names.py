@@ -1,4 +1,5 @@
-"""Validated identifiers (SPEC §2): ``catalog.database.table`` names and job ids.
+"""Validated identifiers (docs/contract.md#tables-and-names): ``catalog.database.table`` names and
+job ids.
 
 Validated on the client so that a bad name fails where it was written, before any Spark work,
 with the same rules the server applies.

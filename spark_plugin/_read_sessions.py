@@ -1,6 +1,7 @@
 """Consistent reads in Spark SQL through a read session of one of the catalog's consistent
-warehouses (``lake@strong``, ``lake@barrier=<B>``; SPEC §12 calls them "views"), for Spark with
-Apache Iceberg's Spark runtime: one call opens a new read session under a fixed catalog name."""
+warehouses (``lake@strong``, ``lake@barrier=<B>``; docs/contract.md#consistent-warehouses), for
+Spark with Apache Iceberg's Spark runtime: one call opens a new read session under a fixed catalog
+name."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Root ingestion: append a DataFrame to a root table as one snapshot completing a barrier,
-and heartbeats for idle roots (SPEC §5, "Ingestion that is not a registered job").
+and heartbeats for idle roots (docs/contract.md#root-reports).
 
 Guarantees of :func:`append_root`:
 
@@ -7,7 +7,8 @@ Guarantees of :func:`append_root`:
   whose summary carries ``metaservice.root-label`` (the ingestion label) and
   ``metaservice.barrier``.
 - The snapshot is reported to MetaService at the same barrier: by the commit itself through
-  MetaService's built-in catalog (SPEC §11), else by a report right after the commit.
+  MetaService's built-in catalog (docs/contract.md#the-built-in-catalog), else by a report right
+  after the commit.
 - A commit that reached Iceberg but whose report was lost (crash, network) is reported by the
   next ``append_root`` or ``heartbeat_root`` of the same label on that table, before anything
   else, so the service never misses a root barrier.

@@ -1,4 +1,5 @@
-"""Safe snapshot expiration for Iceberg tables coordinated by MetaService (SPEC §6, §10).
+"""Safe snapshot expiration for Iceberg tables coordinated by MetaService
+(docs/contract.md#two-phase-expiration, docs/contract.md#the-spark-plugin).
 
 :func:`expire_snapshots` picks candidate snapshots in Iceberg (older than a cut-off, never the
 newest ``retain_last``, never the current snapshot or a branch or tag head), asks MetaService

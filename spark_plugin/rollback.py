@@ -1,4 +1,4 @@
-"""Carry out a MetaService rollback plan (SPEC §8) on the Iceberg tables.
+"""Carry out a MetaService rollback plan (docs/contract.md#rollback-plans) on the Iceberg tables.
 
 A plan (``POST /rollback-plans``) names, for a revised table and everything downstream, the
 snapshot each table goes back to. The safe order, which :func:`rollback_tables` follows when it

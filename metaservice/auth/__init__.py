@@ -1,1 +1,2 @@
-"""Authentication and authorisation: bearer tokens with roles (SPEC §9)."""
+"""Authentication and authorisation: bearer tokens with roles
+(docs/contract.md#tokens-and-roles)."""

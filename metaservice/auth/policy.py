@@ -52,7 +52,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("POST", "/commit/{job}/{catalog}/{database}/{table}"): Role.writer,
     ("POST", "/unregister/{job}"): Role.writer,
     ("POST", "/tables/{catalog}/{database}/{table}/barriers"): Role.writer,
-    # The Iceberg catalog (SPEC §11): reads a reader, commits a writer, drops an admin.
+    # The Iceberg catalog (docs/contract.md#trust): reads a reader, commits a writer, drops an
+    # admin.
     ("GET", "/iceberg/v1/config"): Role.reader,
     ("GET", "/iceberg/v1/namespaces"): Role.reader,
     ("GET", "/iceberg/v1/namespaces/{namespace}"): Role.reader,
@@ -68,8 +69,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("POST", "/iceberg/v1/transactions/commit"): Role.writer,
     ("DELETE", "/iceberg/v1/namespaces/{namespace}"): Role.admin,
     ("DELETE", "/iceberg/v1/namespaces/{namespace}/tables/{table}"): Role.admin,
-    # Read sessions of its consistent warehouses (SPEC §12) are read-only: a reader reads them,
-    # and a write is refused (403) whoever asks.
+    # Read sessions of its consistent warehouses (docs/contract.md#read-sessions) are read-only: a
+    # reader reads them, and a write is refused (403) whoever asks.
     ("GET", "/iceberg/v1/{prefix}/namespaces"): Role.reader,
     ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}"): Role.reader,
     ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables"): Role.reader,

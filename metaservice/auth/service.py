@@ -1,4 +1,4 @@
-"""Tokens and the rules of authorisation (SPEC §9).
+"""Tokens and the rules of authorisation (docs/contract.md#tokens-and-roles).
 
 Only a token's SHA-256 is stored. A request is allowed when its principal's role reaches the
 route's (``auth/policy.py``), a writer acts only on jobs it registered, and the optional rate
@@ -153,8 +153,9 @@ def ensure_role(principal: Principal, needed: Role) -> None:
 
 
 def ensure_may_act_on_job(principal: Principal, job: str, owner: str | None) -> None:
-    """A writer acts only on jobs it registered (SPEC §9); an admin (and every caller when
-    authentication is off) on any job. A job registered with authentication off has no owner."""
+    """A writer acts only on jobs it registered (docs/contract.md#tokens-and-roles); an admin (and
+    every caller when authentication is off) on any job. A job registered with authentication off
+    has no owner."""
     if principal.role == Role.writer and owner is not None and owner != principal.name:
         raise errors.ForbiddenError(f"job {job!r} was registered by another token", job=job)
 

@@ -1,1 +1,2 @@
-"""The barrier protocol (SPEC §5): root reports, start positions, next, commit, abort."""
+"""The barrier protocol (docs/contract.md#the-barrier-protocol): root reports, start positions,
+next, commit, abort."""

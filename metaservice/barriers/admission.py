@@ -1,12 +1,14 @@
 """What a barrier or snapshot must satisfy before the protocol records or pins it.
 
 - A barrier more than ``max_barrier_ahead_seconds`` ahead of the server's clock is refused
-  (SPEC §2, ``barrier_in_future``): a barrier near 2^63 would make every later assigned barrier
-  (``latest(T) + 1``) overflow, and no real barrier would ever pass it again. Because every
-  barrier a table completes passes this check (or is assigned, at most ``latest(T) + 1``), and the
-  setting is capped far below 2^63 ms, ``latest(T) + 1`` always fits a signed 64-bit integer.
-- A snapshot approved for expiration is never recorded as a table's latest again (SPEC §3.5,
-  410 ``snapshot_expired``): it is being deleted from Iceberg.
+  (docs/contract.md#barriers, ``barrier_in_future``): a barrier near 2^63 would make every later
+  assigned barrier (``latest(T) + 1``) overflow, and no real barrier would ever pass it again.
+  Because every barrier a table completes passes this check (or is assigned, at most
+  ``latest(T) + 1``), and the setting is capped far below 2^63 ms, ``latest(T) + 1`` always fits a
+  signed 64-bit integer.
+- A snapshot approved for expiration is never recorded as a table's latest again
+  (docs/contract.md#expired-snapshots-stay-gone, 410 ``snapshot_expired``): it is being deleted from
+  Iceberg.
 """
 
 from __future__ import annotations

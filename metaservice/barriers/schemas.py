@@ -103,7 +103,7 @@ class PositionOut(BaseModel):
 def position_answer(position: Position) -> dict[str, Any]:
     """A position in :class:`PositionOut`'s shape, built directly (the hot path of ``next``),
     its absent fields left out, except a ``process`` position's ``previous``: ``null`` there
-    means a full step (SPEC §5.2)."""
+    means a full step (docs/contract.md#start)."""
     answer: dict[str, Any] = {"action": position.action}
     if position.barrier is not None:
         answer["barrier"] = position.barrier

@@ -1,4 +1,5 @@
-"""The rules of the barrier protocol (SPEC §3.3, §3.4 and §5).
+"""The rules of the barrier protocol (docs/contract.md#barriers-only-move-forward,
+docs/contract.md#only-handed-barriers-only-own-sinks, docs/contract.md#the-barrier-protocol).
 
 Locks are taken through ``db/locks.py``, in its order: topology → job → tables (by id). Races
 are resolved by those locks (row locks on PostgreSQL, the write lock on SQLite) and by a
@@ -162,9 +163,9 @@ def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> i
 
 def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snapshot_id: int,
                 barrier: int | None, via_catalog: bool = False) -> Completed:
-    """A root snapshot reported by ingestion that is not a registered job (SPEC §5). For a table
-    the built-in catalog holds, its commits report (``via_catalog``); anyone else may only
-    report its latest snapshot again (a heartbeat)."""
+    """A root snapshot reported by ingestion that is not a registered job
+    (docs/contract.md#root-reports). For a table the built-in catalog holds, its commits report
+    (``via_catalog``); anyone else may only report its latest snapshot again (a heartbeat)."""
     admission.refuse_barrier_in_future(ctx, barrier)
     table_id = _find_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
     table = _lock_table_for_commit(session, ctx, name, table_id)
@@ -333,7 +334,7 @@ def _ids(snapshots: dict[str, Any] | None) -> dict[str, int]:
 def pinned_position(job: Job) -> Position:
     if job.pin_invalidated_reason is not None:  # a rollback invalidated it: not to be processed
         return _abort_position(job)
-    # A pin with no previous barrier is a full step: ``previous`` is null (SPEC §5.2).
+    # A pin with no previous barrier is a full step: ``previous`` is null (docs/contract.md#start).
     previous = None if job.pinned_after is None else _ids(job.pinned_previous)
     return Position("process", job.pinned_barrier, _ids(job.pinned_snapshots), previous)
 
@@ -350,7 +351,8 @@ def _wait(ctx: ServiceContext) -> Position:
 def _pin(session: Session, ctx: ServiceContext, job: Job, sources: list[Source],
          barrier: int, after: int | None) -> Position:
     """Pin ``barrier`` (after ``after``) for ``job``: ``snap`` of every source at both, unless
-    a source has none yet (``wait``) or a snapshot is approved for expiration (SPEC §3.5)."""
+    a source has none yet (``wait``) or a snapshot is approved for expiration
+    (docs/contract.md#expired-snapshots-stay-gone)."""
     ids = [s.id for s in sources]
     handout.hold(session, ids)  # before the expiration checks read below
     reads = barriers_repo.pin_reads(session, ids, barrier, after)
@@ -429,7 +431,7 @@ def resume_point(session: Session, job: JobRow, sinks: list[Source]) -> int | No
 
 def start_position(session: Session, ctx: ServiceContext, job: JobRow,
                    start_from: str | int) -> Position:
-    """The aligned start position of a job that has just started (SPEC §5.2), pinned.
+    """The aligned start position of a job that has just started (docs/contract.md#start), pinned.
 
     ``resume`` continues after the last barrier all the job's sinks completed with snapshots
     it wrote, as ``next`` would (incremental, ``previous`` set); with no such history it
@@ -533,7 +535,7 @@ def _running_job(session: Session, name: str) -> JobRow:
 
 
 def next_barrier(session: Session, ctx: ServiceContext, name: str, after: int | None) -> Position:
-    """SPEC §5.3: wait, process (pinned until commit or abort) or abort."""
+    """docs/contract.md#next: wait, process (pinned until commit or abort) or abort."""
     if session.new or session.dirty:  # a start's changes, before the statements below
         session.flush()
     job = barriers_repo.lock_job_state(session, name)
@@ -581,7 +583,8 @@ def _clear_pin(job: JobRow) -> None:
 
 def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableName, *,
            barrier: int | None, snapshot_id: int, via_catalog: bool = False) -> Completed:
-    """SPEC §5.4: a job reports that ``snapshot_id`` of its sink completes its pinned barrier."""
+    """docs/contract.md#commit: a job reports that ``snapshot_id`` of its sink completes its pinned
+    barrier."""
     admission.refuse_barrier_in_future(ctx, barrier)
     table_id = _find_table_for_commit(session, table_name, create=False,
                                       now_ms=ctx.clock.now_ms())
@@ -672,7 +675,7 @@ class AbortResult:
 
 def abort(session: Session, ctx: ServiceContext, name: str, barrier: int,
           reason: str) -> AbortResult:
-    """SPEC §5.5: the attempt is recorded and the barrier will be handed out again."""
+    """docs/contract.md#abort: the attempt is recorded and the barrier will be handed out again."""
     job = _running_job(session, name)
     progress = barriers_repo.progress(session, name, job.run, barrier)
     if job.pinned_barrier == barrier:
@@ -714,7 +717,7 @@ class BarrierProgress:
 
     record: JobProgressRow
     duration_ms: int | None  # started → finished
-    hop_latency_ms: int | None  # sources ready → finished (SPEC §7)
+    hop_latency_ms: int | None  # sources ready → finished (docs/contract.md#delay)
     committed: list[barriers_repo.SinkCommit]
 
 

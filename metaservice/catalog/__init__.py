@@ -1,4 +1,5 @@
-"""The built-in Apache Iceberg REST catalog (SPEC §11), served under ``/iceberg``.
+"""The built-in Apache Iceberg REST catalog (docs/contract.md#the-built-in-catalog), served under
+``/iceberg``.
 
 By concept, each with its routes (HTTP only) and its rules:
 

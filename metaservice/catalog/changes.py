@@ -70,7 +70,8 @@ class CommitChanges:
     @property
     def compaction(self) -> bool:
         """The new head rewrites the old head's files (operation ``replace``, its parent the old
-        head): it takes over the old head's barriers (SPEC §11)."""
+        head): it takes over the old head's barriers
+        (docs/contract.md#commits-through-the-catalog)."""
         head = self.new_head
         return (head is not None and head.operation == REPLACE and self.old_main is not None
                 and head.parent_id == self.old_main)

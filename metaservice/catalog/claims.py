@@ -1,6 +1,7 @@
-"""A table's identity and the locations it claims (SPEC §11, Trust): no two tables share a
-table-uuid, and no table's or view's files lie inside another's. Claims are checked and taken
-under ``repository.lock_locations``."""
+"""A table's identity and the locations it claims
+(docs/contract.md#files-stay-inside-the-warehouse): no two tables share a table-uuid, and no table's
+or view's files lie inside another's. Claims are checked and taken under
+``repository.lock_locations``."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ def claim_table_locations(session: Session, name: TableName, keys: list[str],
                           table_uuid: str, *, replaces: bool, now_ms: int,
                           status: int = 409) -> None:
     """Refuse an identity another table has, and a location lying inside (or containing) one
-    another table claims; then claim ``keys`` for the table (SPEC §11, Trust). Runs under
-    ``repo.lock_locations``. ``replaces``: the table's own pointer may hold the uuid already.
-    ``status``: 409 ``AlreadyExistsException`` for a create or register, 400 for a commit
+    another table claims; then claim ``keys`` for the table (docs/contract.md#who-changes-a-table).
+    Runs under ``repo.lock_locations``. ``replaces``: the table's own pointer may hold the uuid
+    already. ``status``: 409 ``AlreadyExistsException`` for a create or register, 400 for a commit
     (whose 409 clients would retry)."""
     type_ = "AlreadyExistsException" if status == 409 else None
     holder = repo.table_with_uuid(session, table_uuid)

@@ -19,7 +19,8 @@ router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESP
 @router.post("/v1/namespaces/{namespace}/tables/{table}", operation_id="iceberg_commit_table")
 def commit_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
                  table: str, body: CommitTableRequest, background: BackgroundTasks) -> Response:
-    """Commit updates to a table; SPEC §11's rules apply in the same transaction."""
+    """Commit updates to a table; the rules of docs/contract.md#commits-through-the-catalog apply in
+    the same transaction."""
     name = namespace_name(levels(namespace))
     change = body.for_table(name, table)
 

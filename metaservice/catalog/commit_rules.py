@@ -1,5 +1,6 @@
-"""MetaService's rules over what a commit changes (SPEC §11), applied in the commit's write
-transaction, after its pointer swap: a refusal rolls the swap back with it.
+"""MetaService's rules over what a commit changes (docs/contract.md#commits-through-the-catalog),
+applied in the commit's write transaction, after its pointer swap: a refusal rolls the swap back
+with it.
 
 Who may change a table a running job writes, heads that only move forward (or back under an
 applied rollback plan), compactions that take over their parent's barriers, and the barrier and
@@ -40,7 +41,8 @@ logger = logging.getLogger(__name__)
 
 def apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
                  changes: CommitChanges, principal: Principal) -> None:
-    """SPEC §11: what the commit changes must be allowed, and is recorded, here and now."""
+    """docs/contract.md#the-built-in-catalog: what the commit changes must be allowed, and is
+    recorded, here and now."""
     name = staged.name
     try:
         row = tables_repo.find_table(session, name, for_update=not changes.matters)
@@ -105,8 +107,8 @@ def _check_derived_update(session: Session, row: TableRow, staged: StagedCommit,
                           changes: CommitChanges, principal: Principal) -> None:
     """A table a running job writes changes only through the token that owns that job (its
     barrier commits, and metadata changes that add no snapshot) or an admin's maintenance and
-    commits for the job (SPEC §11, Trust): an admin that does not own the job changes neither
-    its schema, spec, sort order, location nor its own properties."""
+    commits for the job (docs/contract.md#who-changes-a-table): an admin that does not own the job
+    changes neither its schema, spec, sort order, location nor its own properties."""
     name, job = staged.name, row.writer_job
     assert job is not None
     if not owns_job(session, principal, job):

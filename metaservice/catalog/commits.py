@@ -1,4 +1,5 @@
-"""Commits to one or more tables, all or none, that obey MetaService (SPEC §11).
+"""Commits to one or more tables, all or none, that obey MetaService
+(docs/contract.md#the-built-in-catalog).
 
 A commit is applied in four steps. The first two touch files and hold no database lock; the
 last two are one write transaction:

@@ -1,5 +1,5 @@
-"""The catalog's consistent warehouses (SPEC §12, which calls them "views"), the pure part: which
-consistent warehouse a client's ``warehouse`` names, and a table's metadata at its cut.
+"""The catalog's consistent warehouses (docs/contract.md#consistent-warehouses), the pure part:
+which consistent warehouse a client's ``warehouse`` names, and a table's metadata at its cut.
 
 ``warehouse=lake`` is the catalog's head; ``lake@strong`` a consistent warehouse in which every
 table is served at its pipeline's strong cut, fixed for the read session at the first table

@@ -6,7 +6,7 @@ is 409 ``CommitFailedException``, the one error clients retry. A MetaService rul
 request is a :class:`RefusedError` whose status says that a retry cannot help (400
 ``BadRequestException``, 403 ``ForbiddenException``, 404, 422, 429) and whose message starts
 with MetaService's own error code (``metaservice <code>: …``), so any engine's log names the
-reason (SPEC §11, Trust).
+reason (docs/contract.md#who-changes-a-table).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ class ForbiddenError(IcebergError):
 
 
 class NoSuchReadSessionError(IcebergError):
-    """A read session of a consistent warehouse that expired, or never was (SPEC §12)."""
+    """A read session of a consistent warehouse that expired, or never was
+    (docs/contract.md#read-sessions)."""
 
     status_code = 404
     type = "NotFoundException"

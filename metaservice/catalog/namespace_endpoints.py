@@ -42,7 +42,7 @@ def get_config(request: Request, session: WriteSession, ctx: Context,
                warehouse: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
     """The catalog's configuration and the endpoints it serves. A consistent warehouse
     (``lake@strong``, ``lake@barrier=<B>``) opens a read session, named by the ``prefix`` of
-    the answer's overrides (SPEC §12)."""
+    the answer's overrides (docs/contract.md#read-sessions)."""
     catalog = site(request)
     consistent = consistent_warehouses.parse_warehouse(warehouse, catalog.name)
     lifetime = idempotency.lifetime(ctx.settings.idempotency_key_seconds)

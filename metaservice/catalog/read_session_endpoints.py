@@ -1,5 +1,5 @@
-"""The routes of a consistent warehouse's read sessions (HTTP only; SPEC §12), under
-``/iceberg/v1/{prefix}``: the same reads as at the head, under a session's prefix, with tables
+"""The routes of a consistent warehouse's read sessions (HTTP only; docs/contract.md#read-sessions),
+under ``/iceberg/v1/{prefix}``: the same reads as at the head, under a session's prefix, with tables
 served at the session's cut; every write is refused.
 
 ``router`` is included before every other catalog router. Routes are matched one after the
@@ -129,5 +129,6 @@ def write_in_session(request: Request, session: ReadSession, ctx: Context, prefi
                      path: str) -> Response:
     """Read sessions are read-only: every change goes through the head (warehouse ``lake``)."""
     _in_session(session, request, ctx, prefix)
-    raise ForbiddenError("this is a read-only session of a consistent warehouse (SPEC §12): "
+    raise ForbiddenError("this is a read-only session of a consistent warehouse "
+                         "(docs/concepts.md#read-session): "
                          "commit through the head, warehouse without @…")

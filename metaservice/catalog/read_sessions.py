@@ -1,4 +1,5 @@
-"""Read sessions of the catalog's consistent warehouses (SPEC §12's "views"): the rules.
+"""Read sessions of the catalog's consistent warehouses (docs/contract.md#consistent-warehouses):
+the rules.
 
 - ``GET /v1/config?warehouse=lake@strong`` (or ``lake@barrier=<B>``) opens a session: a lease
   with no snapshot yet, owned by the caller, whose term is ``read_session_seconds``. Its id,
@@ -8,13 +9,15 @@
   barrier for the session: its strong cut at that moment, or B. Every later table of that
   pipeline is served at the same barrier, so a query, and every later query of the session,
   joins the pipeline's tables at one barrier. A table that is not exact there (the pipeline
-  changed since) is refused with SPEC §4's errors; a new session sees the new pipeline.
+  changed since) is refused with the errors of docs/contract.md#at-an-explicit-barrier; a new
+  session sees the new pipeline.
 - Each table is fixed at its first load and served at that snapshot ever after; the snapshot
   joins the session's lease. A load renews the session's term once a tenth of it has passed
   since the last renewal, and a renewal grants the term and that tenth
   (``renewal_due``, ``renewed_until``): the session lasts at least its term after its last
-  use (SPEC §12), at most a tenth more, and a session's loads write at most once per tenth of
-  its term. An expired session is gone (404): its snapshots may have been expired meanwhile.
+  use (docs/contract.md#read-sessions), at most a tenth more, and a session's loads write at most
+  once per tenth of its term. An expired session is gone (404): its snapshots may have been expired
+  meanwhile.
 - A principal holds at most ``METASERVICE_MAX_READ_SESSIONS`` live sessions; one more is refused
   (429 ``too_many_read_sessions``). A prefix that names no live session of the caller is 404 on
   every route.
@@ -113,7 +116,8 @@ def cut_for(session: Session, ctx: ServiceContext, prefix: str, name: TableName,
     Raises:
         NoSuchReadSessionError: the session expired, never was, or is another token's.
         NoSuchTableError: MetaService records no barrier of the table.
-        MetaServiceError: SPEC §4's errors for a table with no version at the cut.
+        MetaServiceError: the errors of docs/contract.md#at-an-explicit-barrier for a table with no
+        version at the cut.
     """
     read_session, lease = _live_session(session, ctx, prefix, principal, lock=False)
     kind = CutKind(read_session.kind)
@@ -158,10 +162,10 @@ def _at_fixed_cut(session: Session, ctx: ServiceContext, name: TableName, barrie
     """``name`` at the barrier its session fixed for its pipeline.
 
     In a strong session a table the cut left out — one with no version yet, or one that joined
-    the pipeline and has not caught up (SPEC §4) — is refused as a strong request for it would
-    be (404 ``no_version``, ``catching_up``, naming what holds it), whichever load of the
-    session fixed the cut; only a table the strong cut holds now but the session's older cut
-    does not (the pipeline changed since) gets the explicit barrier's refusal.
+    the pipeline and has not caught up (docs/contract.md#catching-up) — is refused as a strong
+    request for it would be (404 ``no_version``, ``catching_up``, naming what holds it), whichever
+    load of the session fixed the cut; only a table the strong cut holds now but the session's older
+    cut does not (the pipeline changed since) gets the explicit barrier's refusal.
     """
     try:
         return versions.resolve(session, ctx, [name], None, barrier)[str(name)]

@@ -317,7 +317,8 @@ def rename_table_row(session: Session, table_id: int, target: TableName) -> None
 
 def take_over_barriers(session: Session, table_id: int, *, replaced: int,
                        replacement: int) -> int:
-    """A compaction's snapshot takes over the barriers its parent completed (SPEC §11)."""
+    """A compaction's snapshot takes over the barriers its parent completed
+    (docs/contract.md#commits-through-the-catalog)."""
     moved = len(session.execute(update(BarrierRow).where(
         BarrierRow.table_id == table_id, BarrierRow.snapshot_id == replaced,
     ).values(snapshot_id=replacement).returning(BarrierRow.barrier)).all())
@@ -327,7 +328,7 @@ def take_over_barriers(session: Session, table_id: int, *, replaced: int,
     return moved
 
 
-# -- read sessions of consistent warehouses (SPEC §12) -------------------------------------------
+# -- read sessions of consistent warehouses (docs/contract.md#read-sessions) -----------------------
 
 
 def insert_read_session(session: Session, session_id: str, kind: str, barrier: int | None,
@@ -417,7 +418,7 @@ def add_read_session_cut(session: Session, session_id: str, table_id: int, barri
     session.flush()
 
 
-# -- cut files of read sessions (SPEC §12) ----------------------------------------------------
+# -- cut files of read sessions (docs/contract.md#a-table-at-a-cut) --------------------------------
 
 
 _CUT_FILE_RECORDED = select(literal(1)).where(

@@ -2,9 +2,10 @@
 ``/iceberg``: list, create, load, replace (commit), rename, drop, exists and register, as the
 Iceberg REST catalog OpenAPI specification gives them (``sql_view_service`` has the rules).
 
-Under a read session's prefix (``/iceberg/v1/session-<id>/…``, SPEC §12) a view is listed, loaded
-and probed as at the head: its SQL then reads the session's tables at the session's cut; every
-change there is refused as any other (``read_session_endpoints.write_in_session``).
+Under a read session's prefix (``/iceberg/v1/session-<id>/…``, docs/contract.md#read-sessions) a
+view is listed, loaded and probed as at the head: its SQL then reads the session's tables at the
+session's cut; every change there is refused as any other
+(``read_session_endpoints.write_in_session``).
 
 The read session routes are included before ``sql_view_router``; their catch-all (the refusal
 of writes) matches only a session's prefix, so it takes no route of the head, and a session's
@@ -114,7 +115,7 @@ def rename_view(request: Request, session: WriteSession, ctx: Context,
     return Response(status_code=204)
 
 
-# -- under a read session's prefix (SPEC §12): reads only ---------------------------------------
+# -- under a read session's prefix (docs/contract.md#read-sessions): reads only --------------------
 
 
 def _in_session(database: DatabaseDep, request: Request, ctx: Context, prefix: str) -> None:

@@ -2,7 +2,7 @@
 load, commit (replace), rename, drop, exists and register.
 
 A view is a pointer in the database (``catalog_views``) to its current metadata file in the
-warehouse, as a table is. The same trust rules hold (SPEC §11, Trust):
+warehouse, as a table is. The same trust rules hold (docs/contract.md#trust):
 
 - every file the server writes or reads for a view lies inside the warehouse (the view's
   location, its ``write.metadata.path``, a registered metadata file), and is read only if it is
@@ -127,7 +127,7 @@ def _confine(warehouse: Warehouse, metadata: ViewMetadata) -> list[str]:
 
 def _claim(session: Session, view: str, keys: list[str], view_uuid: str, now_ms: int) -> None:
     """A view claims its locations as a table does: none lies inside another table's or
-    view's, so no purge reaches its files (SPEC §11, Trust)."""
+    view's, so no purge reaches its files (docs/contract.md#files-stay-inside-the-warehouse)."""
     repo.lock_locations(session)
     claim_locations(session, f"view {view}", keys, view_uuid, code=VIEW_ALREADY_REGISTERED,
                     status=409, now_ms=now_ms)

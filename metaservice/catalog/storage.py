@@ -6,17 +6,17 @@ A metadata file is written once and never changed, so files are cached by locati
 already serialised. A file is written before the transaction that points at it commits: a crash
 in between leaves an unreferenced file, never a pointer without its file.
 
-A table at a read session's cut (SPEC §12) is a file too, a cut file, named after what decides
-its content and shared by every read session serving that cut: written by whichever request
-needs it first, possibly by several at once (``write_shared``), never named by a table's
-pointer. It is deleted (``delete_cut_files``) after the commit that expires its snapshot, or
+A table at a read session's cut (docs/contract.md#a-table-at-a-cut) is a file too, a cut file, named
+after what decides its content and shared by every read session serving that cut: written by
+whichever request needs it first, possibly by several at once (``write_shared``), never named by a
+table's pointer. It is deleted (``delete_cut_files``) after the commit that expires its snapshot, or
 the drop that purges its table, committed.
 
 Every location the server writes, reads or deletes lies inside the warehouse or a location the
 operator allows (``METASERVICE_ALLOWED_LOCATIONS``), compared after normalisation and, for local
 files, after resolving symlinks (``confine``); a purge deletes only files under the table's own
 location. A metadata file is read only if it is a regular file under the size cap, within a
-time limit (SPEC §11, Trust).
+time limit (docs/contract.md#no-io-under-a-write-lock).
 """
 
 from __future__ import annotations

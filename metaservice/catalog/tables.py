@@ -2,8 +2,8 @@
 register, drop and rename.
 
 Create, register and drop touch files first, outside any transaction, then run one write
-transaction that re-checks what the read saw (SPEC §11, Trust: no file I/O under a database
-write lock). Commits are ``commits.py``.
+transaction that re-checks what the read saw (docs/contract.md#no-io-under-a-write-lock: no file I/O
+under a database write lock). Commits are ``commits.py``.
 """
 
 from __future__ import annotations
@@ -162,9 +162,9 @@ def load_table_in_session(database: Database, ctx: ServiceContext, catalog: Cata
                           prefix: str, principal: Principal, levels: Sequence[str], table: str,
                           snapshots: str = "all") -> LoadedTable:
     """The table as the read session ``prefix`` serves it: the table at the session's cut
-    (SPEC §12). The cut is fixed in one transaction, the files are read and written outside
-    any, and the cut file is recorded in a second one before it is written. A cut this process
-    served before is answered from its cut file's cached JSON.
+    (docs/contract.md#a-table-at-a-cut). The cut is fixed in one transaction, the files are read and
+    written outside any, and the cut file is recorded in a second one before it is written. A cut
+    this process served before is answered from its cut file's cached JSON.
 
     A repeat load (the table's cut fixed, the session not due a renewal) whose cut file this
     process cached is one read statement (``read_sessions.fixed_cut``) and those bytes. It
@@ -370,7 +370,8 @@ def end_table(session: Session, name: TableName, principal: Principal,
                pointer: IcebergTableRow) -> EndedTable:
     """A drop's (and an overwriting register's) end of a table in MetaService: its barrier
     history, leases, read-session entries, rollback plans, cut files and location claims go
-    (SPEC §11, Trust). Refused while a running job reads or writes it."""
+    (docs/contract.md#files-stay-inside-the-warehouse). Refused while a running job reads or writes
+    it."""
     row = tables_repo.find_table(session, name, for_update=True)
     if row is not None:
         jobs = repo.running_jobs_of(session, row.id)

@@ -1,5 +1,6 @@
 """Catalog input that makes no valid table, refused as a bad request before anything is
-written or stored (SPEC §11: every malformed request is a 4xx, on both backends).
+written or stored (docs/contract.md#errors-say-whether-to-retry: every malformed request is a 4xx,
+on both backends).
 
 pyiceberg's models accept much that its own code then fails on, with exceptions of every
 kind: a ``decimal(99,99)`` column (its ``ValidationError``, which is no ``ValueError``), a
@@ -102,8 +103,8 @@ def _check_locations(metadata: TableMetadata, warehouse: str) -> None:
 
 
 def _check_location(what: str, location: str, warehouse: str) -> None:
-    """Where a location lies is the warehouse's to judge (``Warehouse.confine_table``, SPEC §11
-    Trust); here, only that the database can keep it."""
+    """Where a location lies is the warehouse's to judge (``Warehouse.confine_table``,
+    docs/contract.md#files-stay-inside-the-warehouse); here, only that the database can keep it."""
     if len(location) > MAX_LOCATION_LENGTH:
         raise BadRequestError(f"{what} is longer than {MAX_LOCATION_LENGTH} characters")
 

@@ -1,4 +1,5 @@
-"""The cut computation of SPEC §4, as pure functions over plain data and a barrier history.
+"""The cut computation of docs/contract.md#consistent-versions, as pure functions over plain data
+and a barrier history.
 
 A *cut* is a barrier B; each table T of the cut is read at ``snap(T, B)``. Every cut is a
 barrier at which each table it serves is *exact* (``core/exactness.py``), chosen among the

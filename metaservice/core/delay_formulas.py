@@ -1,4 +1,4 @@
-"""The delay formulas of SPEC §7 as pure functions over plain data.
+"""The delay formulas of docs/contract.md#delay as pure functions over plain data.
 
 Barriers are wall-clock milliseconds, so every delay is a difference of two barriers or of a
 barrier and a time:
@@ -175,9 +175,9 @@ def name_ranks(names: Iterable[str]) -> dict[str, int]:
 
 def bottleneck_key(local_lag_ms: int | None, recent_hop_latency_ms: int | None,
                    name_rank: int, *, stalled: bool = False) -> BottleneckKey:
-    """Orders jobs by SPEC §7's rule: greatest local lag, then greatest recent hop latency.
-    A ``stalled`` job (:func:`produced_nothing`) ranks above every other: its lag is unknown
-    because it is unbounded. Otherwise unknown values rank below known ones. The name breaks
+    """Orders jobs by the rule of docs/contract.md#delay: greatest local lag, then greatest recent
+    hop latency. A ``stalled`` job (:func:`produced_nothing`) ranks above every other: its lag is
+    unknown because it is unbounded. Otherwise unknown values rank below known ones. The name breaks
     ties (``name_ranks``: the alphabetically first wins), so the answer is deterministic."""
     return (stalled, local_lag_ms is not None, local_lag_ms or 0,
             recent_hop_latency_ms is not None, recent_hop_latency_ms or 0, name_rank)
@@ -205,7 +205,8 @@ def bottlenecks_by_table(tables: Iterable[str], writer_of: Mapping[str, JobDelay
 
     The bottleneck of T is the best job upstream of T; since "best" is a total order, it is the
     best of T's writer and of the bottlenecks of the writer's sources (memoised, iteratively so a
-    deep pipeline does not exhaust the stack). The topology has no cycles (SPEC §3.2).
+    deep pipeline does not exhaust the stack). The topology has no cycles
+    (docs/contract.md#no-cycles).
     """
     memo: dict[str, str | None] = {}
     ranks = name_ranks(w.job for w in writer_of.values())

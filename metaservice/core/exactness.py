@@ -1,4 +1,4 @@
-"""Exactness (SPEC §2) as pure functions over a read-only barrier history.
+"""Exactness (docs/contract.md#exactness) as pure functions over a read-only barrier history.
 
 ``T`` is *exact at* ``B`` when ``snap(T, B)`` holds precisely the effect of all source data up to
 ``B``. Here, as everywhere in the service, that is decided only for ``first(T) ≤ B ≤ latest(T)``

@@ -67,7 +67,8 @@ class Topology:
         return sorted(j.job for j in self.jobs.values() if table in j.sinks)
 
     def writer(self, table: str) -> JobEdges | None:
-        """The running job writing ``table`` (at most one, SPEC §3.1)."""
+        """The running job writing ``table`` (at most one,
+        docs/contract.md#one-writer-per-table)."""
         return self._writer_of.get(table)
 
     # -- cycles --------------------------------------------------------------------------

@@ -28,6 +28,6 @@ class Position:
 
 def wall_clock_barrier(now_ms: int, latest: int | None) -> int:
     """The barrier assigned at ``now_ms`` to a table whose latest barrier is ``latest``:
-    ``max(now_ms, latest + 1)`` (SPEC §3.3), the wall clock unless that would not move the
-    table forward."""
+    ``max(now_ms, latest + 1)`` (docs/contract.md#barriers-only-move-forward), the wall clock unless
+    that would not move the table forward."""
     return now_ms if latest is None else max(now_ms, latest + 1)

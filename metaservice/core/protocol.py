@@ -1,4 +1,5 @@
-"""The decisions of the barrier protocol (SPEC §5.2, §5.3), as pure functions.
+"""The decisions of the barrier protocol (docs/contract.md#start, docs/contract.md#next), as pure
+functions.
 
 The service reads the state (``barriers/service.py``), these functions decide, the service
 writes the decision. Nothing here touches a database, so the rules are checked in-process over
@@ -50,8 +51,8 @@ def jobs_ahead(exactness: Exactness, others: Iterable[OtherJob],
 
 def choose_barrier(exactness: Exactness, sources: Sequence[str], after: int | None,
                    ahead: Sequence[OtherJob]) -> int | None:
-    """The barrier to hand a job whose previous barrier is ``after`` (SPEC §5.3 with the
-    alignment rule), or None when there is none yet (``wait``).
+    """The barrier to hand a job whose previous barrier is ``after`` (docs/contract.md#alignment
+    with the alignment rule), or None when there is none yet (``wait``).
 
     The barrier is one a source completed (or one a job ahead holds), newer than ``after``,
     at which every source is exact, and at which every job in ``ahead`` is exact or which it

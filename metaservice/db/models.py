@@ -61,9 +61,10 @@ class TableRow(Base):
     latest_barrier: Mapped[int | None] = mapped_column(BigInteger)
     latest_snapshot_id: Mapped[int | None] = mapped_column(BigInteger)
     latest_committed_at: Mapped[int | None] = mapped_column(BigInteger)
-    # The running job that writes this table, if any (SPEC §3.1).
+    # The running job that writes this table, if any (docs/contract.md#one-writer-per-table).
     writer_job: Mapped[str | None] = mapped_column(String(200), index=True)
-    # True while the table is behind the strong cut of the component it joined (SPEC §4).
+    # True while the table is behind the strong cut of the component it joined
+    # (docs/contract.md#catching-up).
     catching_up: Mapped[bool] = mapped_column(
         Boolean, nullable=False, default=False, server_default=text("false")
     )
@@ -90,7 +91,7 @@ class JobRow(Base):
     terminated_at: Mapped[int | None] = mapped_column(BigInteger)
     updated_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     last_committed_barrier: Mapped[int | None] = mapped_column(BigInteger)
-    # The pinned barrier (SPEC §5.3): the same answer until commit or abort.
+    # The pinned barrier (docs/contract.md#next): the same answer until commit or abort.
     pinned_barrier: Mapped[int | None] = mapped_column(BigInteger)
     pinned_after: Mapped[int | None] = mapped_column(BigInteger)
     pinned_at: Mapped[int | None] = mapped_column(BigInteger)
@@ -117,7 +118,7 @@ class JobTableRow(Base):
 
 
 class BarrierRow(Base):
-    """Table T completed barrier B with snapshot S (SPEC §2)."""
+    """Table T completed barrier B with snapshot S (docs/contract.md#barriers)."""
 
     __tablename__ = "barriers"
     __table_args__ = (Index("ix_barriers_table_snapshot", "table_id", "snapshot_id"),)
@@ -162,7 +163,7 @@ class JobProgressRow(Base):
     previous: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
 
 
-# -- Snapshot usage (SPEC §6): leases and two-phase expiration ---------------------------------
+# -- Leases and two-phase expiration (docs/contract.md#snapshot-usage-and-expiration) --------------
 
 class LeaseRow(Base):
     """A holder's promise to read some snapshots until ``expires_at``; while it is live, none of
@@ -212,8 +213,9 @@ class ExpirationRow(Base):
 
 class SnapshotExpirationRow(Base):
     """A snapshot approved for expiration (``approved``), later confirmed deleted
-    (``expired``). From approval on it is never handed out or leased again (SPEC §3.5); the
-    primary key makes one snapshot's approval a single row whoever races for it."""
+    (``expired``). From approval on it is never handed out or leased again
+    (docs/contract.md#expired-snapshots-stay-gone); the primary key makes one snapshot's approval a
+    single row whoever races for it."""
 
     __tablename__ = "snapshot_expirations"
     __table_args__ = (CheckConstraint("state IN ('approved', 'expired')", name="state"),)
@@ -230,14 +232,15 @@ class SnapshotExpirationRow(Base):
     expired_at: Mapped[int | None] = mapped_column(BigInteger)
 
 
-# -- Delay and rollback (SPEC §7, §8) --------------------------------------------------------
+# -- Delay and rollback (docs/contract.md#delay, docs/contract.md#rollback-plans) ------------------
 
 # The delay percentiles read the barriers committed within a window.
 Index("ix_barriers_committed_at", BarrierRow.committed_at)
 
 
 class RollbackPlanRow(Base):
-    """A rollback of ``table`` at ``barrier`` and everything downstream (SPEC §8).
+    """A rollback of ``table`` at ``barrier`` and everything downstream
+    (docs/contract.md#rollback-plans).
 
     ``planned`` → ``applied`` (barriers > B rolled back, the affected tables fenced: no commit,
     no root report, jobs wait) → ``completed`` (the Iceberg tables were rolled back; the fence
@@ -294,7 +297,8 @@ class ApiTokenRow(Base):
 
 
 class IcebergNamespaceRow(Base):
-    """A namespace of the built-in Iceberg catalog (SPEC §11): the database part of a name."""
+    """A namespace of the built-in Iceberg catalog (docs/contract.md#the-built-in-catalog): the
+    database part of a name."""
 
     __tablename__ = "catalog_namespaces"
 
@@ -305,7 +309,7 @@ class IcebergNamespaceRow(Base):
 
 class IcebergTableRow(Base):
     """A table's pointer in the built-in Iceberg catalog: its current metadata file. ``version``
-    is the compare-and-swap counter of every pointer swap (SPEC §11)."""
+    is the compare-and-swap counter of every pointer swap (docs/contract.md#concurrency)."""
 
     __tablename__ = "catalog_tables"
     __table_args__ = (Index("ux_catalog_tables_table_uuid", "table_uuid", unique=True),)
@@ -316,8 +320,9 @@ class IcebergTableRow(Base):
     version: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     updated_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
-    # The table's identity (its metadata's table-uuid): no two tables share it (SPEC §11,
-    # Trust). Null only for a row older than it, until the server's next start fills it.
+    # The table's identity (its metadata's table-uuid): no two tables share it
+    # (docs/contract.md#files-stay-inside-the-warehouse). Null only for a row older than it, until
+    # the server's next start fills it.
     table_uuid: Mapped[str | None] = mapped_column(String(36))
     # Its current location, normalised (``Warehouse.key``): what lineage names it by.
     location: Mapped[str | None] = mapped_column(String(2048))
@@ -326,7 +331,8 @@ class IcebergTableRow(Base):
 class CatalogLocationRow(Base):
     """A location a catalog table's files may lie under (its location, each it had before, its
     ``write.*.path`` properties), normalised as ``Warehouse.key`` gives it. Claimed by the table
-    until it is dropped; no claim lies inside another table's (SPEC §11, Trust)."""
+    until it is dropped; no claim lies inside another table's
+    (docs/contract.md#files-stay-inside-the-warehouse)."""
 
     __tablename__ = "catalog_locations"
 
@@ -354,9 +360,9 @@ class IcebergViewRow(Base):
 
 
 class ReadSessionRow(Base):
-    """A read session of a consistent warehouse of the catalog (SPEC §12). Its lease (same id)
-    holds every snapshot the session serves and gives its term: the session lives while its
-    lease does, and goes with it."""
+    """A read session of a consistent warehouse of the catalog (docs/contract.md#read-sessions). Its
+    lease (same id) holds every snapshot the session serves and gives its term: the session lives
+    while its lease does, and goes with it."""
 
     __tablename__ = "catalog_read_sessions"
 
@@ -383,10 +389,10 @@ class ReadSessionCutRow(Base):
 
 
 class CutFileRow(Base):
-    """A cut file (SPEC §12), recorded when first served: the file serves one snapshot
-    of one catalog table, and is deleted with the snapshot's expiration or the table's purge.
-    The table is its Iceberg ``table-uuid``: unlike its name, a rename racing a read session's load
-    cannot leave a row under a name a later table takes."""
+    """A cut file (docs/contract.md#a-table-at-a-cut), recorded when first served: the file serves
+    one snapshot of one catalog table, and is deleted with the snapshot's expiration or the table's
+    purge. The table is its Iceberg ``table-uuid``: unlike its name, a rename racing a read
+    session's load cannot leave a row under a name a later table takes."""
 
     __tablename__ = "catalog_cut_files"
     __table_args__ = (
@@ -414,7 +420,7 @@ class IdempotencyKeyRow(Base):
     expires_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
 
-# -- OpenLineage (SPEC §8): events waiting to be delivered -------------------------------------
+# -- OpenLineage (docs/contract.md#lineage): events waiting to be delivered ------------------------
 
 
 class LineageOutboxRow(Base):

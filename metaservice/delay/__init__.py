@@ -1,1 +1,2 @@
-"""Delay (SPEC §7): table lag, job local lag, hop latency, the bottleneck, percentiles."""
+"""Delay (docs/contract.md#delay): table lag, job local lag, hop latency, the bottleneck,
+percentiles."""

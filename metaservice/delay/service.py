@@ -1,4 +1,5 @@
-"""Delay answers (SPEC §7): read the few rows they need, then apply ``core/delay_formulas.py``."""
+"""Delay answers (docs/contract.md#delay): read the few rows they need, then apply
+``core/delay_formulas.py``."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ class _JobFigures:
             hop_latency_ms=_percentiles_out(self.latencies.get(job)))
 
     def ranked(self, jobs: Iterable[str]) -> list[str]:
-        """Worst first (SPEC §7's bottleneck order)."""
+        """Worst first (the bottleneck order of docs/contract.md#delay)."""
         listed = list(jobs)
         ranks = formulas.name_ranks(listed)
         return sorted(listed, reverse=True, key=lambda j: formulas.bottleneck_key(

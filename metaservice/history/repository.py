@@ -37,7 +37,8 @@ def snap(session: Session, table_id: int, barrier: int) -> BarrierRow | None:
 @dataclass(frozen=True, slots=True)
 class Snap:
     """``snap(T, B)`` as a version answer needs it: the row's barrier and snapshot, and whether
-    the snapshot is approved for expiration (it must not be handed out then, SPEC §3.5)."""
+    the snapshot is approved for expiration (it must not be handed out then,
+    docs/contract.md#expired-snapshots-stay-gone)."""
 
     barrier: int
     snapshot_id: int

@@ -61,8 +61,8 @@ def start_job(job: JobPath, session: WriteSession, ctx: Context, principal: Curr
     """The job starts: it becomes the only writer of its sinks and gets its aligned, pinned
     start position. Starting a running job again answers its pinned position.
 
-    The answer always carries ``barrier`` and ``previous`` (SPEC §5.2): both ``null`` when the
-    job waits, ``barrier`` ``null`` when it has no sources."""
+    The answer always carries ``barrier`` and ``previous`` (docs/contract.md#start): both ``null``
+    when the job waits, ``barrier`` ``null`` when it has no sources."""
     started = service.start(session, ctx, job, (body or StartIn()).start_from, principal)
     position = position_answer(started.position)
     return {"job": job, "run": started.view.job.run, "state": started.view.job.state,

@@ -1,4 +1,6 @@
-"""The rules of job registration, start and stop (SPEC §2, §3.1, §3.2, §5 steps 1, 2, 6)."""
+"""The rules of job registration, start and stop (docs/contract.md#jobs,
+docs/contract.md#one-writer-per-table, docs/contract.md#no-cycles, docs/contract.md#plan,
+docs/contract.md#start, docs/contract.md#stop)."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""Lineage (SPEC §8): the topology, neighbourhoods of a table, exact data lineage."""
+"""Lineage (docs/contract.md#lineage): the topology, neighbourhoods of a table, exact data
+lineage."""

@@ -7,10 +7,10 @@ Two kinds:
   raw path, so label cardinality stays bounded), commits and root reports, version answers by
   consistency type (``strong``, ``weak``, ``barrier``) and outcome, lease operations.
 - **Computed at scrape** from the database (a collector): table lag and job local lag
-  (SPEC §7), the recent hop latency per job, active leases and the snapshots they hold, tables
-  fenced by a rollback, and the OpenLineage outbox: events pending, jobs whose last delivery
-  failed, the age of the oldest event; with the events this process's sender delivered and the
-  deliveries that failed.
+  (docs/contract.md#delay), the recent hop latency per job, active leases and the snapshots they
+  hold, tables fenced by a rollback, and the OpenLineage outbox: events pending, jobs whose last
+  delivery failed, the age of the oldest event; with the events this process's sender delivered and
+  the deliveries that failed.
 
 Each app has its own registry (several apps live in one test process); a multi-process
 deployment is scraped per process (the scrape-time gauges read the shared database, so every

@@ -1,4 +1,5 @@
-"""Retention (SPEC §6): what keeps a snapshot and what lets it go.
+"""Retention (docs/contract.md#snapshot-usage-and-expiration): what keeps a snapshot and what lets
+it go.
 
 - ``leases/``: snapshot leases, a holder reads some snapshots until a deadline;
 - ``expirations/``: the two-phase expiration (approve, then complete);

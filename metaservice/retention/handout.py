@@ -1,5 +1,6 @@
-"""The rule every path that hands out or leases a snapshot follows (SPEC §3.5): a snapshot
-approved for expiration is never handed out or leased again.
+"""The rule every path that hands out or leases a snapshot follows
+(docs/contract.md#expired-snapshots-stay-gone): a snapshot approved for expiration is never handed
+out or leased again.
 
 A path that *commits to* snapshots (a lease, a pinned barrier) first calls :func:`hold` on
 their tables, then checks with :func:`refuse_approved` / :func:`approved` (a pinned barrier

@@ -1,4 +1,4 @@
-"""Which snapshots of a table must not be expired, and why (SPEC §6).
+"""Which snapshots of a table must not be expired, and why (docs/contract.md#protected-snapshots).
 
 A snapshot is protected, with one reason per rule that holds it:
 
@@ -6,12 +6,12 @@ A snapshot is protected, with one reason per rule that holds it:
 - ``strong_cut``: it is ``snap(T, B_C)`` for the current strong cut ``B_C`` of T's component;
 - ``job_source:<job>``: a running job reads T and the snapshot is one it holds or will read:
   its pinned snapshot and the one before it (``previous``), and every snapshot from
-  ``snap(T, last committed barrier)`` up to the latest. The SPEC names the two ends; the
+  ``snap(T, last committed barrier)`` up to the latest. The contract names the two ends; the
   snapshots between them are protected too, because the job's next step reads the rows appended
   between them by walking Iceberg's snapshot ancestry, which an expired snapshot in the middle
   would break;
 - ``lease:<id>``: a live lease holds it (listed as ``lease`` to a caller who may not see that
-  lease, SPEC §6).
+  lease, docs/contract.md#leases).
 
 Every rule reads only committed rows; the caller orders itself against commits, pins and leases
 by locking the table row (``retention/expirations/repository.py``).

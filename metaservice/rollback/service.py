@@ -1,4 +1,4 @@
-"""Rollback plans (SPEC §8): make, apply, complete.
+"""Rollback plans (docs/contract.md#rollback-plans): make, apply, complete.
 
 Applying a plan, in one transaction under the topology lock (lock order topology → jobs →
 tables, as everywhere; the jobs and tables are locked before the facts are read, so a commit

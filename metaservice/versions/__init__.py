@@ -1,1 +1,1 @@
-"""Consistent versions (SPEC §4): strong, weak and explicit-barrier cuts."""
+"""Consistent versions (docs/contract.md#strong): strong, weak and explicit-barrier cuts."""

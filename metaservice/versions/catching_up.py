@@ -1,4 +1,4 @@
-"""Keeping strong cuts from moving backwards when the topology changes (SPEC §4).
+"""Keeping strong cuts from moving backwards when the topology changes (docs/contract.md#strong).
 
 When a job starts or stops, components merge or split. The new component must not serve a cut
 below the greatest one its parts served, F. Every table of it not exact at F in the new

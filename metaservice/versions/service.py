@@ -1,4 +1,5 @@
-"""Answering version requests: which snapshot of each table to read (SPEC §4).
+"""Answering version requests: which snapshot of each table to read
+(docs/contract.md#consistent-versions).
 
 Reads only. Every answer names snapshots exact at its cut (``core/exactness.py``); the cut
 of a strong answer is a pure function of stored history that only grows while the topology

@@ -1,4 +1,4 @@
-"""snapshot usage: leases and two-phase expiration (SPEC §6)
+"""snapshot usage: leases and two-phase expiration (docs/contract.md#snapshot-usage-and-expiration)
 
 Revision ID: 0002
 Revises: 0001

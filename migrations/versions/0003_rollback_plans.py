@@ -1,4 +1,5 @@
-"""rollback plans and their fences (SPEC §8); an index for the delay window (SPEC §7)
+"""rollback plans and their fences (docs/contract.md#rollback-plans); an index for the delay window
+(docs/contract.md#delay)
 
 Revision ID: 0003
 Revises: 0002

@@ -1,4 +1,4 @@
-"""leases belong to the principal that took them (SPEC §6)
+"""leases belong to the principal that took them (docs/contract.md#leases)
 
 Revision ID: 0006
 Revises: 0005

@@ -3,8 +3,8 @@
 A table's identity is its Iceberg table-uuid: a register of a file of a table the catalog has
 already is refused. Every location a table's files may lie under — its location, each one it
 had before, and its ``write.*.path`` properties — is claimed by it until it is dropped, and no
-claim lies inside another table's (SPEC §11, Trust). Rows of tables created before this
-revision get both at the server's next start.
+claim lies inside another table's (docs/contract.md#files-stay-inside-the-warehouse). Rows of tables
+created before this revision get both at the server's next start.
 
 Revision ID: 0010
 Revises: 0009

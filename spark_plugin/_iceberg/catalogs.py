@@ -10,7 +10,8 @@ order of precedence (the first that applies wins):
    ``type=jdbc`` with ``uri=jdbc:...``, ``type=hive``, ``type=glue``, or ``catalog-impl``),
    mapped to pyiceberg's properties (:meth:`CatalogSpec.from_spark_conf`);
 3. pyiceberg's own configuration: ``~/.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<CATALOG>__*``;
-4. MetaService's built-in Iceberg REST catalog (SPEC §11): ``<server url>/iceberg``, warehouse
+4. MetaService's built-in Iceberg REST catalog (docs/contract.md#the-built-in-catalog):
+``<server url>/iceberg``, warehouse
    ``<catalog>``, the client's token as its bearer token.
 
 Commits through MetaService's own catalog record their barrier in the catalog's transaction
@@ -319,7 +320,8 @@ def qualified_name(table: Table) -> str:
 def records_barriers(table: Table, url: str) -> bool:
     """Whether commits to ``table`` record their barrier themselves: its catalog is the built-in
     catalog of the MetaService at ``url`` (a REST catalog at ``<url>/iceberg``), which records a
-    tagged commit's barrier in the same transaction (SPEC §11), so no report follows."""
+    tagged commit's barrier in the same transaction (docs/contract.md#commits-through-the-catalog),
+    so no report follows."""
     from pyiceberg.catalog.rest import RestCatalog
 
     catalog = table.catalog

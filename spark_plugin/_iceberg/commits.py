@@ -9,9 +9,9 @@ returned. So a replay after a crash, or a zombie writer racing the new one, neve
 barrier twice.
 
 Through MetaService's built-in catalog the commit also records the barrier, in the catalog's
-own transaction (SPEC §11). A commit the service refuses there (a barrier not handed to the job,
-a table written by another job, ...) raises the plugin's error for the service's code instead of
-being retried as a conflict.
+own transaction (docs/contract.md#the-built-in-catalog). A commit the service refuses there (a
+barrier not handed to the job, a table written by another job, ...) raises the plugin's error for
+the service's code instead of being retried as a conflict.
 """
 
 from __future__ import annotations
@@ -115,8 +115,9 @@ _RETRYABLE_REFUSALS = {"concurrent_update", "rollback_in_progress"}
 
 def refusal(exc: BaseException | None) -> APIError | None:
     """The plugin's error for a commit MetaService's catalog refused (an error whose message is
-    ``metaservice <code>: <message>``, SPEC §11), or ``None`` for anything else, including the
-    refusals that mean "try again" (``concurrent_update``, ``rollback_in_progress``)."""
+    ``metaservice <code>: <message>``, docs/contract.md#concurrency), or ``None`` for anything else,
+    including the refusals that mean "try again" (``concurrent_update``,
+    ``rollback_in_progress``)."""
     from pyiceberg.exceptions import CommitFailedException, ForbiddenError, RESTError
 
     if not isinstance(exc, (CommitFailedException, RESTError)):

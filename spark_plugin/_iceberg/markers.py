@@ -3,9 +3,10 @@
 A sink commit's snapshot summary carries ``metaservice.job`` and ``metaservice.barrier``; a root
 ingestion commit carries ``metaservice.root-label`` (the ingestion's label) and
 ``metaservice.barrier`` — not ``metaservice.job``: a root is written by no registered job, and
-MetaService's catalog takes a commit naming a job for that job's barrier commit (SPEC §11). The
-same metadata update sets the table property ``metaservice.sink.<job or label>.last-barrier``,
-which survives the expiration of the tagged snapshot.
+MetaService's catalog takes a commit naming a job for that job's barrier commit
+(docs/contract.md#commits-through-the-catalog). The same metadata update sets the table property
+``metaservice.sink.<job or label>.last-barrier``, which survives the expiration of the tagged
+snapshot.
 
 A replay (a crash, a restarted query, a zombie writer) looks for its tag on the table's current
 lineage first (a rollback of the table leaves the property ahead of the data), then at the

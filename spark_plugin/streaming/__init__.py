@@ -1,4 +1,5 @@
-"""Structured Streaming in Spark's own idiom: the ``metaservice`` data source (SPEC §10).
+"""Structured Streaming in Spark's own idiom: the ``metaservice`` data source
+(docs/contract.md#the-spark-plugin).
 
     import spark_plugin as sp
     sp.register_data_source(spark)

@@ -1,4 +1,5 @@
-"""When a streaming query's jobs are registered, started and unregistered (SPEC §10).
+"""When a streaming query's jobs are registered, started and unregistered
+(docs/contract.md#the-spark-plugin).
 
 - **Plan time**: ``readStream...load()`` registers the source (Spark calls the data source's
   ``schema()`` then); the sink registers when Spark plans the query's first micro-batch (the

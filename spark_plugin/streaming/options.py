@@ -1,4 +1,5 @@
-"""The options of the ``metaservice`` data source (SPEC §10), validated where they are given.
+"""The options of the ``metaservice`` data source (docs/contract.md#the-spark-plugin), validated
+where they are given.
 
 Spark hands a Python data source its options with lower-cased keys; every key here is matched
 case-insensitively. Values are strings, as Spark passes them.

@@ -14,8 +14,8 @@ messages; the driver-side ``commit(messages, batchId)`` then
    idempotent). A service that no longer pins ``B`` for the job (the query was stopped and
    restarted in the middle of a batch) is asked to start the job at ``B`` first.
    Through the service's built-in catalog there is no report: the commit of step 2 recorded
-   ``B`` in the catalog's transaction (SPEC §11); a commit the service refuses because ``B`` is
-   no longer pinned is made again after the job is started at ``B``.
+   ``B`` in the catalog's transaction (docs/contract.md#the-built-in-catalog); a commit the service
+   refuses because ``B`` is no longer pinned is made again after the job is started at ``B``.
 
 So a barrier is committed once whatever the crash point: before the Iceberg commit (Spark replays
 the batch and it is committed then), between the Iceberg commit and the report (the replay finds
@@ -317,7 +317,7 @@ class MicroBatchCommit:
         self.client.start_job(o.job, barrier)
 
     def _commit_without_sources(self, query: str | None) -> None:
-        """A job without ``metaservice`` sources chooses its barriers (SPEC §5.2)."""
+        """A job without ``metaservice`` sources chooses its barriers (docs/contract.md#start)."""
         o = self.options
         try:
             state = self.client.get_job(o.job).get("state")

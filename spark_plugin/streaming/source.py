@@ -1,4 +1,5 @@
-"""The ``metaservice`` streaming source: a micro-batch is one aligned barrier (SPEC §5).
+"""The ``metaservice`` streaming source: a micro-batch is one aligned barrier
+(docs/contract.md#the-barrier-protocol).
 
 Life cycle of a query's job, as seen by each of its sources (a query may read several tables of
 one job: each is a source, and the service pins one barrier per job, so they all agree):

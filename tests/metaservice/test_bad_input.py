@@ -1,5 +1,6 @@
-"""Malformed input to the core API is a 422 in the SPEC §9 shape on both backends, and nothing of
-it is stored: text PostgreSQL cannot store (a NUL) in a body field, a path or a query."""
+"""Malformed input to the core API is a 422 in the error shape of docs/contract.md#errors on both
+backends, and nothing of it is stored: text PostgreSQL cannot store (a NUL) in a body field, a path
+or a query."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Every acknowledged write survives a crash (SPEC §3.6), on both backends.
+"""Every acknowledged write survives a crash (docs/contract.md#durable-and-race-free-writes), on
+both backends.
 
 The real server runs as its own process (``python -m metaservice serve``). A pipeline writes to
 it — root reports, a job's next and commit — while another client reports a second root; right

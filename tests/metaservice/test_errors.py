@@ -1,4 +1,4 @@
-"""Every error, ours or the framework's, has the SPEC §9 shape."""
+"""Every error, ours or the framework's, has the error shape of docs/contract.md#errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Requests racing on the same rows (SPEC §3.6): two never both win, none is lost.
+"""Requests racing on the same rows (docs/contract.md#durable-and-race-free-writes): two never both
+win, none is lost.
 
 Thirty-two threads, each with its own HTTP connection to the real loopback server, are released
 together by a barrier, on both backends. After the races the database itself is checked: no
@@ -91,7 +92,8 @@ class Ledger:
                 self.acknowledged.add((body["table"], body["barrier"], body["snapshot_id"]))
 
     def check(self, database: Database) -> None:
-        """No duplicate, no regression, no lost write (SPEC §3.3, §3.6)."""
+        """No duplicate, no regression, no lost write (docs/contract.md#barriers-only-move-forward,
+        docs/contract.md#durable-and-race-free-writes)."""
         with database.engine.connect() as conn:
             tables = {r.id: r for r in conn.execute(select(TableRow))}
             rows = conn.execute(select(BarrierRow)).all()

@@ -1,6 +1,7 @@
-"""Integers are JSON integers (SPEC §2): a boolean, a string or a number with a fraction is 422
-``invalid_request`` in every request body, and an integer in a URL is written in digits only.
-Seconds (lease terms) are JSON numbers: a boolean or a string is refused. Nothing is recorded."""
+"""Integers are JSON integers (docs/contract.md#barriers): a boolean, a string or a number with a
+fraction is 422 ``invalid_request`` in every request body, and an integer in a URL is written in
+digits only. Seconds (lease terms) are JSON numbers: a boolean or a string is refused. Nothing is
+recorded."""
 
 from __future__ import annotations
 

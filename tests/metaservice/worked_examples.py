@@ -1,5 +1,5 @@
-"""SPEC §4's chain example built through the real HTTP API, for tests that start from it (its
-checks are tests/metaservice/protocol/test_examples.py)."""
+"""The chain example of docs/contract.md#worked-examples built through the real HTTP API, for tests
+that start from it (its checks are tests/metaservice/protocol/test_examples.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Two ``metaservice serve`` replicas on one PostgreSQL behind haproxy, configured by
 ``deploy/haproxy/haproxy.cfg``: a SIGKILLed replica never surfaces as a 5xx, and while the
-database is down the replicas answer 503 in the SPEC's error shape and recover by themselves."""
+database is down the replicas answer 503 in the contract's error shape and recover by themselves."""
 
 from __future__ import annotations
 

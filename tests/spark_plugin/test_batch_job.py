@@ -203,7 +203,8 @@ def test_a_job_without_sources_chooses_fresh_barriers(spark, catalog, client, cr
 def test_a_full_step_replaces_the_sink_whatever_the_mode(spark, catalog, client, database,
                                                          tables):
     """A job run again from ``latest`` reads full snapshots; appending them would duplicate
-    every row the sink already holds (SPEC §10: a full step replaces the sink)."""
+    every row the sink already holds (docs/contract.md#the-spark-plugin: a full step replaces the
+    sink)."""
     root, sink = tables
     sp.append_root(spark, batch(spark, [1, 2]), root, client=client, catalog=catalog,
                    barrier=1_000)
@@ -237,8 +238,8 @@ def test_a_full_step_empties_a_sink_it_does_not_write(spark, catalog, client, da
 
 @pytest.mark.parametrize("previous", [None, {}, "missing"])
 def test_an_answer_without_previous_barrier_is_a_full_step(previous):
-    """Servers answer a start position with ``previous: null`` (SPEC §5.2); earlier ones with
-    ``{}`` or nothing."""
+    """Servers answer a start position with ``previous: null`` (docs/contract.md#start); earlier
+    ones with ``{}`` or nothing."""
     answer = {"action": "process", "barrier": 5, "snapshots": {"lake.db.t": 1}}
     if previous != "missing":
         answer["previous"] = previous

@@ -1,7 +1,8 @@
-"""The plugin on MetaService's built-in Iceberg catalog (SPEC §11), with no catalog configured:
-tables named ``house.<db>.<table>`` are found nowhere else, so the plugin opens
-``<server>/iceberg``. Each commit records its barrier in the catalog's own transaction, and the
-plugin sends no report after it; a crash between a commit and the rest commits nothing twice.
+"""The plugin on MetaService's built-in Iceberg catalog (docs/contract.md#the-built-in-catalog),
+with no catalog configured: tables named ``house.<db>.<table>`` are found nowhere else, so the
+plugin opens ``<server>/iceberg``. Each commit records its barrier in the catalog's own transaction,
+and the plugin sends no report after it; a crash between a commit and the rest commits nothing
+twice.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Two-phase expiration (SPEC §6).
+"""Two-phase expiration (docs/contract.md#two-phase-expiration).
 
 1. *Approve*: a maintenance tool proposes snapshots of one table; under the table's row lock
    each is approved unless a rule protects it (``protection.py``). From that commit on, an
@@ -154,7 +154,7 @@ def expiration_state(session: Session, expiration_id: str) -> ExpirationState:
 def list_protected(session: Session, ctx: ServiceContext, name: TableName,
                    principal: Principal = ANONYMOUS_ADMIN) -> list[Protected]:
     """What is protected now and why, newest barrier first. A lease ``principal`` may not see
-    (SPEC §6) is named ``lease``, without its id."""
+    (docs/contract.md#leases) is named ``lease``, without its id."""
     table = _table(session, name)
     found = protected_snapshots(session, ctx, table, ctx.clock.now_ms())
     prefix = lease_reason("")

@@ -1,4 +1,4 @@
-"""The lease rules (SPEC §6).
+"""The lease rules (docs/contract.md#leases).
 
 - A lease holds snapshots that complete a barrier of their table (not rolled back); anything
   else is ``404 unknown_snapshot``. A snapshot approved for expiration cannot be leased

@@ -1,9 +1,9 @@
 // The MetaService dashboard: reads the public REST API of the server that serves it.
 //
-// The topology comes from GET /lineage, every figure from GET /delay (SPEC §7); a selected job
-// shows GET /jobs/{job}/progress, a selected table GET /delay/{table}, its barriers, its leases
-// and its protected snapshots (the last two only when this server has those endpoints). All
-// text goes into the page through textContent: nothing from the API is parsed as HTML.
+// The topology comes from GET /lineage, every figure from GET /delay (docs/contract.md#delay); a
+// selected job shows GET /jobs/{job}/progress, a selected table GET /delay/{table}, its barriers,
+// its leases and its protected snapshots (the last two only when this server has those endpoints).
+// All text goes into the page through textContent: nothing from the API is parsed as HTML.
 //
 // Answers are parsed losslessly: snapshot ids are 64-bit integers, beyond what a JavaScript
 // number holds exactly (2^53), so integers past Number.MAX_SAFE_INTEGER stay decimal strings.

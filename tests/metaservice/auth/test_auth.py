@@ -1,5 +1,6 @@
-"""Authentication and roles (SPEC §9): every route of the OpenAPI document refuses a missing
-token (401) and a too-weak role (403) where it should; writers act only on their own jobs."""
+"""Authentication and roles (docs/contract.md#tokens-and-roles): every route of the OpenAPI document
+refuses a missing token (401) and a too-weak role (403) where it should; writers act only on their
+own jobs."""
 
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ def auth(token: str) -> dict[str, str]:
 
 
 def refusal(method: str, response: httpx.Response) -> str:
-    """The error's code: SPEC §9's, or the Iceberg error model's type on ``/iceberg`` routes (a
-    HEAD answer has no body to read)."""
+    """The error's code: the code of docs/contract.md#errors, or the Iceberg error model's type on
+    ``/iceberg`` routes (a HEAD answer has no body to read)."""
     if method == "HEAD":
         return {401: "unauthorized", 403: "forbidden"}[response.status_code]
     error = response.json()["error"]
@@ -132,7 +133,7 @@ def _race_new_job_registrations(urls: tuple[str, str], first: str, second: str,
                                 database: Database, rounds: int) -> None:
     """Two writers register edges of the same new job at the same moment, ``rounds`` times:
     exactly one wins each round, the other is refused (403), and the job carries only the
-    winner's edge (SPEC §9: a writer acts only on jobs it registered)."""
+    winner's edge (docs/contract.md#tokens-and-roles: a writer acts only on jobs it registered)."""
     names = ("t-writer", "t-writer2")
     for i in range(rounds):
         job = f"race{i}"

@@ -1,6 +1,7 @@
-"""Input that would corrupt state is refused before anything is recorded (SPEC §2, §3.5, §5.2),
-on both backends: barriers beyond the future bound, approved-for-expiration snapshots reported
-as a table's latest, and a waiting start answers ``"barrier": null``."""
+"""Input that would corrupt state is refused before anything is recorded (docs/contract.md#barriers,
+docs/contract.md#expired-snapshots-stay-gone, docs/contract.md#start), on both backends: barriers
+beyond the future bound, approved-for-expiration snapshots reported as a table's latest, and a
+waiting start answers ``"barrier": null``."""
 
 from __future__ import annotations
 

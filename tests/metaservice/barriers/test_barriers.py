@@ -1,4 +1,6 @@
-"""The barrier protocol's invariants (SPEC §3.3, §3.4, §5) on both backends."""
+"""The barrier protocol's invariants (docs/contract.md#barriers-only-move-forward,
+docs/contract.md#only-handed-barriers-only-own-sinks, docs/contract.md#the-barrier-protocol) on both
+backends."""
 
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ alone, refusals included, with the stored barriers those of one report at a time
 - In process, on both backends: a group of reports to the same and to different tables, some
   refused, some that must be made alone (a new table), against the same reports made one at a
   time, each in its own transaction, on twin tables.
-- Two server processes, 16 clients: every answer is the one a sequential model of SPEC §5's
-  rules gives, the stored barriers are the model's, and (PostgreSQL) transactions did record
-  several reports, of one table and of several.
+- Two server processes, 16 clients: every answer is the one a sequential model of the contract's
+  (docs/contract.md#the-barrier-protocol) rules gives, the stored barriers are the model's, and
+  (PostgreSQL) transactions did record several reports, of one table and of several.
 """
 
 from __future__ import annotations
@@ -206,8 +206,8 @@ class Sent:
 
 
 class SequentialRoots:
-    """SPEC §5's rules for root reports, one report at a time: what each answers and the
-    barriers it leaves."""
+    """The rules of docs/contract.md#root-reports for root reports, one report at a time: what each
+    answers and the barriers it leaves."""
 
     def __init__(self, writers: set[str]) -> None:
         self.writers = writers

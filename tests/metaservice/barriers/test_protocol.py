@@ -1,5 +1,5 @@
 """The alignment rule of ``core/protocol.py`` over thousands of random histories, against a
-brute force written from SPEC §5.3 and ``docs/decisions.md``."""
+brute force written from docs/contract.md#alignment and ``docs/decisions.md``."""
 
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ def test_choice_matches_the_reference(h: MemoryHistory, me: str, after: int | No
 
 
 def test_a_slow_sibling_follows_the_fast_one() -> None:
-    # SPEC §4's fan-out: r has 10, 20, 30; B (t2) completed 20; A (t1) is at 10.
+    # The fan-out of docs/contract.md#worked-examples: r has 10, 20, 30; B (t2) completed 20; A (t1)
+    # is at 10.
     h = MemoryHistory(completed={"r": {10: 1, 20: 2, 30: 3}, "t1": {10: 11},
                                  "t2": {10: 21, 20: 22}},
                       writers={"t1": frozenset({"r"}), "t2": frozenset({"r"})})

@@ -1,6 +1,7 @@
 """Malformed catalog requests are a 400 in the Iceberg error model on both backends, and leave
-nothing behind: no pointer, no metadata file, no barrier (SPEC §11: every malformed request is
-a 4xx). Raw HTTP, so that nothing a client library checks first hides what the server does."""
+nothing behind: no pointer, no metadata file, no barrier
+(docs/contract.md#errors-say-whether-to-retry: every malformed request is a 4xx). Raw HTTP, so that
+nothing a client library checks first hides what the server does."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Two engines committing to one table at once (SPEC §11): pointer swaps are compare-and-swap,
-so one wins, the other gets 409 CommitFailedException and its client retries; no acknowledged
-commit is ever lost, and every snapshot on main completed exactly one barrier."""
+"""Two engines committing to one table at once (docs/contract.md#concurrency): pointer swaps are
+compare-and-swap, so one wins, the other gets 409 CommitFailedException and its client retries; no
+acknowledged commit is ever lost, and every snapshot on main completed exactly one barrier."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Read sessions' cut files (SPEC §12) are deleted once no session can use them: after the catalog
-commit that expires their snapshot, or with their table's purge. Both backends, over the
-real server and pyiceberg's REST client."""
+"""Read sessions' cut files (docs/contract.md#a-table-at-a-cut) are deleted once no session can use
+them: after the catalog commit that expires their snapshot, or with their table's purge. Both
+backends, over the real server and pyiceberg's REST client."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """DuckDB's iceberg extension against the catalog, with pyiceberg on the same tables: each reads
-the other's commits, and DuckDB's INSERT INTO a root table completes a barrier (SPEC §11)."""
+the other's commits, and DuckDB's INSERT INTO a root table completes a barrier
+(docs/contract.md#commits-through-the-catalog)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""A catalog server killed with SIGKILL mid-commit (SPEC §11): no pointer without its barrier, no
-barrier without its pointer, every acknowledged commit kept; an unreferenced metadata file at
-most. The server runs as its own process (``metaservice serve``), on both backends."""
+"""A catalog server killed with SIGKILL mid-commit (docs/contract.md#the-built-in-catalog): no
+pointer without its barrier, no barrier without its pointer, every acknowledged commit kept; an
+unreferenced metadata file at most. The server runs as its own process (``metaservice serve``), on
+both backends."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every error of a request under ``/iceberg`` is rendered in the Iceberg error model, every
-other error in SPEC §9's, whichever of the two the app installs first: the error handlers ask
-at request time which renderer owns the request's path."""
+other error in the shape of docs/contract.md#errors, whichever of the two the app installs first:
+the error handlers ask at request time which renderer owns the request's path."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""pyiceberg's own REST client against the catalog, over loopback, on both backends (SPEC §11).
+"""pyiceberg's own REST client against the catalog, over loopback, on both backends
+(docs/contract.md#the-built-in-catalog).
 
 Each test checks what the Iceberg client sees and what MetaService then answers about barriers.
 """

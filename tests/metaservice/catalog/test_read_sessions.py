@@ -1,6 +1,6 @@
-"""Read sessions of the catalog's consistent warehouses (SPEC §12's "views") through pyiceberg's
-own REST client, on both backends: ``lake@strong`` read sessions, ``lake@barrier=<B>``,
-read-only, leases, expiry, the prefix of sessions opened before the rename."""
+"""Read sessions of the catalog's consistent warehouses (docs/contract.md#consistent-warehouses)
+through pyiceberg's own REST client, on both backends: ``lake@strong`` read sessions,
+``lake@barrier=<B>``, read-only, leases, expiry, the prefix of sessions opened before the rename."""
 
 from __future__ import annotations
 
@@ -155,7 +155,8 @@ def test_a_barrier_read_session_serves_every_table_at_that_barrier(
     assert table.metadata.properties["metaservice.consistency"] == "barrier"
     at_second = read_session(server, f"lake@barrier={second}")
     assert at_second.load_table("db.a").scan().to_arrow().num_rows == 5
-    # b has not completed the third barrier: SPEC §4's barrier_not_complete, as a 409.
+    # b has not completed the third barrier: the barrier_not_complete of
+    # docs/contract.md#at-an-explicit-barrier, as a 409.
     beyond = read_session(server, f"lake@barrier={pipeline.clock.now_ms()}")
     with pytest.raises(Exception, match="barrier_not_complete"):
         beyond.load_table("db.b")
@@ -354,10 +355,10 @@ def test_loads_of_one_session_racing_get_one_cut(
 def test_a_table_left_out_of_the_strong_cut_is_404_in_a_session_whichever_load_came_first(
         pipeline: FanOut, client: httpx.Client, server: ServerThread) -> None:
     """A table with no version yet (404 ``no_version``) or one that rejoined the pipeline and
-    has not caught up (404 ``catching_up``) is left out of the strong cut (SPEC §4). A session
-    answers it so whether it is the session's first load or one after another table fixed the
-    cut: not 400 ``barrier_not_complete``, which tells a client that no retry can help, while a
-    new session serves the table once it caught up."""
+    has not caught up (404 ``catching_up``) is left out of the strong cut
+    (docs/contract.md#catching-up). A session answers it so whether it is the session's first load
+    or one after another table fixed the cut: not 400 ``barrier_not_complete``, which tells a client
+    that no retry can help, while a new session serves the table once it caught up."""
     def refused_alone(code: str) -> None:
         alone = client.get("/version/strong/lake/db/b")
         assert alone.status_code == 404 and alone.json()["error"]["code"] == code, alone.text

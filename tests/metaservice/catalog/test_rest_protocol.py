@@ -1,5 +1,6 @@
-"""The catalog's wire protocol with hand-made requests (SPEC §11): configuration, the Iceberg
-error model, bad input, atomic multi-table transactions, the metrics endpoint and the roles."""
+"""The catalog's wire protocol with hand-made requests
+(docs/contract.md#errors-say-whether-to-retry): configuration, the Iceberg error model, bad input,
+atomic multi-table transactions, the metrics endpoint and the roles."""
 
 from __future__ import annotations
 
@@ -209,7 +210,7 @@ def test_purge_deletes_the_tables_files(catalog: RestCatalog, client: httpx.Clie
         time.sleep(0.05)
 
 
-# -- roles (SPEC §11: reads a reader, commits a writer, drops an admin) -------------------------
+# -- roles (docs/contract.md#trust: reads a reader, commits a writer, drops an admin) --------------
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """Spark 3.5 with the stock Apache Iceberg runtime (1.10) against the catalog, over loopback,
-on both backends (SPEC §11, §12): Spark creates the tables, a job's Spark writes carry its
-barrier, Spark reads back and time-travels, and its snapshot expiration is refused for
-protected snapshots; in a strong read session (``warehouse=lake@strong``) Spark SQL joins the
-tables of a running pipeline at one barrier, where the head mixes barriers.
+on both backends (docs/contract.md#the-built-in-catalog, docs/contract.md#consistent-warehouses):
+Spark creates the tables, a job's Spark writes carry its barrier, Spark reads back and time-travels,
+and its snapshot expiration is refused for protected snapshots; in a strong read session
+(``warehouse=lake@strong``) Spark SQL joins the tables of a running pipeline at one barrier, where
+the head mixes barriers.
 
 One SparkSession (``tests/engines/spark35``, set up by its ``install.sh``) serves the module;
 each test registers its own Spark catalogs on its own server.
@@ -41,7 +42,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
 
 @pytest.fixture
 def lake(spark: SparkDriver, server: ServerThread) -> str:
-    """A Spark catalog on the head of this test's server, as SPEC §12 configures it."""
+    """A Spark catalog on the head of this test's server, as docs/contract.md#consistent-warehouses
+    configures it."""
     name = f"lake{next(_catalogs)}"
     spark.catalog(name, type="rest", uri=f"{server.url}/iceberg", warehouse="lake",
                   **{"cache-enabled": "false"})

@@ -1,9 +1,9 @@
 """Iceberg views (the SQL objects of the Iceberg view specification) served by the catalog,
 through pyiceberg's ``RestCatalog`` and raw HTTP, on both backends: list, create, load, replace
-(a commit), rename, drop, exists and register, and the trust rules a table obeys (SPEC §11,
-Trust): roles, files inside the warehouse, no name shared with a table, no view registered
-twice, every bad request a 4xx in the Iceberg error model, only a lost race a 409
-``CommitFailedException``. Spark 3.5's ``CREATE VIEW`` is in ``test_spark.py``."""
+(a commit), rename, drop, exists and register, and the trust rules a table obeys
+(docs/contract.md#a-drop-ends-a-table): roles, files inside the warehouse, no name shared with a
+table, no view registered twice, every bad request a 4xx in the Iceberg error model, only a lost
+race a 409 ``CommitFailedException``. Spark 3.5's ``CREATE VIEW`` is in ``test_spark.py``."""
 
 from __future__ import annotations
 

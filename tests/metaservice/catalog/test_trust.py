@@ -1,6 +1,6 @@
-"""The catalog trusts no caller (SPEC §11, Trust), tried from outside with the tokens of two
-writers, an admin and a reader, through pyiceberg's ``RestCatalog`` and raw HTTP, on both
-backends:
+"""The catalog trusts no caller (docs/contract.md#who-changes-a-table), tried from outside with the
+tokens of two writers, an admin and a reader, through pyiceberg's ``RestCatalog`` and raw HTTP, on
+both backends:
 
 - a table a running job writes changes only through the token that registered the job (or an
   admin's maintenance);

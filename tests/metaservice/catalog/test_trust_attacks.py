@@ -1,9 +1,10 @@
-"""Subtler attacks on the catalog's trust rules (SPEC §11, Trust; §12) than those of
-``test_trust.py``: planting the table a running job will write, freeing a location a table's
-files still use, symlinks swapped in after a table claimed its place, renames racing drops and
-commits, compressed metadata that inflates past the cap, reports through the core API of a
-catalog table, NUL bytes on every route. Tried with the tokens of two writers (w1 owns the job,
-w2 is the attacker), an admin and a reader, on both backends.
+"""Subtler attacks on the catalog's trust rules (docs/contract.md#files-stay-inside-the-warehouse,
+docs/contract.md#consistent-warehouses) than those of ``test_trust.py``: planting the table a
+running job will write, freeing a location a table's files still use, symlinks swapped in after a
+table claimed its place, renames racing drops and commits, compressed metadata that inflates past
+the cap, reports through the core API of a catalog table, NUL bytes on every route. Tried with the
+tokens of two writers (w1 owns the job, w2 is the attacker), an admin and a reader, on both
+backends.
 """
 
 from __future__ import annotations
@@ -96,9 +97,10 @@ def forged_copy(lake: Lake, table: str, where: str) -> str:
 def test_a_writer_plants_no_table_under_the_name_a_running_job_writes(
         lake: Lake, how: str) -> None:
     """``db.dst`` is the sink of w1's running job; the catalog has no table of that name yet.
-    w2 may not create it, register a file as it, or rename a table onto it (SPEC §11, Trust:
-    a register or rename over a derived table is 403 ``not_table_owner``): the job's next
-    barrier would hold w2's rows, or its files would land where w2 chose."""
+    w2 may not create it, register a file as it, or rename a table onto it
+    (docs/contract.md#who-changes-a-table: a register or rename over a derived table is 403
+    ``not_table_owner``): the job's next barrier would hold w2's rows, or its files would land where
+    w2 chose."""
     job_without_sink_table(lake)
     w2 = lake.http["w2"]
     lake.catalogs["w2"].create_table("db.evil", schema=SCHEMA).append(rows(666))
@@ -128,8 +130,9 @@ def test_a_purge_spares_the_files_a_moved_table_still_names(lake: Lake, purges: 
     """w2 moves w1's root table ``victim`` (any writer may: it is a root table), creates
     ``evil`` at victim's old location, where victim's snapshots still name their files, points
     a snapshot of evil at victim's manifest list, and an admin purges evil: the purge deletes
-    files another table names (SPEC §11, Trust: no table's location lies inside another's;
-    SPEC §11: a purge deletes only the table's own files)."""
+    files another table names (docs/contract.md#who-changes-a-table: no table's location lies inside
+    another's; docs/contract.md#files-stay-inside-the-warehouse: a purge deletes only the table's
+    own files)."""
     import time
 
     w1 = lake.catalogs["w1"]
@@ -182,8 +185,9 @@ def test_a_commit_staged_on_a_table_never_lands_on_another_of_its_name(
         lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pointer swap compares the version only, and a rename keeps versions: a commit
     staged on ``a`` while ``a`` and ``b`` swap names replaces ``b``'s pointer with a file of
-    ``a`` (ABA). ``b``'s rows are lost and two pointers share one table-uuid (SPEC §11:
-    never lose an acknowledged commit; a table's identity is its table-uuid)."""
+    ``a`` (ABA). ``b``'s rows are lost and two pointers share one table-uuid
+    (docs/contract.md#commits-through-the-catalog: never lose an acknowledged commit; a table's
+    identity is its table-uuid)."""
     from metaservice.catalog import commits
 
     _two_tables_at_one_version(lake)
@@ -243,8 +247,9 @@ def test_the_size_cap_bounds_what_a_compressed_metadata_file_inflates_to(
         lake_factory: Any) -> None:
     """The cap is on the bytes read, not on what a ``.gz.metadata.json`` inflates to: a file of
     about 60 kB under a 200 kB cap inflates to 60 MB (at the default cap of 64 MiB, ~64 GB:
-    one register by a writer exhausts the server's memory) (SPEC §11, Trust: a metadata file
-    is read only if it is under the size cap)."""
+    one register by a writer exhausts the server's memory)
+    (docs/contract.md#no-io-under-a-write-lock: a metadata file is read only if it is under the size
+    cap)."""
     import gzip
     import json
     import uuid
@@ -270,10 +275,10 @@ def test_the_size_cap_bounds_what_a_compressed_metadata_file_inflates_to(
 
 def test_a_writer_does_not_rewrite_the_barriers_of_a_root_table_by_calling_it_compaction(
         lake: Lake) -> None:
-    """SPEC §11: a ``replace`` takes over the barriers of the snapshot it replaces only when
-    committed by the job's principal or an admin. On a root table any writer's ``replace``
-    whose summary claims the parent's ``total-records`` moves barrier 100 to a snapshot of
-    other rows: a reproducible read at barrier 100 now answers w2's rows."""
+    """docs/contract.md#commits-through-the-catalog: a ``replace`` takes over the barriers of the
+    snapshot it replaces only when committed by the job's principal or an admin. On a root table any
+    writer's ``replace`` whose summary claims the parent's ``total-records`` moves barrier 100 to a
+    snapshot of other rows: a reproducible read at barrier 100 now answers w2's rows."""
     w1, w2 = lake.catalogs["w1"], lake.catalogs["w2"]
     w1.create_namespace("db")
     w1.create_table("db.r", schema=SCHEMA).append(
@@ -349,8 +354,8 @@ def test_one_transaction_creates_no_two_tables_at_nested_locations_or_one_uuid(
         lake: Lake) -> None:
     """Each created table's location and uuid are checked against the database only, not
     against the other tables of the same transaction: two tables at nested locations are both
-    created (SPEC §11: no table's location lies inside another's), and two with one uuid are a
-    500 (the unique index)."""
+    created (docs/contract.md#files-stay-inside-the-warehouse: no table's location lies inside
+    another's), and two with one uuid are a 500 (the unique index)."""
     import uuid
 
     w2 = lake.http["w2"]
@@ -370,8 +375,8 @@ def test_one_transaction_creates_no_two_tables_at_nested_locations_or_one_uuid(
 def test_a_commit_writes_no_metadata_file_over_the_size_cap(lake_factory: Any) -> None:
     """The cap is enforced on reads only: a writer's ``set-properties`` of a large value is
     committed, and every server that has not cached the file (another process, a restart)
-    answers 500 for the table ever after (SPEC §11: bad input is a 4xx; a table stays
-    readable)."""
+    answers 500 for the table ever after (docs/contract.md#errors-say-whether-to-retry: bad input is
+    a 4xx; a table stays readable)."""
     from metaservice.catalog.storage import Warehouse
 
     lake = lake_factory(max_metadata_bytes=50_000)
@@ -392,8 +397,9 @@ def test_a_purge_judges_ownership_by_the_location_recorded_not_by_a_symlink_made
         lake: Lake, purges: Purges) -> None:
     """A writer writes files in the warehouse (its data files). w2 turns its own table's
     directory into a symlink to w1's table after creating it; the purge resolves the table's
-    location again, finds w1's files "inside" it and deletes them (SPEC §11: a purge deletes
-    only files under the table's own location; no table's location lies inside another's)."""
+    location again, finds w1's files "inside" it and deletes them
+    (docs/contract.md#files-stay-inside-the-warehouse: a purge deletes only files under the table's
+    own location; no table's location lies inside another's)."""
     import os
     import shutil
     import time
@@ -429,7 +435,7 @@ def test_a_commit_refused_for_an_overlapping_location_is_not_retryable(lake: Lak
     """A commit's ``set-location`` into another table's location is refused with 409
     ``AlreadyExistsException``; every client maps a commit's 409 to ``CommitFailedException``
     and retries it (pyiceberg: four times). Only a lost compare-and-swap may be a 409 on the
-    commit route (SPEC §11, Trust)."""
+    commit route (docs/contract.md#trust)."""
     w1 = lake.catalogs["w1"]
     w1.create_namespace("db")
     w1.create_table("db.a", schema=SCHEMA)
@@ -442,7 +448,7 @@ def test_a_commit_refused_for_an_overlapping_location_is_not_retryable(lake: Lak
 def test_main_does_not_become_a_tag(lake: Lake) -> None:
     """Any writer turns ``main`` of a root table into a tag at the same snapshot: nothing moves,
     so nothing is checked, and no engine can append to the table any more ("main is a tag")
-    (SPEC §11: main cannot be removed)."""
+    (docs/contract.md#heads-only-move-forward: main cannot be removed)."""
     w1 = lake.catalogs["w1"]
     w1.create_namespace("db")
     w1.create_table("db.r", schema=SCHEMA).append(
@@ -454,8 +460,9 @@ def test_main_does_not_become_a_tag(lake: Lake) -> None:
 
 
 def test_a_nul_byte_in_a_path_is_a_4xx_on_every_backend(lake: Lake) -> None:
-    """SPEC §11: every malformed request is a 4xx on both backends, including NUL bytes. On
-    PostgreSQL each of these is a 500 (the byte reaches the database before any validation)."""
+    """docs/contract.md#errors-say-whether-to-retry: every malformed request is a 4xx on both
+    backends, including NUL bytes. On PostgreSQL each of these is a 500 (the byte reaches the
+    database before any validation)."""
     lake.catalogs["w1"].create_namespace("db")
     answers = {
         "load table": lake.http["reader"].get(f"{TABLES}/a%00b"),
@@ -475,9 +482,9 @@ def test_a_nul_byte_in_a_path_is_a_4xx_on_every_backend(lake: Lake) -> None:
 def test_a_writer_does_not_end_a_table_a_live_read_session_serves_by_registering_over_it(
         lake: Lake) -> None:
     """``register`` with ``overwrite`` ends the table it replaces "as a drop ends it" — its
-    barrier history, leases' entries, read-session cuts — but drops need the admin role (SPEC
-    §11, Authentication) and a session's cuts never change (SPEC §12). w2 ends w1's root table
-    under a reader's live session: the session's next load of it is a 404."""
+    barrier history, leases' entries, read-session cuts — but drops need the admin role
+    (docs/contract.md#trust) and a session's cuts never change (docs/contract.md#read-sessions). w2
+    ends w1's root table under a reader's live session: the session's next load of it is a 404."""
     from tests.metaservice.catalog.conftest import rest_catalog
 
     w1 = lake.catalogs["w1"]
@@ -531,7 +538,8 @@ def test_the_core_api_does_not_move_a_catalog_tables_answer_back(lake: Lake) -> 
     """The catalog refuses to move ``main`` of ``db.r`` back, but ``POST /tables/.../barriers``
     (a root report, any writer) records a newer barrier at an older snapshot of the same
     table, or at one it does not have: strong reads and read sessions then answer 1 row where the
-    head holds 3 (SPEC §11, Trust: the same promises on every update path, against every caller)."""
+    head holds 3 (docs/contract.md#trust: the same promises on every update path, against every
+    caller)."""
     w1 = lake.catalogs["w1"]
     w1.create_namespace("db")
     table = w1.create_table("db.r", schema=SCHEMA)

@@ -1,4 +1,4 @@
-"""The delay formulas (SPEC §7) on a constructed pipeline, answers computed by hand.
+"""The delay formulas (docs/contract.md#delay) on a constructed pipeline, answers computed by hand.
 
     A (root, latest 1000) ──J1──▶ C (800) ──┐
       │                                     ├──J3──▶ E (700)

@@ -1,4 +1,5 @@
-"""Two-phase expiration (SPEC §3.5, §6) on both backends: what is protected and why, approved
+"""Two-phase expiration (docs/contract.md#expired-snapshots-stay-gone,
+docs/contract.md#two-phase-expiration) on both backends: what is protected and why, approved
 snapshots never handed out or leased again, completion, and readers racing an expiration."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Registration, start and stop of jobs (SPEC §2, §3.1, §3.2, §5) on both backends."""
+"""Registration, start and stop of jobs (docs/contract.md#jobs,
+docs/contract.md#one-writer-per-table, docs/contract.md#no-cycles,
+docs/contract.md#the-barrier-protocol) on both backends."""
 
 from __future__ import annotations
 

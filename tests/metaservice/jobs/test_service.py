@@ -149,8 +149,8 @@ def test_a_planned_job_never_started_is_forgotten_after_the_ttl(
 def test_a_job_with_history_planned_again_is_never_unknown(
         database: Database, ctx: ServiceContext, clock: ManualClock,
         settings: Settings) -> None:
-    """A job that ran, planned again and left past the TTL stays known (SPEC §2: only a job
-    never started is forgotten)."""
+    """A job that ran, planned again and left past the TTL stays known (docs/contract.md#jobs: only
+    a job never started is forgotten)."""
     _ran_then_planned_again_past_the_ttl(database, ctx, clock, settings)
     with database.transaction(write=False) as session:
         assert jobs.get(session, ctx, "ran").job.run == 1

@@ -1,5 +1,5 @@
-"""Snapshot leases (SPEC §6) on both backends: terms from the injectable clock, what they
-protect, and a lease racing an approval of the same snapshot over the real loopback server."""
+"""Snapshot leases (docs/contract.md#leases) on both backends: terms from the injectable clock, what
+they protect, and a lease racing an approval of the same snapshot over the real loopback server."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def test_a_lease_and_an_approval_on_two_server_processes(two_servers: list[str])
         _race_rounds(lessee, lessee, approver, rounds=30)
 
 
-# -- ownership (SPEC §6): a lease belongs to the principal that took it -----------------------
+# -- ownership (docs/contract.md#leases): a lease belongs to the principal that took it ------------
 
 
 @pytest.fixture

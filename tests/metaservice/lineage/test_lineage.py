@@ -1,4 +1,4 @@
-"""The topology and a table's neighbourhood (SPEC §8)."""
+"""The topology and a table's neighbourhood (docs/contract.md#lineage)."""
 
 from __future__ import annotations
 

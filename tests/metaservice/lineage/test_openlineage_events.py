@@ -1,6 +1,7 @@
-"""OpenLineage events of a pipeline, as a receiver gets them (SPEC §8; issue: lineage in the
-ecosystem's own language): over HTTP and through the file transport, configured the way
-OpenLineage users configure the client, valid, and naming the exact snapshots of each barrier."""
+"""OpenLineage events of a pipeline, as a receiver gets them (docs/contract.md#lineage; issue:
+lineage in the ecosystem's own language): over HTTP and through the file transport, configured the
+way OpenLineage users configure the client, valid, and naming the exact snapshots of each
+barrier."""
 
 from __future__ import annotations
 

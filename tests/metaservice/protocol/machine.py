@@ -705,8 +705,8 @@ class ProtocolMachine(RuleBasedStateMachine):
         driver.held = None
 
     def affected_by(self, table: str) -> set[str]:
-        """SPEC §8 and docs/decisions.md: T, the other sinks of T's writer, every table
-        downstream of those through running jobs."""
+        """docs/contract.md#lineage-and-rollback and docs/decisions.md: T, the other sinks of T's
+        writer, every table downstream of those through running jobs."""
         h = self.history
         affected = {table}
         writer = h.writer(table)

@@ -1,6 +1,7 @@
-"""An independent reference of SPEC §2 (*exact*, ``snap``) and §4 (strong and weak cuts).
+"""An independent reference of exactness (*exact*, ``snap``; docs/contract.md#exactness) and of
+strong and weak cuts (docs/contract.md#consistent-versions).
 
-Written from the SPEC only, over what a test recorded: per table, the completed barriers the
+Written from the contract only, over what a test recorded: per table, the completed barriers the
 service accepted (rolled-back ones removed) with their snapshots, and the running topology
 (which job writes which table, from which sources). Nothing here imports the service's rules.
 

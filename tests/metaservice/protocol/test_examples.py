@@ -1,6 +1,6 @@
-"""Kept examples: SPEC §4's two worked examples through the real HTTP API, exactly as written,
-and cases the protocol model (``machine.py``) found or that pin a rule of SPEC §5, as plain
-tests."""
+"""Kept examples: the two worked examples of docs/contract.md#worked-examples through the real HTTP
+API, exactly as written, and cases the protocol model (``machine.py``) found or that pin a rule of
+docs/contract.md#the-barrier-protocol, as plain tests."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def cut(barrier: int, **snapshots: tuple[int, int]) -> dict[str, dict[str, int]]
             for t, (s, b) in snapshots.items()}
 
 
-# -- SPEC §4, the chain ------------------------------------------------------------------------
+# -- docs/contract.md#worked-examples, the chain ---------------------------------------------------
 
 
 def test_spec_worked_example_chain(client: httpx.Client) -> None:
@@ -100,7 +100,7 @@ def test_spec_worked_example_chain(client: httpx.Client) -> None:
         "consistency": "barrier", "versions": cut(20, table1=(102, 20), table2=(202, 20))}
 
 
-# -- SPEC §4, fan-out --------------------------------------------------------------------------
+# -- docs/contract.md#worked-examples, fan-out -----------------------------------------------------
 
 
 def test_spec_worked_example_fan_out(client: httpx.Client) -> None:
@@ -109,9 +109,9 @@ def test_spec_worked_example_fan_out(client: httpx.Client) -> None:
     113 at 30); B completed 10 and 20 (t2: 121, 122). t1 is exact at 10 and 30 only, t2 at 10
     and 20, r everywhere from 10.
 
-    ``next`` aligns siblings (SPEC §5.3), so it never hands A 30 once B completed 20: A is
-    taken to 30 the way a streaming sink replays a batch, by starting the running job again at
-    an explicit barrier."""
+    ``next`` aligns siblings (docs/contract.md#alignment), so it never hands A 30 once B completed
+    20: A is taken to 30 the way a streaming sink replays a batch, by starting the running job again
+    at an explicit barrier."""
     plan(client, "A", ["r"], ["t1"])
     plan(client, "B", ["r"], ["t2"])
     root(client, "r", 10, 101)
@@ -189,7 +189,7 @@ def test_a_join_of_siblings_is_handed_only_barriers_both_are_exact_at(
                     "previous": {"lake.db.t1": 111, "lake.db.t2": 121}}
 
 
-# -- SPEC §5.2 and §5.3: starts and siblings ---------------------------------------------------
+# -- docs/contract.md#start, docs/contract.md#alignment: starts and siblings -----------------------
 
 
 def test_a_sibling_behind_is_aligned_to_the_barrier_the_leader_took(
@@ -287,7 +287,7 @@ def test_starting_a_running_job_at_an_explicit_barrier_pins_that_barrier(
     assert client.get("/jobs/etl").json()["last_committed_barrier"] == 20
 
 
-# -- strong cuts and catching up (SPEC §4) -----------------------------------------------------
+# -- strong cuts and catching up (docs/contract.md#catching-up) ------------------------------------
 
 
 def test_a_table_rejoining_never_moves_the_strong_cut_back(client: httpx.Client) -> None:

@@ -1,5 +1,5 @@
-"""Strong cuts never move backwards under any interleaving (SPEC §4), on PostgreSQL with two
-server processes: a commit that lets a catching-up table rejoin its component races a root
+"""Strong cuts never move backwards under any interleaving (docs/contract.md#strong), on PostgreSQL
+with two server processes: a commit that lets a catching-up table rejoin its component races a root
 report that moves the component's cut, while readers poll the strong version.
 
 Each trial has its own component ``r<i> → J<i> → t<i>``: r completed 1000 before J started, so

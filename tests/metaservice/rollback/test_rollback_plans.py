@@ -1,4 +1,4 @@
-"""Rollback plans (SPEC §8) on a diamond, over the real HTTP API.
+"""Rollback plans (docs/contract.md#rollback-plans) on a diamond, over the real HTTP API.
 
     a (root) ──j1──▶ b ──┐
       └──────j2──▶ c ────┴──j3──▶ d

@@ -1,6 +1,7 @@
-"""Exactness and the cuts of SPEC §2 and §4, in-process over plain histories.
+"""Exactness and the cuts of docs/contract.md#exactness and docs/contract.md#consistent-versions,
+in-process over plain histories.
 
-The reference below is written from the SPEC's words alone, as a brute force over every barrier;
+The reference below is written from the contract's words alone, as a brute force over every barrier;
 hypothesis compares it with ``core/exactness.py`` (which walks bounds and seeks) over
 thousands of random histories of chains, fan-outs and fan-ins.
 """
@@ -55,7 +56,7 @@ def ref_greatest_common(h: MemoryHistory, tables: list[str], upper: int) -> int 
     return None
 
 
-# -- the SPEC's worked examples ------------------------------------------------------------
+# -- the contract's worked examples ------------------------------------------------------------
 
 
 def chain_example() -> MemoryHistory:

@@ -1,7 +1,7 @@
 """A strong answer names what holds its cut: a job that joined the pipeline and has not
 committed keeps its catching-up sink, and with it the whole component's strong cut, at the
-floor (SPEC §4). The answer, the catching-up table's 404 and /delay name that table, its writer
-and since when; the hold ends when the job is unregistered.
+floor (docs/contract.md#catching-up). The answer, the catching-up table's 404 and /delay name that
+table, its writer and since when; the hold ends when the job is unregistered.
 
     r (root) ──A──▶ t1 ──B──▶ t2     (B started after A's first commit, never commits)
 """
