@@ -3,7 +3,10 @@ or SQLite file migrated to head, and a real server on a loopback port (``ServerT
 tests' too).
 
 PostgreSQL comes from ``METASERVICE_BENCH_POSTGRES_URL`` (default: the local server, database
-``test``, the same one the tests use); each benchmark works in its own schema, dropped at the end.
+``test``, the same one the tests use) when a server answers there; otherwise the benchmark starts
+a private cluster of its own, once per process, and removes it when the process ends
+(``metaservice_soak.postgres.provide``, as the test suite does). Each benchmark works in its own
+schema, dropped at the end.
 """
 
 from __future__ import annotations
@@ -25,6 +28,28 @@ from typing import Any
 
 POSTGRES_URL = os.environ.get("METASERVICE_BENCH_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+_postgres_unavailable: str | None = None
+_postgres_provided = False
+
+
+def provide_postgres() -> str | None:
+    """Makes ``POSTGRES_URL`` answer: the server there, else a private cluster started now (once
+    per process, removed at its exit). ``None``, or why no PostgreSQL could be had."""
+    global POSTGRES_URL, _postgres_unavailable, _postgres_provided
+    if not _postgres_provided:
+        _postgres_provided = True
+        import atexit
+
+        from metaservice_soak.postgres import ClusterError, provide
+
+        try:
+            POSTGRES_URL, started = provide(POSTGRES_URL)
+        except ClusterError as exc:
+            _postgres_unavailable = str(exc)
+        else:
+            if started is not None:
+                atexit.register(started.remove)
+    return _postgres_unavailable
 
 
 # -- the machine ------------------------------------------------------------------------------
@@ -50,6 +75,9 @@ def memory_gib() -> float | None:
 
 
 def postgres_version() -> str:
+    unavailable = provide_postgres()
+    if unavailable is not None:
+        return f"unreachable ({unavailable})"
     try:
         import psycopg
 
@@ -108,7 +136,8 @@ def libpq_url(sqlalchemy_url: str) -> str:
     return f"{scheme.split('+', 1)[0]}://{rest}"
 
 
-def schema_url(schema: str, base: str = POSTGRES_URL) -> str:
+def schema_url(schema: str, base: str | None = None) -> str:
+    base = base or POSTGRES_URL
     sep = "&" if "?" in base else "?"
     return f"{base}{sep}options=-csearch_path%3D{schema}"
 
@@ -121,6 +150,7 @@ def postgres_schema(prefix: str) -> Iterator[str]:
     from metaservice.db.engine import build_engine
     from metaservice.db.migrate import upgrade_to_head
 
+    provide_postgres()
     schema = f"bench_{prefix}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(libpq_url(POSTGRES_URL), autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')

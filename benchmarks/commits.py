@@ -22,11 +22,9 @@ import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from benchmarks import _environment as environment
 from benchmarks._loadgen import run_load
@@ -133,19 +131,15 @@ def measure_metaservice(database_url: str, processes: int, clients: int, warmup:
                result.failed, result.first_error)
 
 
-def pgbench_path() -> str | None:
-    found = shutil.which("pgbench")
-    if found:
-        return found
-    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"), reverse=True):
-        return str(candidate)
-    return None
-
-
 def measure_pgbench(database_url: str, first_id: int, clients: int, duration: float) -> Run:
-    pgbench = pgbench_path()
-    if pgbench is None:
-        raise RuntimeError("pgbench not found (install postgresql-contrib or the client tools)")
+    """pgbench is found as the private cluster's programs are: on PATH, else in Debian's
+    /usr/lib/postgresql/*/bin (it comes with the server's package)."""
+    from metaservice_soak.postgres import ClusterError, server_binary
+
+    try:
+        pgbench = server_binary("pgbench")
+    except ClusterError as exc:
+        raise RuntimeError(str(exc)) from exc
     url = environment.libpq_url(database_url)
     schema = re.search(r"search_path%3D(\w+)", url)
     base = url.split("?", 1)[0]

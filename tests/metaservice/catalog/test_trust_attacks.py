@@ -133,7 +133,6 @@ def test_a_purge_spares_the_files_a_moved_table_still_names(lake: Lake, purges: 
     files another table names (docs/contract.md#who-changes-a-table: no table's location lies inside
     another's; docs/contract.md#files-stay-inside-the-warehouse: a purge deletes only the table's
     own files)."""
-    import time
 
     w1 = lake.catalogs["w1"]
     w1.create_namespace("db")
@@ -214,7 +213,6 @@ def test_a_drop_and_purge_of_a_table_never_hits_another_of_its_name(
     """A drop reads the pointer, then deletes it by version in a second transaction: a rename
     in between makes it drop ``b`` (now named ``a``) and purge the files of ``a`` (now ``a2``,
     alive)."""
-    import time
 
     from metaservice.catalog import tables
 
@@ -402,7 +400,6 @@ def test_a_purge_judges_ownership_by_the_location_recorded_not_by_a_symlink_made
     own location; no table's location lies inside another's)."""
     import os
     import shutil
-    import time
 
     w1 = lake.catalogs["w1"]
     w1.create_namespace("db")
@@ -507,7 +504,6 @@ def test_a_purge_spares_files_another_table_writes_under_its_location(
     kept out of other tables' locations: w2 points those of w1's root table into its own table
     ``evil``; w1's next append writes its data, manifests and manifest list there; a snapshot of
     evil names that manifest list, and an admin's purge of evil deletes w1's rows."""
-    import time
 
     w1 = lake.catalogs["w1"]
     w1.create_namespace("db")
