@@ -11,14 +11,16 @@ server's) and a `curl` function that calls the real curl with `-sS` and keeps ea
 status and body for the checks. Each answer shown in a comment under (or after) a command is
 checked against the real answer:
 
-- ``# {...}`` or ``# 409 {...}`` (continued on comment lines indented by two or more spaces) is
-  JSON, except that ``$NAME`` stands for the shell variable's value at the end of the run and
-  ``...`` means "and more": as an object member, other members; as a value, any value; in a
-  list, other items around the ones shown (which must appear in that order); at the end of a
-  string, any rest. Objects always match when they hold at least the members shown, so a field
-  the server adds never breaks a check.
+- ``# {...}``, ``# 409 {...}`` or ``# {...} 409`` (continued on comment lines indented by two or
+  more spaces) is JSON, except that ``$NAME`` stands for the shell variable's value at the end
+  of the run and ``...`` means "and more": as an object member, other members; as a value, any
+  value; in a list, other items around the ones shown (which must appear in that order); at the
+  end of a string, any rest. Objects always match when they hold at least the members shown,
+  so a field the server adds never breaks a check.
 - ``# 204`` is a status alone.
 - A command with no status shown must answer 2xx.
+- A command whose comment shows a status prints it (``curl -s -w ' %{http_code}\\n'``): what a
+  user sees is what the comment shows, and the printed status is the answer's.
 
 Python blocks run in this interpreter (the README's ``.venv/bin/python``); a comment under a
 ``print(...)`` is what it prints (a prefix of the line). SQL blocks run in ``metaservice duckdb``
@@ -152,7 +154,11 @@ def walkthrough(text: str) -> list[Command]:
 def parse_pattern(answer: str, variables: dict[str, str]) -> tuple[int | None, Any]:
     """``"409 {...}"`` → (409, the JSON pattern); ``"204"`` → (204, None)."""
     match = re.match(r"^(\d{3})\s*(.*)$", answer)
-    status, text = (int(match.group(1)), match.group(2)) if match else (None, answer)
+    after = re.match(r"^(\{.*\})\s+(\d{3})$", answer, flags=re.DOTALL)  # `curl -w`'s order
+    if after:
+        status, text = int(after.group(2)), after.group(1)
+    else:
+        status, text = (int(match.group(1)), match.group(2)) if match else (None, answer)
     if not text:
         return status, None
 
@@ -242,6 +248,7 @@ def test_patterns_hold_what_they_show_and_nothing_else() -> None:
     assert not matches(exact_list, {"a": [1, 2]})
     assert not matches(parse_pattern('{"n":1}', {})[1], {"n": True})
     assert parse_pattern("204", {}) == (204, None)
+    assert parse_pattern('{"error":{"code":"x"}} 409', {}) == (409, {"error": {"code": "x"}})
     block = ("curl -X POST $U/a \\\n     -d '{}'   # {\"x\":1,\n#   \"y\":2}\n"
              "# prose\ncurl $U/b\n# 409 {\"error\":...}\n")
     parsed = commands(block)
@@ -390,12 +397,19 @@ def check_walkthrough_answers(text: str, server_url: str, tmp_path: Path) -> Non
             continue
         expected_status, pattern = (parse_pattern(step.answer, variables) if step.answer
                                     else (None, None))
+        body = answer.body
         if expected_status is None:
             assert 200 <= answer.status < 300, where
         else:
             assert answer.status == expected_status, where
+            # the status the comment shows is on the user's screen too
+            assert "-w ' %{http_code}\\n'" in step.text or "-w '%{http_code}\\n'" in step.text, (
+                f"{where}\nthe comment shows a status that the command does not print")
+            printed = re.fullmatch(r"(.*?)\s*(\d{3})", body, flags=re.DOTALL)
+            assert printed and int(printed.group(2)) == answer.status, where
+            body = printed.group(1)
         if pattern is not None:
-            assert matches(pattern, json.loads(answer.body)), (
+            assert matches(pattern, json.loads(body)), (
                 f"{where}\nthe README shows: {step.answer}")
 
 
