@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -545,6 +546,24 @@ def test_the_fast_subset_command_leaves_out_what_the_readme_says() -> None:
                  "tests/metaservice/test_api_fuzz.py",  # a minute of generated requests
                  "tests/metaservice/protocol/test_machine.py"):  # long randomized histories
         assert slow not in modules, slow
+
+
+def test_the_fast_subset_command_says_what_it_needs() -> None:
+    """Its command needs pytest-xdist (``-n``), which only the dev extra installs: the section
+    says so, and the dev extra has it."""
+    section = sections(README.read_text())[CONTRIBUTING_SECTION]
+    [block] = code_blocks(section, ("bash",))
+    assert " -n " in block
+    assert "pip install -e '.[dev]'" in section.split("```", 1)[0]
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["dev"]
+    assert any(requirement.startswith("pytest-xdist") for requirement in dev)
+
+
+def test_the_readme_counts_no_tests() -> None:
+    """Counts of tests go stale with every new test: the README gives none."""
+    counts = re.findall(r"\b\d[\d,]* (?:tests|passed|failed|skipped)\b", README.read_text())
+    assert counts == []
 
 
 # -- coverage -------------------------------------------------------------------------------
