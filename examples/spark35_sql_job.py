@@ -5,8 +5,8 @@
 Spark 3.5 with Apache Iceberg's runtime (engines/spark35/install.sh puts it in that
 virtualenv's spark-defaults.conf), against `metaservice serve` at $METASERVICE_URL (default
 http://127.0.0.1:8000). No MetaService code runs in Spark: the job is two catalogs and two
-snapshot properties; the plan and start of the job are two HTTP calls. Run it once per server:
-it creates its tables.
+snapshot properties; the plan, start and end of the job are HTTP calls. Each run starts afresh
+(it ends a job left by an earlier run and drops its tables) and prints the same.
 """
 
 import os
@@ -25,7 +25,10 @@ for name, warehouse in (("lake", "lake"), ("lake_strong", "lake@strong")):  # he
 spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 
+httpx.post(f"{URL}/unregister/totals")  # an earlier run's job, if any (404 when none)
 spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.sales")
+for table in ("orders", "totals"):  # an earlier run's tables, data files and history
+    spark.sql(f"DROP TABLE IF EXISTS lake.sales.{table} PURGE")
 spark.sql("CREATE TABLE lake.sales.orders (id bigint, amount bigint) USING iceberg")
 spark.sql("CREATE TABLE lake.sales.totals (orders bigint, amount bigint) USING iceberg")
 spark.sql("INSERT INTO lake.sales.orders VALUES (1, 10), (2, 20)")  # a root: completes a barrier
@@ -57,4 +60,5 @@ except Exception as refused:  # noqa: BLE001 - shown
     # pyspark 3.5 puts "An error occurred while calling oNN.sql." first; the reason follows
     reason = next(line for line in str(refused).splitlines() if "Exception:" in line)
     print("write through the read session refused:", reason.split("Exception: ", 1)[-1])
+httpx.post(f"{URL}/unregister/totals").raise_for_status()  # the job ends: it unregisters
 spark.stop()

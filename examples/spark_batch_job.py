@@ -1,10 +1,12 @@
 """Ingest orders, enrich them in a batch job, read both tables at one consistent cut.
 
-    python examples/spark_batch_job.py [--url URL] [--warehouse DIR]
+    python examples/spark_batch_job.py [--url URL]
 
-Without --url (or $METASERVICE_URL) a `metaservice serve` is started for the run; without
---warehouse the Iceberg catalog and its files live in a temporary directory. Each run ingests
-four new orders; the job processes what is available and returns.
+The tables live in the server's built-in Iceberg catalog `lake` (<url>/iceberg), the one every
+engine and the dashboard see. Without --url (or $METASERVICE_URL) a `metaservice serve` is
+started for the run, with its database and warehouse in a temporary directory; against a running
+server they stay in its warehouse. Each run ingests four new orders; the job processes what is
+available and returns.
 """
 
 import argparse
@@ -16,7 +18,6 @@ import tempfile
 import time
 
 import httpx
-from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
 import spark_plugin as sp
@@ -26,7 +27,8 @@ def start_server(directory: str) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
-    env = {**os.environ, "METASERVICE_DATABASE_URL": f"sqlite:///{directory}/metaservice.db"}
+    env = {**os.environ, "METASERVICE_DATABASE_URL": f"sqlite:///{directory}/metaservice.db",
+           "METASERVICE_WAREHOUSE": f"{directory}/warehouse"}
     with open(f"{directory}/server.log", "wb") as log:  # the server's log, not on the console
         server = subprocess.Popen([sys.executable, "-m", "metaservice", "serve",
                                    "--port", url.rsplit(":", 1)[1]], env=env, stdout=log,
@@ -42,14 +44,14 @@ def start_server(directory: str) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("metaservice serve did not become ready")
 
 
-def run(url: str, warehouse: str) -> None:
+def run(url: str) -> None:
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    catalog = SqlCatalog("lake", uri=f"sqlite:///{warehouse}/catalog.db",
-                         warehouse=f"file://{warehouse}")
     client = sp.MetaServiceClient(url)
+    # the server's catalog: its commits complete their barriers in the server's transaction
+    catalog = sp.CatalogSpec.metaservice("lake", url, os.environ.get("METASERVICE_TOKEN")).load()
 
     columns = "order_id long, customer string, amount double"
     orders = sp.create_table_from_spark_schema(
@@ -84,14 +86,11 @@ def run(url: str, warehouse: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=os.environ.get("METASERVICE_URL"))
-    parser.add_argument("--warehouse", help="keep the catalog and tables here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="metaservice-example-") as scratch:
         server, url = start_server(scratch) if args.url is None else (None, args.url)
         try:
-            warehouse = os.path.abspath(args.warehouse or scratch)
-            os.makedirs(warehouse, exist_ok=True)
-            run(url, warehouse)
+            run(url)
         finally:
             if server is not None:
                 server.terminate()

@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 
 try:
     from sqlalchemy.exc import SQLAlchemyError
@@ -114,6 +115,11 @@ def cmd_db_current(args: argparse.Namespace) -> None:
     from metaservice.db.migrate import current_revision, head_revision
 
     settings = _settings(args)
+    missing = _missing_sqlite_file(settings.database_url)
+    if missing is not None:  # connecting would create it: a look must leave nothing behind
+        print(f"(no database) {missing} does not exist: `metaservice db upgrade` or "
+              "`metaservice serve` creates it")
+        sys.exit(1)
     engine = _engine(settings)
     try:
         current = current_revision(engine)
@@ -127,6 +133,22 @@ def cmd_db_current(args: argparse.Namespace) -> None:
     print(f"{current or '(empty)'} ({state})")
     if current != head:  # scripts and health checks can tell by the exit status
         sys.exit(1)
+
+
+def _missing_sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL when it does not exist (SQLite would create it on connect)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - _engine reports a bad URL
+        return None
+    database = parsed.database
+    if (parsed.get_backend_name() != "sqlite" or not database or database == ":memory:"
+            or database.startswith("file:")):
+        return None
+    path = Path(database).absolute()
+    return None if path.exists() else path
 
 
 def _write_transaction(settings: Settings):  # type: ignore[no-untyped-def]

@@ -131,6 +131,10 @@ def _bearer(request: Request) -> str | None:
     return value.strip()
 
 
+# What clients put in the header when their token setting is empty: pyiceberg's RestCatalog
+# without token= sends "Bearer None". No token of ours looks like these (they begin "mst_").
+_NO_TOKEN_PLACEHOLDERS = frozenset({"None", "null", "undefined"})
+
 _bearer_scheme = HTTPBearer(auto_error=False, description="a MetaService token (mst_…)")
 
 
@@ -153,6 +157,11 @@ async def authorize(
         token = _bearer(request)
         if token is None:
             raise unauthenticated("a bearer token is required (Authorization: Bearer …)")
+        if token in _NO_TOKEN_PLACEHOLDERS:
+            raise unauthenticated(
+                f"no token was given: the request says 'Authorization: Bearer {token}', which "
+                "a client sends when its token is not set (pyiceberg's RestCatalog without "
+                "token=...); pass a MetaService token (mst_…)")
         cached, found = state.token_cache.cached(token)
         if not cached:
             found = await run_in_threadpool(state.token_cache.lookup,

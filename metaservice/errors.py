@@ -13,7 +13,8 @@ on HTTP.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 
@@ -44,8 +45,49 @@ class UnknownJobError(MetaServiceError):
 
 
 class UnknownTableError(MetaServiceError):
+    """A table the service has never heard of: no job registered it, no root report or
+    commit recorded a barrier of it. Every route that takes a table answers it with this code,
+    so a typo never reads as "not written yet"."""
+
     status_code = 404
     code = "unknown_table"
+
+    # How alike a known name must be to be offered (difflib's ratio), and how many are offered.
+    CLOSE_CUTOFF: ClassVar[float] = 0.8
+    CLOSE_COUNT: ClassVar[int] = 3
+
+    @classmethod
+    def among(cls, unknown: Sequence[str], known: Iterable[str]) -> UnknownTableError:
+        """The error for ``unknown``, naming the known tables whose names are close to each,
+        with how alike they are (``details.close_matches``)."""
+        names = sorted(dict.fromkeys(unknown))
+        candidates = [k for k in dict.fromkeys(known) if k not in names]
+        close = {n: [{"table": match, "similarity": round(similarity, 2)}
+                     for similarity, match in cls._closest(n, candidates)]
+                 for n in names}
+        parts = []
+        for n in names:
+            hint = " or ".join(f"{m['table']} ({m['similarity']:.0%} alike)" for m in close[n])
+            parts.append(f"{n} (did you mean {hint}?)" if hint else n)
+        message = (f"unknown table {', '.join(parts)}: no job registered it and no barrier of "
+                   "it was ever reported")
+        details: dict[str, Any] = {"table": names[0]} if len(names) == 1 else {}
+        details.update(tables=names, close_matches=close)
+        return cls(message, **details)
+
+    @classmethod
+    def _closest(cls, name: str, candidates: list[str]) -> list[tuple[float, str]]:
+        """The candidates alike enough, most alike first. Names of one namespace compare by
+        their last part: ``lake.db.`` in common would make any two short names look alike."""
+        namespace, _, table = name.rpartition(".")
+        scored = []
+        for candidate in candidates:
+            other_namespace, _, other = candidate.rpartition(".")
+            a, b = (table, other) if other_namespace == namespace else (name, candidate)
+            similarity = difflib.SequenceMatcher(None, a, b).ratio()
+            if similarity >= cls.CLOSE_CUTOFF:
+                scored.append((similarity, candidate))
+        return sorted(scored, key=lambda pair: (-pair[0], pair[1]))[:cls.CLOSE_COUNT]
 
 
 class NoVersionError(MetaServiceError):

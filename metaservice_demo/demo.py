@@ -26,7 +26,11 @@ What it does, printing each step as it happens:
    measured (ingestion, strong reads, each job's commits), the lag of every table and the
    bottleneck (``GET /delay``);
 6. keeps serving until Ctrl-C or SIGTERM (or ``--duration`` seconds), then stops the queries,
-   Spark and the server and removes its temporary directory.
+   Spark and the server, removes its temporary directory and prints its summary, its last line.
+
+The terminal shows the demo's own lines only: what Spark, its JVM and py4j print (the stack
+traces of the tasks a stop kills among them) goes to a log file that the summary names
+(``--log``, default ``metaservice-demo.log`` in the system's temporary directory).
 
 Data is tiny (a few rows per barrier) so that it starts fast on a laptop. Exit status: 0 when
 ``--duration`` elapsed and every strong read held the invariant, 1 when one did not, 128 + the
@@ -48,6 +52,8 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -626,19 +632,74 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--report-every", type=float, default=6.0,
                         help="seconds between the starts of two strong reads asked for "
                              "(default 6; the reports show the time measured)")
+    parser.add_argument("--log", type=Path, default=None,
+                        help="where Spark's, py4j's and the JVM's messages go, kept after the "
+                             "demo ends (default: metaservice-demo.log in the system's "
+                             "temporary directory); the terminal shows the demo's own lines only")
     parser.add_argument("--slow-trigger", type=float, default=None,
                         help=f"processing-time trigger of {SPEND_JOB}, in seconds (default: "
                              "four ingestion intervals, at least 2)")
     return parser
 
 
+def default_log() -> Path:
+    return Path(tempfile.gettempdir()) / "metaservice-demo.log"
+
+
 def run(args: argparse.Namespace) -> int:
+    """The demo, its terminal showing its own lines only; its last line is its summary."""
+    log = Path(args.log or default_log()).absolute()
+    with terminal_for_the_demo_only(log):
+        console = Console()
+        try:
+            code, summary = _run(args, console)
+        except Exception as exc:  # a failure of the demo itself: one line here, the rest logged
+            traceback.print_exc()  # to the log: standard error is there
+            console.say("failed", f"{type(exc).__name__}: {exc}; the traceback and Spark's "
+                                  f"messages are in {log}")
+            return 1
+        console.say("done", f"{summary} (Spark's and py4j's messages: {log})")
+        return code
+
+
+@contextlib.contextmanager
+def terminal_for_the_demo_only(log: Path) -> Iterator[None]:
+    """While the block runs, standard output and error (file descriptors 1 and 2, which the JVM,
+    Spark's Python workers and py4j's logging inherit or write to) go to ``log``, and only
+    ``sys.stdout``, which the demo prints to, still reaches the terminal: a stop ends on the
+    demo's summary, not on the stack traces of tasks Spark killed on its way out."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    stdout = sys.stdout
+    terminal = os.fdopen(os.dup(saved[1]), "w", buffering=1,
+                         encoding=getattr(stdout, "encoding", None) or "utf-8",
+                         errors="replace")
+    with open(log, "w", encoding="utf-8") as file:
+        os.dup2(file.fileno(), 1)
+        os.dup2(file.fileno(), 2)
+        sys.stdout = terminal
+        try:
+            yield
+        finally:
+            for stream in (terminal, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            sys.stdout = stdout
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            terminal.close()
+
+
+def _run(args: argparse.Namespace, console: Console) -> tuple[int, str]:
+    """The demo: its exit status and its summary, printed once everything has stopped."""
     import logging
 
     logging.getLogger().setLevel(logging.WARNING)
     for noisy in ("httpx", "py4j", "spark_plugin", "metaservice", "uvicorn"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    console = Console()
     signals = StopSignals(console)
     signals.install()
     keep = args.dir is not None
@@ -668,7 +729,8 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(exc, KeyboardInterrupt) and signals.received is None:
             raise
         signals.stopping = True
-        return 128 + (signals.received or signal.SIGINT)
+        received = signals.received or signal.SIGINT
+        return 128 + received, f"stopped by {signal.Signals(received).name}"
     finally:
         signals.stopping = True
         if not keep and base is not None:
@@ -687,7 +749,7 @@ def _dashboard(url: str) -> str:
 
 
 def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, url: str,
-              base: Path, warehouse: Path) -> int:
+              base: Path, warehouse: Path) -> tuple[int, str]:
     # MetaService's built-in catalog: the jobs' source and sink find it by the tables' catalog
     # name, as nothing else configures a catalog 'lake'
     catalog = sp.CatalogSpec.metaservice(CATALOG, url).load()
@@ -778,18 +840,17 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
             time.sleep(0.1)
         signals.stopping = True
         _stop_ingesting(stop, feeder)
-        console.say("done", f"{_summary(reads, held, head_broken)}; {stream.ticks} barriers "
-                            "ingested")
-        return 0 if held == reads else 1
+        return (0 if held == reads else 1,
+                f"{_summary(reads, held, head_broken)}; {stream.ticks} barriers ingested")
     except Exception:
         # A library that catches the signal's exception may raise its own instead (py4j, while
         # the JVM starts, can fail on the half-open socket it cleans up): after a stop signal,
         # any failure is that stop
         if signals.received is None:
             raise
-        return _stopped(console, signals, stop, feeder, reads, held, head_broken, stream)
+        return _stopped(signals, stop, feeder, reads, held, head_broken, stream)
     except KeyboardInterrupt:
-        return _stopped(console, signals, stop, feeder, reads, held, head_broken, stream)
+        return _stopped(signals, stop, feeder, reads, held, head_broken, stream)
     finally:
         signals.stopping = True
         _stop_ingesting(stop, feeder)
@@ -799,16 +860,17 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
             duck.close()
 
 
-def _stopped(console: Console, signals: StopSignals, stop: threading.Event,
-             feeder: threading.Thread | None, reads: int, held: int, head_broken: int,
-             stream: SyntheticStream) -> int:
-    """The pipeline's end on a stop signal: 128 + the signal's number, the shells' convention."""
+def _stopped(signals: StopSignals, stop: threading.Event, feeder: threading.Thread | None,
+             reads: int, held: int, head_broken: int,
+             stream: SyntheticStream) -> tuple[int, str]:
+    """The pipeline's end on a stop signal: 128 + the signal's number, the shells' convention,
+    and its summary."""
     signals.stopping = True
     received = signals.received or signal.SIGINT
     _stop_ingesting(stop, feeder)
-    console.say("done", f"stopped by {signal.Signals(received).name}: "
-                        f"{_summary(reads, held, head_broken)}; {stream.ticks} barriers ingested")
-    return 128 + received
+    return 128 + received, (f"stopped by {signal.Signals(received).name}: "
+                            f"{_summary(reads, held, head_broken)}; {stream.ticks} barriers "
+                            "ingested")
 
 
 def _stop_ingesting(stop: threading.Event, feeder: threading.Thread | None) -> None:

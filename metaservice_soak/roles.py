@@ -589,11 +589,11 @@ def stalled_join(r: Role) -> int:
 # -- readers ----------------------------------------------------------------------------------
 
 
-# what an engine says when the cut it asked for has no version of a table (none yet, or the
-# table is catching up): DuckDB's own words for a table a session does not serve, the server's
-# codes in pyiceberg's and the plugin's errors
-UNAVAILABLE = ("catching_up", "no_version", "NoSuchTable", "does not exist", "NoVersionError",
-               "CatchingUpError")
+# what an engine says when the cut it asked for has no version of a table (none yet, not even
+# a first report, or the table is catching up): DuckDB's own words for a table a session does
+# not serve, the server's codes in pyiceberg's and the plugin's errors
+UNAVAILABLE = ("catching_up", "no_version", "unknown_table", "NoSuchTable", "does not exist",
+               "NoVersionError", "UnknownTableError", "CatchingUpError")
 
 
 class Unavailable(Exception):

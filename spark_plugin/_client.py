@@ -141,8 +141,9 @@ class MetaServiceClient:
                     attempt += 1
                     continue
                 raise TransportError(
-                    f"{method} {path}: {type(exc).__name__}: {exc}"
+                    f"{method} {self.base_url}{path}: {type(exc).__name__}: {exc}"
                     + ("" if retryable else " (not repeated: the call is not idempotent)")
+                    + (self._unreachable_hint() if isinstance(exc, httpx.ConnectError) else "")
                 ) from exc
             if response.is_success:
                 if response.status_code == 204 or not response.content:
@@ -150,7 +151,8 @@ class MetaServiceClient:
                 try:
                     return response.json()
                 except ValueError as exc:
-                    raise TransportError(f"{method} {path}: the answer is not JSON") from exc
+                    raise TransportError(
+                        f"{method} {self.base_url}{path}: the answer is not JSON") from exc
             error = self._error(response)
             retryable = isinstance(error, _REFUSED_WITHOUT_EFFECT) or (
                 idempotent and isinstance(error, ConcurrentUpdateError))
@@ -160,6 +162,13 @@ class MetaServiceClient:
                 attempt += 1
                 continue
             raise error
+
+    def _unreachable_hint(self) -> str:
+        source = ("$METASERVICE_URL" if os.environ.get("METASERVICE_URL") == self.base_url
+                  else "the client's base_url")
+        return (f"; no MetaService server answers at {self.base_url} ({source}): start one "
+                "with `metaservice serve`, or set METASERVICE_URL to the address of one that "
+                "runs")
 
     @staticmethod
     def _error(response: httpx.Response) -> APIError:

@@ -11,14 +11,16 @@ server's) and a `curl` function that calls the real curl with `-sS` and keeps ea
 status and body for the checks. Each answer shown in a comment under (or after) a command is
 checked against the real answer:
 
-- ``# {...}`` or ``# 409 {...}`` (continued on comment lines indented by two or more spaces) is
-  JSON, except that ``$NAME`` stands for the shell variable's value at the end of the run and
-  ``...`` means "and more": as an object member, other members; as a value, any value; in a
-  list, other items around the ones shown (which must appear in that order); at the end of a
-  string, any rest. Objects always match when they hold at least the members shown, so a field
-  the server adds never breaks a check.
+- ``# {...}``, ``# 409 {...}`` or ``# {...} 409`` (continued on comment lines indented by two or
+  more spaces) is JSON, except that ``$NAME`` stands for the shell variable's value at the end
+  of the run and ``...`` means "and more": as an object member, other members; as a value, any
+  value; in a list, other items around the ones shown (which must appear in that order); at the
+  end of a string, any rest. Objects always match when they hold at least the members shown,
+  so a field the server adds never breaks a check.
 - ``# 204`` is a status alone.
 - A command with no status shown must answer 2xx.
+- A command whose comment shows a status prints it (``curl -s -w ' %{http_code}\\n'``): what a
+  user sees is what the comment shows, and the printed status is the answer's.
 
 Python blocks run in this interpreter (the README's ``.venv/bin/python``); a comment under a
 ``print(...)`` is what it prints (a prefix of the line). SQL blocks run in ``metaservice duckdb``
@@ -36,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,7 +155,11 @@ def walkthrough(text: str) -> list[Command]:
 def parse_pattern(answer: str, variables: dict[str, str]) -> tuple[int | None, Any]:
     """``"409 {...}"`` → (409, the JSON pattern); ``"204"`` → (204, None)."""
     match = re.match(r"^(\d{3})\s*(.*)$", answer)
-    status, text = (int(match.group(1)), match.group(2)) if match else (None, answer)
+    after = re.match(r"^(\{.*\})\s+(\d{3})$", answer, flags=re.DOTALL)  # `curl -w`'s order
+    if after:
+        status, text = int(after.group(2)), after.group(1)
+    else:
+        status, text = (int(match.group(1)), match.group(2)) if match else (None, answer)
     if not text:
         return status, None
 
@@ -242,6 +249,7 @@ def test_patterns_hold_what_they_show_and_nothing_else() -> None:
     assert not matches(exact_list, {"a": [1, 2]})
     assert not matches(parse_pattern('{"n":1}', {})[1], {"n": True})
     assert parse_pattern("204", {}) == (204, None)
+    assert parse_pattern('{"error":{"code":"x"}} 409', {}) == (409, {"error": {"code": "x"}})
     block = ("curl -X POST $U/a \\\n     -d '{}'   # {\"x\":1,\n#   \"y\":2}\n"
              "# prose\ncurl $U/b\n# 409 {\"error\":...}\n")
     parsed = commands(block)
@@ -390,12 +398,19 @@ def check_walkthrough_answers(text: str, server_url: str, tmp_path: Path) -> Non
             continue
         expected_status, pattern = (parse_pattern(step.answer, variables) if step.answer
                                     else (None, None))
+        body = answer.body
         if expected_status is None:
             assert 200 <= answer.status < 300, where
         else:
             assert answer.status == expected_status, where
+            # the status the comment shows is on the user's screen too
+            assert "-w ' %{http_code}\\n'" in step.text or "-w '%{http_code}\\n'" in step.text, (
+                f"{where}\nthe comment shows a status that the command does not print")
+            printed = re.fullmatch(r"(.*?)\s*(\d{3})", body, flags=re.DOTALL)
+            assert printed and int(printed.group(2)) == answer.status, where
+            body = printed.group(1)
         if pattern is not None:
-            assert matches(pattern, json.loads(answer.body)), (
+            assert matches(pattern, json.loads(body)), (
                 f"{where}\nthe README shows: {step.answer}")
 
 
@@ -441,56 +456,63 @@ def test_the_readme_quotes_the_spark35_example_verbatim() -> None:
 @pytest.mark.spark_jvm
 def test_the_spark35_section_runs_as_written(sqlite_server_url: str) -> None:
     """The install command (which does nothing when the client is there) and the job, against
-    the server that `METASERVICE_URL` names, as the README's From Spark section exported it."""
+    the server that `METASERVICE_URL` names, as the README's From Spark section exported it;
+    twice, as a user repeats it: the second run prints the same."""
     spark35_rig()
     [block] = code_blocks(sections(README.read_text())[SPARK35_SECTION], ("bash",))
-    done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + block], cwd=ROOT,
-                          env={**user_environment(), "METASERVICE_URL": sqlite_server_url},
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr[-5000:]}"
     shown = [line[2:] for line in block.splitlines() if line.startswith("# ")]
     assert len(shown) == 3
-    for line in shown:
-        assert any(out.startswith(line) for out in done.stdout.splitlines()), (
-            f"the README shows {line!r}; the run printed:\n{done.stdout}")
+    for run in ("first", "second"):
+        done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + block], cwd=ROOT,
+                              env={**user_environment(), "METASERVICE_URL": sqlite_server_url},
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, (
+            f"{run} run\nstdout:\n{done.stdout}\nstderr:\n{done.stderr[-5000:]}")
+        for line in shown:
+            assert any(out.startswith(line) for out in done.stdout.splitlines()), (
+                f"the README shows {line!r}; the {run} run printed:\n{done.stdout}")
 
 
 def properties(block: str, url: str) -> dict[str, str]:
-    """A ``properties`` block's settings, with its example host replaced by the server's."""
+    """A ``properties`` block's settings, with the README's address replaced by the server's."""
     result = {}
     for line in block.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             key, value = line.split(None, 1)
-            result[key] = value.strip().replace("http://host:8000", url).replace(README_URL, url)
+            result[key] = value.strip().replace(README_URL, url)
     return result
 
 
 @pytest.mark.spark_jvm
 def test_the_engines_page_runs_as_one_script(sqlite_server_url: str, tmp_path: Path) -> None:
-    """docs/engines.md's Spark blocks in order, in one Spark 3.5 session configured by its
-    properties blocks (the runtime comes from .venv-spark35's spark-defaults.conf, as its
-    "Without Maven Central" says); the README's From Spark properties are the same catalogs."""
+    """docs/engines.md's Python blocks as written, in order, in one `.venv-spark35/bin/python`
+    with nothing but `METASERVICE_URL` set (the page's default is the README's server); after
+    them, the session holds every setting the page's properties blocks show (the README's From
+    Spark properties are the same catalogs)."""
     python = spark35_rig()
     server_url = sqlite_server_url
     text = ENGINES.read_text()
+    assert "host:8000" not in text, "an address no one can run"
     config: dict[str, str] = {}
     for block in code_blocks(text, ("properties",)):
         config.update(properties(block, server_url))
     readme = properties(code_blocks(sections(README.read_text())["From Spark"],
                                     ("properties",))[0], server_url)
     assert readme.items() <= config.items(), "the README's catalogs are the page's"
-    for offline in ("spark.jars.packages", "spark.sql.extensions"):  # in spark-defaults.conf
-        config.pop(offline)
-    script = "\n".join(block.replace("http://host:8000", server_url)
-                       for block in code_blocks(text, ("python",)))
-    submit = " ".join(f"--conf {key}={value}" for key, value in config.items())
-    done = subprocess.run([str(python), "-c", script], cwd=tmp_path, capture_output=True,
+    script = "\n".join(code_blocks(text, ("python",)))
+    check = ("\nimport json\n"
+             f"print('@@settings', json.dumps({{k: spark.conf.get(k, None) "
+             f"for k in {sorted(config)!r}}}))\n")
+    done = subprocess.run([str(python), "-c", script + check], cwd=tmp_path, capture_output=True,
                           text=True, timeout=900,
                           env={**user_environment(), "SPARK_LOCAL_IP": "127.0.0.1",
-                               "PYSPARK_SUBMIT_ARGS": f"{submit} pyspark-shell"})
+                               "METASERVICE_URL": server_url})
     assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr[-5000:]}"
     # the read sessions' joins: two orders, counted 2, at the job's barrier
     assert done.stdout.count("|     2|      2|") == 2, done.stdout
+    [settings] = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
+                  if line.startswith("@@settings ")]
+    assert settings == config, "the page's properties are what its script sets"
 
 
 # -- the fast subset ---------------------------------------------------------------------------
@@ -531,6 +553,24 @@ def test_the_fast_subset_command_leaves_out_what_the_readme_says() -> None:
                  "tests/metaservice/test_api_fuzz.py",  # a minute of generated requests
                  "tests/metaservice/protocol/test_machine.py"):  # long randomized histories
         assert slow not in modules, slow
+
+
+def test_the_fast_subset_command_says_what_it_needs() -> None:
+    """Its command needs pytest-xdist (``-n``), which only the dev extra installs: the section
+    says so, and the dev extra has it."""
+    section = sections(README.read_text())[CONTRIBUTING_SECTION]
+    [block] = code_blocks(section, ("bash",))
+    assert " -n " in block
+    assert "pip install -e '.[dev]'" in section.split("```", 1)[0]
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["dev"]
+    assert any(requirement.startswith("pytest-xdist") for requirement in dev)
+
+
+def test_the_readme_counts_no_tests() -> None:
+    """Counts of tests go stale with every new test: the README gives none."""
+    counts = re.findall(r"\b\d[\d,]* (?:tests|passed|failed|skipped)\b", README.read_text())
+    assert counts == []
 
 
 # -- coverage -------------------------------------------------------------------------------

@@ -595,7 +595,10 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
     edges = jobs_repo.edge_rows(session, name)
     sinks = [t for role, t in edges if role == "sink"]
     has_sources = any(role == "source" for role, _ in edges)
-    if table is None or table.id not in {t.id for t in sinks}:
+    if table is None:
+        raise errors.UnknownTableError.among([str(table_name)],
+                                             tables_repo.qualified_names(session))
+    if table.id not in {t.id for t in sinks}:
         raise errors.NotASinkError(f"{table_name} is not a sink of job {name!r}",
                                    job=name, table=str(table_name))
     # A job without sources lets the service assign the barrier, as for a root report.
@@ -707,7 +710,7 @@ def table_history(session: Session, name: TableName, *, before: int | None,
                   limit: int) -> TableHistory:
     row = tables_repo.find_table(session, name)
     if row is None:
-        raise errors.UnknownTableError(f"unknown table {name}", table=str(name))
+        raise errors.UnknownTableError.among([str(name)], tables_repo.qualified_names(session))
     return TableHistory(row, barriers_repo.history(session, row.id, before=before, limit=limit))
 
 

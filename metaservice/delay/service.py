@@ -15,6 +15,7 @@ from metaservice.core.delay_formulas import JobDelayInput, Percentiles
 from metaservice.core.graph import Topology
 from metaservice.delay import repository as delay_repo
 from metaservice.names import TableName
+from metaservice.tables import repository as tables_repo
 from metaservice.versions import service as versions
 
 DEFAULT_WINDOW_SECONDS = 3600.0
@@ -133,7 +134,7 @@ def table_delay(session: Session, ctx: ServiceContext, name: TableName,
     tables = delay_repo.tables_named(session, upstream.tables)
     this = next((t for t in tables if t.name == qualified), None)
     if this is None:
-        raise errors.UnknownTableError(f"unknown table {qualified}", table=qualified)
+        raise errors.UnknownTableError.among([qualified], tables_repo.qualified_names(session))
     latest = {t.name: t.latest_barrier for t in tables}
     hops = delay_repo.hop_figures(session, since_ms=since, jobs=upstream.jobs)
     figures = _JobFigures(topology, upstream.jobs, latest, hops.recent, hops.latencies)

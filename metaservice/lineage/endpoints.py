@@ -41,7 +41,9 @@ def get_table_lineage(
     depth: Annotated[TextInt | None, Query(ge=1, le=10_000)] = None,
 ) -> TableLineageOut:
     """Tables and jobs upstream and/or downstream of a table, with distances in hops."""
-    name = str(TableName(catalog, database, table))
+    qualified = TableName(catalog, database, table)
+    service.require_known(session, qualified)
+    name = str(qualified)
     topology = ctx.topology_cache.get(session)
     hood = Neighbourhood(tables={name: 0})
     for walk in (["upstream", "downstream"] if direction == "both" else [direction]):

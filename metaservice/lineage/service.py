@@ -36,11 +36,17 @@ def describe(session: Session, topology: Topology, tables: dict[str, int | None]
     return nodes, job_nodes, edge_out
 
 
+def require_known(session: Session, name: TableName) -> None:
+    """Refuse a table the service has never heard of (``unknown_table``, with close names)."""
+    if tables_repo.find_table(session, name) is None:
+        raise errors.UnknownTableError.among([str(name)], tables_repo.qualified_names(session))
+
+
 def snapshot_lineage(session: Session, ctx: ServiceContext, name: TableName, barrier: int,
                      *, max_depth: int = 64) -> SnapshotLineage:
     table = tables_repo.find_table(session, name)
     if table is None:
-        raise errors.UnknownTableError(f"unknown table {name}", table=str(name))
+        raise errors.UnknownTableError.among([str(name)], tables_repo.qualified_names(session))
     result = _lineage_of(session, table.id, str(name), barrier, max_depth)
     if result is None:
         raise errors.NoVersionError(f"{name} has no snapshot at or before barrier {barrier}",

@@ -115,7 +115,7 @@ def create(session: Session, ctx: ServiceContext, name: TableName, barrier: int)
     """Plan the rollback of ``name`` at ``barrier``; nothing changes until it is applied."""
     row = tables_repo.find_table(session, name)
     if row is None:
-        raise errors.UnknownTableError(f"unknown table {name}", table=str(name))
+        raise errors.UnknownTableError.among([str(name)], tables_repo.qualified_names(session))
     facts = _gather(session, load_running_topology(session), str(name), barrier)
     plan = RollbackPlanRow(id=str(uuid.uuid4()), table_id=row.id, barrier=barrier,
                            state="planned", mode=facts.mode, created_at=ctx.clock.now_ms(),

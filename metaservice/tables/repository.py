@@ -89,6 +89,13 @@ def find_table(session: Session, name: TableName, *, for_update: bool = False) -
     return find_tables(session, [name], for_update=for_update).get(name)
 
 
+def qualified_names(session: Session) -> list[str]:
+    """Every known table's ``catalog.database.table``: the names an unknown table's error
+    compares it with (that error is rare, so it reads them all)."""
+    rows = session.execute(select(TableRow.catalog, TableRow.database, TableRow.name))
+    return [f"{c}.{d}.{n}" for c, d, n in rows]
+
+
 def tables_by_id(session: Session, ids: Iterable[int]) -> dict[int, TableRow]:
     wanted = list(set(ids))
     if not wanted:

@@ -69,6 +69,9 @@ def resolve(session: Session, ctx: ServiceContext, tables: Sequence[TableName],
     """The version of every requested table under ``consistency`` or at an explicit barrier."""
     names = list(dict.fromkeys(str(t) for t in tables))
     found, topology_version = tables_repo.cut_states(session, names)
+    never_heard_of = [n for n in names if n not in found]
+    if never_heard_of:
+        raise errors.UnknownTableError.among(never_heard_of, tables_repo.qualified_names(session))
     topology = ctx.topology_cache.get(session, topology_version)
     history = DatabaseHistory(session, topology, found)
     exactness = Exactness(history)

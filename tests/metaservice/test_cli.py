@@ -25,12 +25,26 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 def test_db_upgrade_then_current(tmp_path: Path) -> None:
     """`db current` fails (1) until the database is at the newest revision."""
     url = f"sqlite:///{tmp_path / 'x.db'}"
+    (tmp_path / "x.db").touch()  # an empty file: a database without the schema
     empty = run_cli("--database-url", url, "db", "current")
     assert empty.returncode == 1 and empty.stdout.startswith("(empty)"), empty
     upgraded = run_cli("--database-url", url, "db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
     current = run_cli("--database-url", url, "db", "current")
     assert current.returncode == 0 and "up to date" in current.stdout, current
+
+
+def test_db_current_in_an_empty_directory_creates_no_database(tmp_path: Path) -> None:
+    """The default URL, sqlite:///metaservice.db, names a file that is not there: `db current`
+    says so and fails, and leaves the directory empty (SQLite would create the file)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METASERVICE_")}
+    result = subprocess.run([sys.executable, "-m", "metaservice", "db", "current"], cwd=tmp_path,
+                            env={**env, "PYTHONPATH": str(Path(__file__).parents[2])},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result
+    assert result.stdout == (f"(no database) {tmp_path / 'metaservice.db'} does not exist: "
+                             "`metaservice db upgrade` or `metaservice serve` creates it\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_unreachable_database_is_one_clear_line() -> None:

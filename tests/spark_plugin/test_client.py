@@ -6,6 +6,8 @@ the client's behaviour against the real server is covered by the end-to-end test
 
 from __future__ import annotations
 
+import socket
+
 import httpx
 import pytest
 
@@ -121,6 +123,22 @@ def test_connection_errors_give_up_after_max_retries() -> None:
         make_client(handler, max_retries=2).healthz()
     assert len(calls) == 3
     assert isinstance(info.value.__cause__, httpx.ConnectError)
+
+
+def test_no_server_says_where_it_looked_and_how_to_start_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real connection refused: the message names the URL it tried, `metaservice serve` and
+    METASERVICE_URL, not only the route."""
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("METASERVICE_URL", url)
+    with sp.MetaServiceClient(max_retries=0) as client, pytest.raises(sp.TransportError) as info:
+        client.get_version("lake.db.orders", "strong")
+    message = str(info.value)
+    assert message.startswith(f"GET {url}/version/strong/lake/db/orders: ConnectError")
+    assert f"no MetaService server answers at {url} ($METASERVICE_URL)" in message
+    assert "`metaservice serve`" in message and "set METASERVICE_URL" in message
 
 
 def test_read_timeout_is_retried_only_for_idempotent_calls() -> None:

@@ -52,8 +52,9 @@ def test_a_snapshot_missing_from_iceberg_is_an_error_not_other_data(spark, catal
         pass
 
 
-def test_a_table_without_barriers_has_no_version(spark, catalog, client, roots):
-    with (pytest.raises(sp.NoVersionError),
+def test_a_table_never_reported_is_unknown(spark, catalog, client, roots):
+    """Created in Iceberg, but no barrier of it ever reported: the service has not heard of it."""
+    with (pytest.raises(sp.UnknownTableError),
           sp.consistent_read(spark, roots, client=client, catalog=catalog)):
         pass
 

@@ -1,11 +1,12 @@
 """``metaservice-demo`` end to end, as a user runs it (the README's first command ends with
-it) and as ``timeout`` or a container runtime stops it (SIGTERM).
+it) and stops it: Ctrl-C, or SIGTERM from a container runtime.
 
 One run of the demo (Spark starts once) serves the tests of the module: it runs until it has
-printed a few strong reads, at two cuts at least, then its process group gets SIGTERM, as
-``timeout`` sends it. Its server lets a token hold fewer live read sessions than the run has
-reports (``METASERVICE_MAX_READ_SESSIONS``), so a report that left its read session open would
-have the next ones refused.
+printed a few strong reads, at two cuts at least, then its process group gets SIGINT, as a
+terminal sends it on Ctrl-C (the JVM and Spark's Python workers get it too). Its server lets a
+token hold fewer live read sessions than the run has reports
+(``METASERVICE_MAX_READ_SESSIONS``), so a report that left its read session open would have the
+next ones refused.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ REFUSED = "HTTP 429"  # in DuckDB's error when the server refuses a connection (
 STRONG_READ = re.compile(r"^\[\s*(\d+\.\d)s\] read\s+strong read session \(DuckDB, lake@strong\) "
                          r"at barrier \d")
 CUT = re.compile(r" at barrier (\S+): ")
+LOG = Path("metaservice-demo.log")  # in the temporary directory, where the demo puts it
 HEAD_READ = re.compile(r"^\s+head \(DuckDB, lake\), read right after: invariant (held|broken)")
 
 
@@ -121,7 +123,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
                                params={"limit": 1000}, timeout=30)
             barriers = sorted(b["barrier"] for b in answer.json()["barriers"])
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # what `timeout` does: the whole group
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole group
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
@@ -132,14 +134,26 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     return DemoRun(proc.returncode, out, stderr.read_text(), tmpdir, barriers)
 
 
-def test_sigterm_stops_queries_spark_and_server_and_removes_the_temporary_directory(demo):
-    assert demo.returncode == 128 + signal.SIGTERM, demo.out + demo.err[-3000:]
-    assert "stopped by SIGTERM" in demo.out
+def test_ctrl_c_stops_queries_spark_and_server_and_removes_the_temporary_directory(demo):
+    assert demo.returncode == 128 + signal.SIGINT, demo.out + demo.err[-3000:]
+    assert "stopped by SIGINT" in demo.out
     assert "stopping the streaming queries and Spark" in demo.out
-    # no traceback of the demo's own process (Spark's Python workers may print theirs)
-    assert "metaservice_demo/" not in demo.err, demo.err[-3000:]
-    # the demo's directory (warehouse, checkpoints, database, Spark's scratch space) is gone
-    assert sorted(p.name for p in demo.tmpdir.iterdir()) == []
+    # the demo's directory (warehouse, checkpoints, database, Spark's scratch space) is gone;
+    # the log of Spark's and py4j's messages stays
+    assert sorted(p.name for p in demo.tmpdir.iterdir()) == [LOG.name]
+
+
+def test_a_stop_ends_on_the_summary_and_nothing_else(demo):
+    """What Spark, its JVM and py4j print when a stop kills their tasks (py4j's 'KeyboardInterrupt
+    while sending command.', Java's TaskKilledException traces) is in the log the summary names,
+    not on the terminal: standard error is empty and the last line is the summary."""
+    assert demo.err == "", demo.err[-3000:]
+    last = demo.out.rstrip("\n").splitlines()[-1]
+    log = demo.tmpdir / LOG.name
+    summary = (r"\[\s*\d+\.\ds\] done     stopped by SIGINT: \d+ strong reads .*; \d+ barriers "
+               rf"ingested \(Spark's and py4j's messages: {re.escape(str(log))}\)")
+    assert re.fullmatch(summary, last), demo.out[-3000:]
+    assert log.stat().st_size > 0  # the JVM's messages at least
 
 
 def test_strong_read_sessions_hold_the_invariant_across_sibling_jobs_and_head_reads_break_it(demo):
@@ -249,7 +263,7 @@ def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
     out = output.text()
     assert proc.returncode == 128 + signal.SIGTERM, out + (tmp_path / "stderr.txt").read_text()
     assert "stopped by SIGTERM" in out
-    assert sorted(p.name for p in tmpdir.iterdir()) == []
+    assert sorted(p.name for p in tmpdir.iterdir()) == [LOG.name]
 
 
 def test_a_failure_a_stop_signal_caused_while_spark_starts_is_that_stop(tmp_path, monkeypatch):
@@ -287,5 +301,5 @@ def test_a_failure_a_stop_signal_caused_while_spark_starts_is_that_stop(tmp_path
         signal.signal(signal.SIGTERM, previous)
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOG.name]
     assert jvm_ends == [True]  # the stop ran the demo's whole cleanup

@@ -1,7 +1,8 @@
 """The README's "From Spark" commands, run as a user runs them: `examples/spark_batch_job.py`
-alone, then twice against a real `metaservice serve` with a kept warehouse (the server the
-README's curl walk-through ran on before, as a user following it in order has it), then
-`metaservice-maintenance` on what it wrote.
+alone, then twice against a real `metaservice serve` (the server the README's curl walk-through
+ran on before, as a user following it in order has it), then `metaservice-maintenance` on what
+it wrote. The tables are the server's, in its built-in catalog: the one catalog `lake` of the
+README's flow, which the dashboard and DuckDB read too.
 
 The README's bash blocks run exactly as written in a scratch directory that looks like a fresh
 clone after the set-up command (``examples/`` and a ``.venv/bin`` whose ``python`` and
@@ -76,25 +77,28 @@ def test_the_example_runs_alone(tmp_path: Path) -> None:
 def test_run_twice_against_a_server_then_maintenance(tmp_path: Path) -> None:
     """The second run enriches only the new orders: the sink holds every order once (a full
     step replaces the sink; a resumed job appends only the new rows)."""
-    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.catalog.rest import RestCatalog
 
-    server = ServerProcess(f"sqlite:///{tmp_path / 'metaservice.db'}", tmp_path / "server.log")
+    work = clone_like(tmp_path / "clone")
+    warehouse = work / "warehouse"  # `metaservice serve` run in the clone: its default warehouse
+    server = ServerProcess(f"sqlite:///{tmp_path / 'metaservice.db'}", tmp_path / "server.log",
+                           env={"METASERVICE_WAREHOUSE": str(warehouse)})
     server.start()
     try:
         (tmp_path / "walkthrough").mkdir()
         run_walkthrough(walkthrough(README.read_text()), server.url, tmp_path / "walkthrough")
-        work = clone_like(tmp_path / "clone")
         out = run_block(spark_blocks()[1], work, server.url)
+        assert "ingested orders 5..8" in out
+        assert "at one strong cut: 8 orders, 8 of them enriched" in out
+        # one catalog: what the example wrote is the server's catalog's, as DuckDB sees it
+        catalog = RestCatalog("lake", uri=f"{server.url}/iceberg", warehouse="lake")
+        assert {("db", "orders"), ("db", "orders_enriched")} <= set(catalog.list_tables("db"))
+        orders = catalog.load_table("db.orders").scan().to_arrow().to_pylist()
+        enriched = catalog.load_table("db.orders_enriched").scan().to_arrow().to_pylist()
+        assert sorted(r["order_id"] for r in orders) == list(range(1, 9))
+        assert sorted(r["order_id"] for r in enriched) == list(range(1, 9))
+        assert all(r["vip"] == (r["amount"] > 100) for r in enriched)
+        assert len(catalog.load_table("db.orders").snapshots()) == 1  # maintenance expired one
     finally:
         server.kill()
-    assert "ingested orders 5..8" in out
-    assert "at one strong cut: 8 orders, 8 of them enriched" in out
-    warehouse = work / "warehouse"
-    catalog = SqlCatalog("lake", uri=f"sqlite:///{warehouse}/catalog.db",
-                         warehouse=f"file://{warehouse}")
-    orders = catalog.load_table("db.orders").scan().to_arrow().to_pylist()
-    enriched = catalog.load_table("db.orders_enriched").scan().to_arrow().to_pylist()
-    assert sorted(r["order_id"] for r in orders) == list(range(1, 9))
-    assert sorted(r["order_id"] for r in enriched) == list(range(1, 9))
-    assert all(r["vip"] == (r["amount"] > 100) for r in enriched)
-    assert len(catalog.load_table("db.orders").snapshots()) == 1  # maintenance expired one
+    assert not list(warehouse.rglob("catalog.db"))  # no second catalog beside the server's

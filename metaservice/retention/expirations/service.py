@@ -68,7 +68,7 @@ class ExpirationState:
 def _table(session: Session, name: TableName) -> TableRow:
     row = tables_repo.find_table(session, name)
     if row is None:
-        raise errors.UnknownTableError(f"unknown table {name}", table=str(name))
+        raise errors.UnknownTableError.among([str(name)], tables_repo.qualified_names(session))
     return row
 
 

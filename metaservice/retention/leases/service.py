@@ -106,8 +106,8 @@ def create_lease(session: Session, ctx: ServiceContext, holder: str, ttl_seconds
     rows = tables_repo.find_tables(session, [t for t, _ in snapshots])
     unknown_tables = sorted({str(t) for t, _ in snapshots if t not in rows})
     if unknown_tables:
-        raise errors.UnknownTableError(f"unknown table {', '.join(unknown_tables)}",
-                                       tables=unknown_tables)
+        raise errors.UnknownTableError.among(unknown_tables,
+                                             tables_repo.qualified_names(session))
     wanted = sorted({(str(t), rows[t].id, int(s)) for t, s in snapshots})
     handout.hold(session, (t for _, t, _ in wanted))
     recorded = expirations_repo.recorded_pairs(session, ((t, s) for _, t, s in wanted))

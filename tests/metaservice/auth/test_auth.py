@@ -237,7 +237,7 @@ def test_a_chunked_body_over_the_cap_answers_413(database: Database, database_ur
         # A chunked body under the cap reaches the endpoint whole.
         small = http.post("/versions", content=iter([b'{"tables": ', b'["lake.db.none"]}']),
                           headers={"content-type": "application/json"})
-        assert small.status_code == 404 and small.json()["error"]["code"] == "no_version", \
+        assert small.status_code == 404 and small.json()["error"]["code"] == "unknown_table", \
             small.text
 
 

@@ -62,7 +62,7 @@ def test_job_commits_only_its_pinned_barrier_to_its_own_sinks(client: httpx.Clie
     assert client.post("/jobs/etl/start").json()["barrier"] == 10
     assert_error(commit(client, "etl", "lake.db.b", 11, 5), 409, "unknown_barrier")
     assert_error(commit(client, "etl", "lake.db.a", 10, 5), 409, "not_a_sink")
-    assert_error(commit(client, "etl", "lake.db.zzz", 10, 5), 409, "not_a_sink")
+    assert_error(commit(client, "etl", "lake.db.zzz", 10, 5), 404, "unknown_table")
     ok = commit(client, "etl", "lake.db.b", 10, 5)
     assert ok.json() == {"table": "lake.db.b", "barrier": 10, "snapshot_id": 5}
     # An exact repeat after the pin moved is still idempotent.

@@ -59,7 +59,7 @@ def test_metrics_count_requests_by_route_template_and_compute_lags(
     answers = {dict(labels)["consistency"] + "/" + dict(labels)["outcome"]: v
                for (name, labels), v in samples.items()
                if name == "metaservice_version_answers_total"}
-    assert answers == {"strong/ok": 1, "weak/ok": 1, "barrier/ok": 1, "weak/no_version": 1}
+    assert answers == {"strong/ok": 1, "weak/ok": 1, "barrier/ok": 1, "weak/unknown_table": 1}
     # Gauges at scrape: now = T0 + 1000.
     assert samples[("metaservice_table_lag_seconds", (("table", "lake.db.src"),))] == 3.0
     assert samples[("metaservice_table_lag_seconds", (("table", "lake.db.dst"),))] == 6.0

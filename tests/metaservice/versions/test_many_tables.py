@@ -48,7 +48,7 @@ def test_versions_of_hundreds_of_tables(client: httpx.Client) -> None:
     unknown = f"lake.{database}.never"
     missing = client.post("/versions", json={"consistency": "weak",
                                              "tables": [*tables, unknown]})
-    assert assert_error(missing, 404, "no_version")["details"]["tables"] == [unknown]
+    assert assert_error(missing, 404, "unknown_table")["details"]["tables"] == [unknown]
 
     last = tables[297]  # barrier 10, then 30: its version at 25 is snapshot 1297
     approved = client.post(f"/tables/{last.replace('.', '/')}/expirations",
