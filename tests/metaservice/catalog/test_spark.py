@@ -59,7 +59,7 @@ def test_spark_fetches_the_runtime_by_the_coordinates_the_docs_give(
     """Spark's own way, as a user types it: ``spark.jars.packages`` with the documented
     coordinates (and no jar of ours) resolves the runtime and writes through the catalog."""
     documented = (Path(__file__).resolve().parents[3] / "docs" / "engines.md").read_text()
-    assert f"spark.jars.packages                        {RUNTIME}" in documented
+    assert f"`spark.jars.packages {RUNTIME}`" in documented
     driver = SparkDriver(tmp_path / "driver.log", packages=RUNTIME)
     try:
         driver.catalog("fetched", type="rest", uri=f"{server.url}/iceberg", warehouse="lake",
