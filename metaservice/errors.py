@@ -153,6 +153,20 @@ class LeaseExpiredError(MetaServiceError):
     code = "lease_expired"
 
 
+class TooManyLeasesError(MetaServiceError):
+    """The principal holds ``METASERVICE_MAX_LEASES`` live leases already."""
+
+    status_code = 429
+    code = "too_many_leases"
+
+
+class LeaseTermTooLongError(MetaServiceError):
+    """A lease asked for (or renewed) for longer than ``METASERVICE_MAX_LEASE_SECONDS``."""
+
+    status_code = 422
+    code = "lease_term_too_long"
+
+
 class UnknownExpirationError(MetaServiceError):
     status_code = 404
     code = "unknown_expiration"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import case, delete, select, update
+from sqlalchemy import case, delete, exists, func, select, text, update
 from sqlalchemy.orm import Session
 
-from metaservice.db.models import LeaseRow, LeaseSnapshotRow, TableRow
+from metaservice.db.engine import on_postgres
+from metaservice.db.models import LeaseRow, LeaseSnapshotRow, ReadSessionRow, TableRow
 
 
 def add_lease(session: Session, lease: LeaseRow, snapshots: Iterable[tuple[int, int]]) -> None:
@@ -121,3 +122,25 @@ def extend_if_live(session: Session, lease_id: str, now_ms: int, until_ms: int) 
                                 else_=until_ms))
         .execution_options(synchronize_session=False))
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def lock_leases_of(session: Session, principal: str | None) -> None:
+    """Serialise the granting of one principal's leases (their count is capped): on PostgreSQL
+    a transaction-scoped advisory lock per principal, taken before any table row (it is no row
+    of the lock order, ``db/locks.py``); SQLite's write lock serialises every writer already."""
+    if on_postgres(session):
+        session.execute(text("SELECT pg_advisory_xact_lock(:a, hashtext(:p))"),
+                        {"a": _LEASES_LOCK, "p": principal or ""})
+
+
+_LEASES_LOCK = 0x4D534C  # "MSL"
+
+
+def count_live_leases(session: Session, principal: str | None, now_ms: int) -> int:
+    """The principal's live leases, read sessions' left out (they have a cap of their own)."""
+    return session.scalar(
+        select(func.count()).select_from(LeaseRow)
+        .where(LeaseRow.principal.is_(None) if principal is None
+               else LeaseRow.principal == principal,
+               LeaseRow.expires_at > now_ms,
+               ~exists().where(ReadSessionRow.id == LeaseRow.id))) or 0
