@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import case, delete, exists, func, select, text, update
+from sqlalchemy import ColumnElement, case, delete, exists, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from metaservice.db.engine import on_postgres
@@ -78,11 +78,26 @@ def purge_expired(session: Session, expired_before_ms: int, *, limit: int = 500)
     return len(ids)
 
 
+def _holds_something() -> ColumnElement[bool]:
+    """A lease that holds a snapshot, or is a read session's (which may hold none yet): one
+    that does not held only snapshots of tables since dropped, and has ended with them."""
+    return or_(exists().where(LeaseSnapshotRow.lease_id == LeaseRow.id),
+               exists().where(ReadSessionRow.id == LeaseRow.id))
+
+
+def ended_with_its_tables(session: Session, lease_id: str) -> bool:
+    """Whether the lease exists but every table it held was dropped (SPEC §11: a drop ends
+    the table's leases)."""
+    return bool(session.scalar(select(LeaseRow.id).where(
+        LeaseRow.id == lease_id, ~_holds_something())))
+
+
 def live_leases(session: Session, now_ms: int, *, table_id: int | None = None,
                 holder: str | None = None, principal: str | None = None,
                 limit: int = 1000) -> list[LeaseRow]:
-    """Leases not yet expired, soonest to expire first; of one principal when given."""
-    stmt = select(LeaseRow).where(LeaseRow.expires_at > now_ms)
+    """Leases not yet expired (nor ended with their tables), soonest to expire first; of one
+    principal when given."""
+    stmt = select(LeaseRow).where(LeaseRow.expires_at > now_ms, _holds_something())
     if principal is not None:
         stmt = stmt.where(LeaseRow.principal == principal)
     if holder is not None:
@@ -137,10 +152,12 @@ _LEASES_LOCK = 0x4D534C  # "MSL"
 
 
 def count_live_leases(session: Session, principal: str | None, now_ms: int) -> int:
-    """The principal's live leases, read sessions' left out (they have a cap of their own)."""
+    """The principal's live leases, read sessions' left out (they have a cap of their own), and
+    so are leases that ended with their tables."""
     return session.scalar(
         select(func.count()).select_from(LeaseRow)
         .where(LeaseRow.principal.is_(None) if principal is None
                else LeaseRow.principal == principal,
                LeaseRow.expires_at > now_ms,
+               exists().where(LeaseSnapshotRow.lease_id == LeaseRow.id),
                ~exists().where(ReadSessionRow.id == LeaseRow.id))) or 0

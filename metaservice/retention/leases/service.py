@@ -19,6 +19,11 @@
   releases it. To anyone else it does not exist: ``404 unknown_lease``, absent from
   ``GET /leases``, and the protection it gives is listed without its id. With authentication
   off every caller is the same (anonymous admin) principal.
+- A drop of a table ends its leases (SPEC §11): the lease's snapshots of the table go with
+  it (their rows cascade), and a lease left holding nothing is ``404 unknown_lease`` on every
+  route, absent from ``GET /leases`` and not counted against its principal's cap; a lease that
+  also holds other tables' snapshots goes on holding those. (The drop deletes no lease row:
+  a renewal locks its lease before its tables, a drop its table first.)
 - Creation, renewal and ``POST /versions`` with ``lease_seconds`` hold their tables' rows
   against approvals (``retention/handout.py``), so a lease and an approval of the same
   snapshot racing never both win, whichever server process runs them. A renewal also checks
@@ -197,10 +202,12 @@ def open_read_session_lease(session: Session, ctx: ServiceContext, holder: str,
 
 def _get(session: Session, lease_id: str, principal: Principal, *,
          for_update: bool = False) -> LeaseRow:
-    """The lease, if it exists and ``principal`` may see it; another principal's lease is
-    answered exactly as a lease that does not exist."""
+    """The lease, if it exists and ``principal`` may see it; another principal's lease, and one
+    whose tables were all dropped (it ended with them, SPEC §11), are answered exactly as a
+    lease that does not exist."""
     row = repo.get_lease(session, lease_id, for_update=for_update)
-    if row is None or not visible_to(row, principal):
+    if (row is None or not visible_to(row, principal)
+            or repo.ended_with_its_tables(session, lease_id)):
         raise errors.UnknownLeaseError(f"unknown lease {lease_id!r}", lease_id=lease_id)
     return row
 
