@@ -253,6 +253,13 @@ class TokenExistsError(MetaServiceError):
     code = "token_exists"
 
 
+class LastAdminError(MetaServiceError):
+    """Revoking the token would leave no active admin token."""
+
+    status_code = 409
+    code = "last_admin"
+
+
 class UnknownTokenError(MetaServiceError):
     status_code = 404
     code = "unknown_token"
