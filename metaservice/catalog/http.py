@@ -116,7 +116,6 @@ def idempotent(request: Request, database: Database, ctx: ServiceContext, operat
                                           request.query_params.multi_items(), document),
         now_ms=ctx.clock.now_ms(), lifetime_seconds=ctx.settings.idempotency_key_seconds,
         status=status)
-    assert one is not None
     replayed = replay(request, database, one)
     if replayed is not None:
         return replayed

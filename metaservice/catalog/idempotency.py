@@ -92,15 +92,13 @@ class Guard:
         repo.finish_key(session, self.principal, self.key, self.status, outcome)
 
 
-def guard(key: str | None, principal: str | None, operation: str, *, target: str, digest: str,
-          now_ms: int, lifetime_seconds: float, status: int) -> Guard | None:
-    """The request's guard, or None without a key.
+def guard(key: str, principal: str | None, operation: str, *, target: str, digest: str,
+          now_ms: int, lifetime_seconds: float, status: int) -> Guard:
+    """The guard of a request sent with the key ``key``.
 
     Raises:
         BadRequestError: a key that is not a UUID.
     """
-    if key is None:
-        return None
     if not _UUID.match(key):
         raise BadRequestError("Idempotency-Key must be a UUID (36 characters, UUIDv7 advised)")
     return Guard(principal or "", key.lower(), operation, target[:TARGET_LENGTH], digest,
