@@ -193,13 +193,13 @@ def cmd_token_list(args: argparse.Namespace) -> None:
 def cmd_token_revoke(args: argparse.Namespace) -> None:
     from metaservice.auth.service import revoke_token
     from metaservice.clock import SystemClock
-    from metaservice.errors import UnknownTokenError
+    from metaservice.errors import LastAdminError, UnknownTokenError
 
     settings = _settings(args)
     try:
         with _write_transaction(settings) as session:
             revoke_token(session, args.name, SystemClock().now_ms())
-    except UnknownTokenError as exc:
+    except (UnknownTokenError, LastAdminError) as exc:
         raise CommandError(exc.message) from None
     except SQLAlchemyError as exc:
         raise CommandError(f"cannot revoke the token: {_first_line(exc)}") from None

@@ -198,6 +198,20 @@ class LeaseExpiredError(MetaServiceError):
     code = "lease_expired"
 
 
+class TooManyLeasesError(MetaServiceError):
+    """The principal holds ``METASERVICE_MAX_LEASES`` live leases already."""
+
+    status_code = 429
+    code = "too_many_leases"
+
+
+class LeaseTermTooLongError(MetaServiceError):
+    """A lease asked for (or renewed) for longer than ``METASERVICE_MAX_LEASE_SECONDS``."""
+
+    status_code = 422
+    code = "lease_term_too_long"
+
+
 class UnknownExpirationError(MetaServiceError):
     status_code = 404
     code = "unknown_expiration"
@@ -283,6 +297,13 @@ class RateLimitedError(MetaServiceError):
 class TokenExistsError(MetaServiceError):
     status_code = 409
     code = "token_exists"
+
+
+class LastAdminError(MetaServiceError):
+    """Revoking the token would leave no active admin token."""
+
+    status_code = 409
+    code = "last_admin"
 
 
 class UnknownTokenError(MetaServiceError):

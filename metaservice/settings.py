@@ -76,6 +76,16 @@ class Settings(BaseSettings):
         default=64, ge=1,
         description="live read sessions of the catalog's consistent warehouses (lake@strong) "
                     "per principal; one more is refused (429 too_many_read_sessions)")
+    max_leases: int = Field(
+        default=1000, ge=1,
+        description="live snapshot leases (POST /leases, POST /versions with lease_seconds) per "
+                    "principal; one more is refused (429 too_many_leases) until one is released "
+                    "or expires. A read session's lease counts against max_read_sessions instead")
+    max_lease_seconds: float = Field(
+        default=86_400.0, gt=0, le=7 * 86_400,
+        description="the longest term a lease is granted or renewed for; a longer ttl_seconds "
+                    "or lease_seconds is refused (422 lease_term_too_long): a reader that needs "
+                    "longer renews its lease")
     catalog_name: str = Field(
         default="lake", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$",
         description="the Iceberg catalog's warehouse name, the first part of every table name")

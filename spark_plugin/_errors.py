@@ -38,15 +38,18 @@ The tree::
     │   │   ├── RollbackPlanOutdatedError    409 rollback_plan_outdated
     │   │   ├── HeldByCatalogError           409 held_by_catalog
     │   │   ├── RollbackPlanNotAppliedError  409 rollback_plan_not_applied
-    │   │   └── TokenExistsError             409 token_exists
+    │   │   ├── TokenExistsError             409 token_exists
+    │   │   └── LastAdminError               409 last_admin
     │   ├── GoneError                        410: it existed and will not come back
     │   │   ├── SnapshotExpiredError         410 snapshot_expired
     │   │   └── LeaseExpiredError            410 lease_expired
     │   ├── PayloadTooLargeError             413 payload_too_large
     │   ├── UnsupportedMediaTypeError        415 unsupported_media_type
     │   ├── InvalidRequestError              422 invalid_request
-    │   │   └── BarrierInFutureError         422 barrier_in_future
+    │   │   ├── BarrierInFutureError         422 barrier_in_future
+    │   │   └── LeaseTermTooLongError        422 lease_term_too_long
     │   ├── RateLimitedError                 429 rate_limited (repeated)
+    │   ├── TooManyLeasesError               429 too_many_leases
     │   ├── InternalServerError              500 internal_error
     │   └── ServiceUnavailableError          503 (repeated)
     │       ├── DatabaseUnavailableError     503 database_unavailable
@@ -100,8 +103,10 @@ __all__ = [
     "InvalidRequestError",
     "JobNotPlannedError",
     "JobNotRunningError",
+    "LastAdminError",
     "LakeStateError",
     "LeaseExpiredError",
+    "LeaseTermTooLongError",
     "MetaServiceError",
     "MethodNotAllowedError",
     "NoVersionError",
@@ -127,6 +132,7 @@ __all__ = [
     "StreamStateError",
     "TableHasWriterError",
     "TokenExistsError",
+    "TooManyLeasesError",
     "TransportError",
     "UnknownBarrierError",
     "UnknownExpirationError",
@@ -368,6 +374,12 @@ class TokenExistsError(ConflictError):
     code = "token_exists"
 
 
+class LastAdminError(ConflictError):
+    """The token is the last active admin token: create another admin before revoking it."""
+
+    code = "last_admin"
+
+
 class GoneError(APIError):
     """The thing asked for existed and will not come back."""
 
@@ -405,8 +417,22 @@ class BarrierInFutureError(InvalidRequestError):
     code = "barrier_in_future"
 
 
+class LeaseTermTooLongError(InvalidRequestError):
+    """A lease's term beyond the server's ``METASERVICE_MAX_LEASE_SECONDS``: ask for less and
+    renew the lease."""
+
+    code = "lease_term_too_long"
+
+
 class RateLimitedError(APIError):
     status_code, code = 429, "rate_limited"
+
+
+class TooManyLeasesError(APIError):
+    """The token holds the server's ``METASERVICE_MAX_LEASES`` live leases already: release one
+    (or wait until one expires). Not repeated: only a release makes room."""
+
+    status_code, code = 429, "too_many_leases"
 
 
 class InternalServerError(APIError):

@@ -72,26 +72,65 @@ def list_tokens(session: Session) -> list[ApiTokenRow]:
 
 
 def revoke_token(session: Session, name: str, now_ms: int) -> ApiTokenRow:
+    """Revoke the token (again: no change).
+
+    Raises:
+        UnknownTokenError: 404, no token of that name.
+        LastAdminError: 409, it is the only active admin token: nobody could manage tokens
+            after it (create another admin first). Two admins revoking each other at once
+            never both succeed: revocations take turns (``auth_repo.lock_tokens``).
+    """
+    auth_repo.lock_tokens(session)
     row = auth_repo.token_named(session, name)
     if row is None:
         raise errors.UnknownTokenError(f"no token named {name!r}", name=name)
+    session.refresh(row)  # as of the lock: another revocation may have committed meanwhile
     if row.revoked_at is None:
+        if row.role == Role.admin.name and auth_repo.active_admins(session) == [name]:
+            raise errors.LastAdminError(
+                f"token {name!r} is the last active admin token; create another admin token "
+                "(POST /admin/tokens) before revoking it", name=name)
         row.revoked_at = now_ms
         logger.info("token_revoked", extra={"token_name": name})
     return row
 
 
-def ensure_bootstrap_admin(session: Session, token: str, now_ms: int) -> None:
-    """Make the configured bootstrap admin token valid (``METASERVICE_ADMIN_TOKEN``)."""
+BOOTSTRAP_ADMIN = "bootstrap-admin"
+
+
+def ensure_bootstrap_admin(session: Session, token: str, now_ms: int) -> str:
+    """Make the configured bootstrap admin token (``METASERVICE_ADMIN_TOKEN``) valid, at each
+    server start; answers what it did.
+
+    - ``created``: no token had the secret: it is stored as the admin ``bootstrap-admin``
+      (``rotated``: that token existed with another secret, which this one replaces).
+    - ``active``: the token is valid already.
+    - ``restored``: the token was revoked and no admin token is active: it is valid again, as
+      an admin. This is the way back in when every admin was revoked (or lost): restart with
+      ``METASERVICE_ADMIN_TOKEN`` set to the bootstrap secret.
+    - ``revoked``: the token was revoked and another admin token is active: it stays revoked
+      (an admin revoked it on purpose).
+    """
+    auth_repo.lock_tokens(session)
     digest = hash_token(token)
-    if auth_repo.token_with_hash(session, digest) is not None:
-        return
-    name = "bootstrap-admin"
-    row = auth_repo.token_named(session, name)
+    row = auth_repo.token_with_hash(session, digest)
+    if row is not None and row.revoked_at is None:
+        return "active"
+    if row is not None:
+        if auth_repo.active_admins(session):
+            logger.warning("bootstrap_admin_revoked", extra={"token_name": row.name})
+            return "revoked"
+        row.revoked_at, row.role = None, Role.admin.name
+        logger.warning("bootstrap_admin_restored", extra={"token_name": row.name})
+        return "restored"
+    row = auth_repo.token_named(session, BOOTSTRAP_ADMIN)
     if row is not None:  # the secret was rotated: replace the old hash
         row.token_hash, row.revoked_at, row.role = digest, None, Role.admin.name
-    else:
-        auth_repo.add_token(session, name, Role.admin.name, digest, now_ms)
+        logger.info("bootstrap_admin_rotated", extra={"token_name": BOOTSTRAP_ADMIN})
+        return "rotated"
+    auth_repo.add_token(session, BOOTSTRAP_ADMIN, Role.admin.name, digest, now_ms)
+    logger.info("bootstrap_admin_created", extra={"token_name": BOOTSTRAP_ADMIN})
+    return "created"
 
 
 # -- the rules of each request ------------------------------------------------------------

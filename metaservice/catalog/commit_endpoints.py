@@ -32,7 +32,7 @@ def commit_table(request: Request, database: DatabaseDep, ctx: Context, namespac
         _delete_removed_cut_files(request, background, [staged])
         return table_response(tables.loaded(site(request), staged.metadata_location))
 
-    return idempotent(request, database, ctx, "commitTable", 200, run)
+    return idempotent(request, database, ctx, "commitTable", 200, run, body)
 
 
 @router.post("/v1/transactions/commit", status_code=204,
@@ -52,7 +52,7 @@ def commit_transaction(request: Request, database: DatabaseDep, ctx: Context,
         _delete_removed_cut_files(request, background, staged)
         return Response(status_code=204)
 
-    return idempotent(request, database, ctx, "commitTransaction", 204, run)
+    return idempotent(request, database, ctx, "commitTransaction", 204, run, body)
 
 
 def _delete_removed_cut_files(request: Request, background: BackgroundTasks,

@@ -12,17 +12,17 @@ from typing import Annotated
 from fastapi import Header, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
 from metaservice.catalog import idempotency, tables
 from metaservice.catalog.errors import (
+    IDEMPOTENCY_KEY_REUSED,
     CommitFailedError,
     IcebergError,
     RefusedError,
-    UnprocessableEntityError,
     iceberg_body,
 )
 from metaservice.catalog.site import CatalogSite
@@ -100,15 +100,22 @@ IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", max_length=200
 
 
 def idempotent(request: Request, database: Database, ctx: ServiceContext, operation: str,
-               status: int, run: Callable[[idempotency.Guard | None], Response]) -> Response:
+               status: int, run: Callable[[idempotency.Guard | None], Response],
+               body: BaseModel | None = None) -> Response:
     """Run a mutation under its ``Idempotency-Key`` (if the request has one): a key already
-    finished answers its first outcome, whatever this request's body says."""
-    one = idempotency.guard(request.headers.get("idempotency-key"), principal(request).name,
-                            operation, now_ms=ctx.clock.now_ms(),
-                            lifetime_seconds=ctx.settings.idempotency_key_seconds,
-                            status=status)
-    if one is None:
+    finished answers its first outcome to the same request (operation, path, query and
+    ``body``, the request's validated body), and refuses any other use of it (422)."""
+    key = request.headers.get("idempotency-key")
+    if key is None:
         return run(None)
+    path = request.url.path
+    document = None if body is None else body.model_dump(mode="json", by_alias=True)
+    one = idempotency.guard(
+        key, principal(request).name, operation, target=path,
+        digest=idempotency.request_digest(request.method, path,
+                                          request.query_params.multi_items(), document),
+        now_ms=ctx.clock.now_ms(), lifetime_seconds=ctx.settings.idempotency_key_seconds,
+        status=status)
     replayed = replay(request, database, one)
     if replayed is not None:
         return replayed
@@ -146,10 +153,15 @@ def replay(request: Request, database: Database, one: idempotency.Guard) -> Resp
         found = idempotency.stored(session, one)
     if found is None:
         return None
-    if found.operation != one.operation:
-        raise UnprocessableEntityError(
-            f"Idempotency-Key {one.key} was used for {found.operation}, not {one.operation}: "
-            "use a new key for each operation")
+    if not found.answers(one):
+        used_for = found.operation if found.target is None else (
+            f"{found.operation} of {found.target}")
+        raise RefusedError(
+            IDEMPOTENCY_KEY_REUSED,
+            f"Idempotency-Key {one.key} was used for another request ({used_for}); it is "
+            "replayed only to the same operation on the same path with the same body: use a "
+            "new key for each request",
+            {"operation": found.operation, "target": found.target}, status_code=422)
     logger.info("catalog_idempotent_replay", extra={"operation": one.operation})
     if "error" in found.outcome:
         return JSONResponse(found.outcome["error"], status_code=found.status)

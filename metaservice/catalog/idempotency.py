@@ -7,14 +7,24 @@ whose key a retry would not find. A final refusal (a 4xx other than a lost race,
 is recorded after its rolled-back transaction; a 5xx or a lost compare-and-swap is not final and
 is not recorded. A request carrying a claimed key is answered from the outcome without running;
 one racing the first waits on the key's row (PostgreSQL) or the database lock (SQLite) and is
-then answered the same way. Keys live ``METASERVICE_IDEMPOTENCY_KEY_SECONDS``, advertised in
+then answered the same way.
+
+A key is bound to the request that claimed it (SPEC §13): its operation, the path it was sent to
+(the table or namespace) and a digest of its path, query and body (:func:`request_digest`). Its
+outcome is replayed only to the same request; any other use of the key is refused (422), and
+that refusal changes nothing (a request that loses the claim to another has its own transaction
+rolled back). Keys recorded before the binding existed (migration 0014) are bound by operation
+only, until they expire. Keys live ``METASERVICE_IDEMPOTENCY_KEY_SECONDS``, advertised in
 ``/v1/config`` as ``idempotency-key-lifetime``; a principal's expired keys are deleted when it
 claims a new one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +43,17 @@ class Replay(Exception):
     """The key was claimed by an earlier request: answer from its outcome."""
 
 
+def request_digest(method: str, path: str, query: Iterable[tuple[str, str]],
+                   body: Any | None) -> str:
+    """SHA-256 of the request a key is bound to: its method, path, query parameters (sorted)
+    and body (its JSON document, keys sorted), so that the same request sent again matches
+    however its client orders its keys."""
+    document = {"method": method, "path": path, "query": sorted(query), "body": body}
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=True,
+                           default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def lifetime(seconds: float) -> str:
     """The ISO-8601 duration ``/v1/config`` advertises."""
     return f"PT{int(seconds)}S"
@@ -45,6 +66,8 @@ class Guard:
     principal: str
     key: str
     operation: str
+    target: str  # the path the request was sent to
+    digest: str  # request_digest() of the request
     now_ms: int
     lifetime_ms: int
     status: int  # the answer's status when the mutation succeeds
@@ -58,8 +81,8 @@ class Guard:
             Replay: an earlier request claimed it.
         """
         repo.delete_expired_keys(session, self.principal, self.now_ms)
-        if not repo.claim_key(session, self.principal, self.key, self.operation,
-                              self.now_ms, self.now_ms + self.lifetime_ms):
+        if not repo.claim_key(session, self.principal, self.key, self.operation, self.target,
+                              self.digest, self.now_ms, self.now_ms + self.lifetime_ms):
             raise Replay
         self.claimed = True
 
@@ -69,26 +92,36 @@ class Guard:
         repo.finish_key(session, self.principal, self.key, self.status, outcome)
 
 
-def guard(key: str | None, principal: str | None, operation: str, *, now_ms: int,
-          lifetime_seconds: float, status: int) -> Guard | None:
-    """The request's guard, or None without a key.
+def guard(key: str, principal: str | None, operation: str, *, target: str, digest: str,
+          now_ms: int, lifetime_seconds: float, status: int) -> Guard:
+    """The guard of a request sent with the key ``key``.
 
     Raises:
         BadRequestError: a key that is not a UUID.
     """
-    if key is None:
-        return None
     if not _UUID.match(key):
         raise BadRequestError("Idempotency-Key must be a UUID (36 characters, UUIDv7 advised)")
-    return Guard(principal or "", key.lower(), operation, now_ms,
-                 int(lifetime_seconds * 1000), status)
+    return Guard(principal or "", key.lower(), operation, target[:TARGET_LENGTH], digest,
+                 now_ms, int(lifetime_seconds * 1000), status)
+
+
+TARGET_LENGTH = 1024  # the stored path is for messages only: the digest covers all of it
 
 
 @dataclass(frozen=True)
 class Stored:
     operation: str
+    target: str | None  # None: recorded before keys were bound to their request
+    digest: str | None
     status: int
     outcome: dict[str, Any]
+
+    def answers(self, one: Guard) -> bool:
+        """Whether this outcome is the answer to ``one``'s request (the same operation, path,
+        query and body); a key recorded before the binding, to the same operation."""
+        if self.operation != one.operation:
+            return False
+        return self.digest is None or self.digest == one.digest
 
 
 def stored(session: Session, one: Guard) -> Stored | None:
@@ -96,13 +129,14 @@ def stored(session: Session, one: Guard) -> Stored | None:
     row = repo.get_key(session, one.principal, one.key)
     if row is None or row.expires_at <= one.now_ms or row.status is None:
         return None
-    return Stored(row.operation, row.status, dict(row.outcome or {}))
+    return Stored(row.operation, row.target, row.request_digest, row.status,
+                  dict(row.outcome or {}))
 
 
 def record(session: Session, one: Guard, status: int, outcome: dict[str, Any]) -> None:
     """Record an outcome reached outside a claiming transaction (a final refusal, or a
     mutation that changed nothing), unless the key has one already."""
     repo.delete_expired_keys(session, one.principal, one.now_ms)
-    if repo.claim_key(session, one.principal, one.key, one.operation, one.now_ms,
-                      one.now_ms + one.lifetime_ms):
+    if repo.claim_key(session, one.principal, one.key, one.operation, one.target, one.digest,
+                      one.now_ms, one.now_ms + one.lifetime_ms):
         repo.finish_key(session, one.principal, one.key, status, outcome)

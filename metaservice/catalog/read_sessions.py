@@ -99,8 +99,8 @@ def open_session(session: Session, ctx: ServiceContext, catalog_name: str,
             "prefix is session-<id>), or wait until one expires "
             f"({ctx.settings.read_session_seconds:g} s after its last use)",
             {"limit": cap}, status_code=429)
-    lease = leases_service.create_lease(session, ctx, f"{catalog_name}@{warehouse}",
-                                        ctx.settings.read_session_seconds, [], principal)
+    lease = leases_service.open_read_session_lease(session, ctx, f"{catalog_name}@{warehouse}",
+                                                   principal)
     repo.insert_read_session(session, lease.lease_id, warehouse.kind.value, warehouse.barrier,
                              ctx.clock.now_ms())
     logger.info("catalog_read_session_opened",

@@ -451,13 +451,14 @@ def take_cut_files(session: Session, table_uuid: str,
 # -- Idempotency-Key ---------------------------------------------------------------------------
 
 
-def claim_key(session: Session, principal: str, key: str, operation: str, now_ms: int,
-              expires_at: int) -> bool:
-    """Insert the key unless it exists (race-safe: a racing insert waits for the first
-    transaction on PostgreSQL, then finds the row); True when this request claimed it."""
+def claim_key(session: Session, principal: str, key: str, operation: str, target: str,
+              request_digest: str, now_ms: int, expires_at: int) -> bool:
+    """Insert the key, bound to its request, unless it exists (race-safe: a racing insert waits
+    for the first transaction on PostgreSQL, then finds the row); True when this request
+    claimed it."""
     stmt = _insert(session)(IdempotencyKeyRow).values(
-        principal=principal, key=key, operation=operation, created_at=now_ms,
-        expires_at=expires_at,
+        principal=principal, key=key, operation=operation, target=target,
+        request_digest=request_digest, created_at=now_ms, expires_at=expires_at,
     ).on_conflict_do_nothing(index_elements=["principal", "key"]).returning(
         IdempotencyKeyRow.key)
     return session.execute(stmt).first() is not None

@@ -47,7 +47,7 @@ def create_table(request: Request, database: DatabaseDep, ctx: Context, namespac
                  body: CreateTableRequest) -> Response:
     return idempotent(request, database, ctx, "createTable", 200, lambda guard: (
         table_response(tables.create_table(database, ctx, site(request), levels(namespace),
-                                           body, principal(request), guard))))
+                                           body, principal(request), guard))), body)
 
 
 @router.post("/v1/namespaces/{namespace}/register", operation_id="iceberg_register_table")
@@ -56,7 +56,7 @@ def register_table(request: Request, database: DatabaseDep, ctx: Context, namesp
     return idempotent(request, database, ctx, "registerTable", 200, lambda guard: (
         table_response(tables.register_table(
             database, ctx, site(request), levels(namespace), body.name,
-            body.metadata_location, body.overwrite, principal(request), guard))))
+            body.metadata_location, body.overwrite, principal(request), guard))), body)
 
 
 @router.get("/v1/namespaces/{namespace}/tables/{table}", operation_id="iceberg_load_table")
@@ -108,7 +108,7 @@ def rename_table(request: Request, database: DatabaseDep, ctx: Context,
                 guard.finish(session, {})
         return Response(status_code=204)
 
-    return idempotent(request, database, ctx, "renameTable", 204, run)
+    return idempotent(request, database, ctx, "renameTable", 204, run, body)
 
 
 @router.post("/v1/namespaces/{namespace}/tables/{table}/metrics", status_code=204,

@@ -407,13 +407,18 @@ class CutFileRow(Base):
 class IdempotencyKeyRow(Base):
     """A mutation of the catalog sent with an ``Idempotency-Key``, per principal: claimed in the
     transaction of the mutation itself, with the outcome a retry of it is answered (the new
-    metadata file, an empty answer, or a final error), until ``expires_at``."""
+    metadata file, an empty answer, or a final error), until ``expires_at``. The key is bound
+    to the request that claimed it: its operation, the path it was sent to (``target``) and a
+    digest of its path, query and body; both are NULL for keys recorded before they existed
+    (migration 0014), which are bound by operation only."""
 
     __tablename__ = "catalog_idempotency_keys"
 
     principal: Mapped[str] = mapped_column(String(200), primary_key=True)  # "" without auth
     key: Mapped[str] = mapped_column(String(36), primary_key=True)
     operation: Mapped[str] = mapped_column(String(64), nullable=False)
+    target: Mapped[str | None] = mapped_column(String(1024))
+    request_digest: Mapped[str | None] = mapped_column(String(64))
     status: Mapped[int | None] = mapped_column(Integer)
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)

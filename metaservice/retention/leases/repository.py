@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import case, delete, select, update
+from sqlalchemy import ColumnElement, case, delete, exists, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
-from metaservice.db.models import LeaseRow, LeaseSnapshotRow, TableRow
+from metaservice.db.engine import on_postgres
+from metaservice.db.models import LeaseRow, LeaseSnapshotRow, ReadSessionRow, TableRow
 
 
 def add_lease(session: Session, lease: LeaseRow, snapshots: Iterable[tuple[int, int]]) -> None:
@@ -77,11 +78,26 @@ def purge_expired(session: Session, expired_before_ms: int, *, limit: int = 500)
     return len(ids)
 
 
+def _holds_something() -> ColumnElement[bool]:
+    """A lease that holds a snapshot, or is a read session's (which may hold none yet): one
+    that does not held only snapshots of tables since dropped, and has ended with them."""
+    return or_(exists().where(LeaseSnapshotRow.lease_id == LeaseRow.id),
+               exists().where(ReadSessionRow.id == LeaseRow.id))
+
+
+def ended_with_its_tables(session: Session, lease_id: str) -> bool:
+    """Whether the lease exists but every table it held was dropped (SPEC §11: a drop ends
+    the table's leases)."""
+    return bool(session.scalar(select(LeaseRow.id).where(
+        LeaseRow.id == lease_id, ~_holds_something())))
+
+
 def live_leases(session: Session, now_ms: int, *, table_id: int | None = None,
                 holder: str | None = None, principal: str | None = None,
                 limit: int = 1000) -> list[LeaseRow]:
-    """Leases not yet expired, soonest to expire first; of one principal when given."""
-    stmt = select(LeaseRow).where(LeaseRow.expires_at > now_ms)
+    """Leases not yet expired (nor ended with their tables), soonest to expire first; of one
+    principal when given."""
+    stmt = select(LeaseRow).where(LeaseRow.expires_at > now_ms, _holds_something())
     if principal is not None:
         stmt = stmt.where(LeaseRow.principal == principal)
     if holder is not None:
@@ -121,3 +137,27 @@ def extend_if_live(session: Session, lease_id: str, now_ms: int, until_ms: int) 
                                 else_=until_ms))
         .execution_options(synchronize_session=False))
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def lock_leases_of(session: Session, principal: str | None) -> None:
+    """Serialise the granting of one principal's leases (their count is capped): on PostgreSQL
+    a transaction-scoped advisory lock per principal, taken before any table row (it is no row
+    of the lock order, ``db/locks.py``); SQLite's write lock serialises every writer already."""
+    if on_postgres(session):
+        session.execute(text("SELECT pg_advisory_xact_lock(:a, hashtext(:p))"),
+                        {"a": _LEASES_LOCK, "p": principal or ""})
+
+
+_LEASES_LOCK = 0x4D534C  # "MSL"
+
+
+def count_live_leases(session: Session, principal: str | None, now_ms: int) -> int:
+    """The principal's live leases, read sessions' left out (they have a cap of their own), and
+    so are leases that ended with their tables."""
+    return session.scalar(
+        select(func.count()).select_from(LeaseRow)
+        .where(LeaseRow.principal.is_(None) if principal is None
+               else LeaseRow.principal == principal,
+               LeaseRow.expires_at > now_ms,
+               exists().where(LeaseSnapshotRow.lease_id == LeaseRow.id),
+               ~exists().where(ReadSessionRow.id == LeaseRow.id))) or 0

@@ -6,11 +6,24 @@
 - Its term comes from the service clock; an expired lease protects nothing, cannot be renewed
   (``410 lease_expired``) and is forgotten an hour after it expired (then ``404
   unknown_lease``). Renewal without a TTL grants the lease's original term again.
+- Leases are bounded like read sessions (SPEC §6): a term (at creation or renewal) longer than
+  ``METASERVICE_MAX_LEASE_SECONDS`` is refused (``422 lease_term_too_long``; a renewal without
+  a TTL grants the original term, cut to that maximum), and a principal holding
+  ``METASERVICE_MAX_LEASES`` live leases is refused another (``429 too_many_leases``, naming how
+  to release one). The count and the new lease are one transaction under a per-principal lock
+  (``repository.lock_leases_of``), so racing requests never take one lease more. A read
+  session's lease is counted against ``METASERVICE_MAX_READ_SESSIONS`` instead, and lasts
+  ``METASERVICE_READ_SESSION_SECONDS`` (``catalog/read_sessions.py``).
 - A lease belongs to the principal (token) that took it, by ``POST /leases`` or by
   ``POST /versions`` with ``lease_seconds``: only that principal or an admin sees, renews or
   releases it. To anyone else it does not exist: ``404 unknown_lease``, absent from
   ``GET /leases``, and the protection it gives is listed without its id. With authentication
   off every caller is the same (anonymous admin) principal.
+- A drop of a table ends its leases (SPEC §11): the lease's snapshots of the table go with
+  it (their rows cascade), and a lease left holding nothing is ``404 unknown_lease`` on every
+  route, absent from ``GET /leases`` and not counted against its principal's cap; a lease that
+  also holds other tables' snapshots goes on holding those. (The drop deletes no lease row:
+  a renewal locks its lease before its tables, a drop its table first.)
 - Creation, renewal and ``POST /versions`` with ``lease_seconds`` hold their tables' rows
   against approvals (``retention/handout.py``), so a lease and an approval of the same
   snapshot racing never both win, whichever server process runs them. A renewal also checks
@@ -66,6 +79,39 @@ def _ttl_ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
+def _bounded_term(ctx: ServiceContext, seconds: float, asked: str) -> float:
+    """``seconds`` when it is within ``METASERVICE_MAX_LEASE_SECONDS``.
+
+    Raises:
+        LeaseTermTooLongError: 422, a longer term (``asked`` names the field).
+    """
+    maximum = ctx.settings.max_lease_seconds
+    if seconds > maximum:
+        raise errors.LeaseTermTooLongError(
+            f"{asked} {seconds:g} is longer than a lease's maximum term, {maximum:g} s "
+            "(METASERVICE_MAX_LEASE_SECONDS): ask for at most that and renew the lease "
+            "(POST /leases/<id>/renew) while you still read", **{asked: seconds},
+            max_lease_seconds=maximum)
+    return seconds
+
+
+def _admit(session: Session, ctx: ServiceContext, principal: Principal) -> None:
+    """Take the principal's lease lock (before any table's) and refuse a lease beyond its cap.
+
+    Raises:
+        TooManyLeasesError: 429, the principal holds ``METASERVICE_MAX_LEASES`` live leases.
+    """
+    cap = ctx.settings.max_leases
+    repo.lock_leases_of(session, principal.name)
+    if repo.count_live_leases(session, principal.name, ctx.clock.now_ms()) >= cap:
+        who = "this server's callers (authentication is off) hold" if principal.name is None \
+            else f"token {principal.name!r} holds"
+        raise errors.TooManyLeasesError(
+            f"{who} {cap} live leases already (METASERVICE_MAX_LEASES); release one "
+            "with DELETE /leases/<id> (GET /leases lists them, soonest to expire first) or wait "
+            "until one expires", limit=cap)
+
+
 def _lease(row: LeaseRow, snapshots: Sequence[tuple[str, int, int]]) -> Lease:
     return Lease(row.id, row.holder, row.created_at, row.expires_at,
                  tuple(LeasedSnapshot(name, s) for name, _, s in snapshots))
@@ -102,7 +148,14 @@ def _grant(session: Session, ctx: ServiceContext, holder: str, ttl_seconds: floa
 def create_lease(session: Session, ctx: ServiceContext, holder: str, ttl_seconds: float,
                  snapshots: Sequence[tuple[TableName, int]],
                  principal: Principal = ANONYMOUS_ADMIN) -> Lease:
-    """Lease the snapshots for ``ttl_seconds``, on behalf of ``principal``."""
+    """Lease the snapshots for ``ttl_seconds``, on behalf of ``principal``.
+
+    Raises:
+        LeaseTermTooLongError: 422, ``ttl_seconds`` beyond the maximum term.
+        TooManyLeasesError: 429, the principal holds its cap of live leases.
+    """
+    _bounded_term(ctx, ttl_seconds, "ttl_seconds")
+    _admit(session, ctx, principal)
     rows = tables_repo.find_tables(session, [t for t, _ in snapshots])
     unknown_tables = sorted({str(t) for t, _ in snapshots if t not in rows})
     if unknown_tables:
@@ -126,7 +179,10 @@ def lease_versions(session: Session, ctx: ServiceContext, tables: Sequence[Table
                    holder: str | None, principal: Principal = ANONYMOUS_ADMIN,
                    ) -> tuple[dict[str, versions.Version], Lease]:
     """Resolve versions and lease them in the same (write) transaction: nothing can be approved
-    for expiration between the answer and the read. The lease belongs to ``principal``."""
+    for expiration between the answer and the read. The lease belongs to ``principal``, and is
+    bounded as :func:`create_lease`'s."""
+    _bounded_term(ctx, lease_seconds, "lease_seconds")
+    _admit(session, ctx, principal)
     rows = tables_repo.find_tables(session, tables)
     handout.hold(session, (r.id for r in rows.values()))
     answer = versions.resolve(session, ctx, tables, consistency, barrier)
@@ -136,19 +192,36 @@ def lease_versions(session: Session, ctx: ServiceContext, tables: Sequence[Table
     return answer, lease
 
 
+def open_read_session_lease(session: Session, ctx: ServiceContext, holder: str,
+                            principal: Principal) -> Lease:
+    """The lease of a new read session (``catalog/read_sessions.py``), holding nothing yet: it
+    lasts ``METASERVICE_READ_SESSION_SECONDS`` and is capped with the principal's read
+    sessions (the caller checks), not with its leases."""
+    return _grant(session, ctx, holder, ctx.settings.read_session_seconds, [], principal)
+
+
 def _get(session: Session, lease_id: str, principal: Principal, *,
          for_update: bool = False) -> LeaseRow:
-    """The lease, if it exists and ``principal`` may see it; another principal's lease is
-    answered exactly as a lease that does not exist."""
+    """The lease, if it exists and ``principal`` may see it; another principal's lease, and one
+    whose tables were all dropped (it ended with them, SPEC §11), are answered exactly as a
+    lease that does not exist."""
     row = repo.get_lease(session, lease_id, for_update=for_update)
-    if row is None or not visible_to(row, principal):
+    if (row is None or not visible_to(row, principal)
+            or repo.ended_with_its_tables(session, lease_id)):
         raise errors.UnknownLeaseError(f"unknown lease {lease_id!r}", lease_id=lease_id)
     return row
 
 
 def renew_lease(session: Session, ctx: ServiceContext, lease_id: str,
                 ttl_seconds: float | None, principal: Principal = ANONYMOUS_ADMIN) -> Lease:
-    """A live lease runs ``ttl_seconds`` (default: its original term) from now."""
+    """A live lease runs ``ttl_seconds`` (default: its original term, at most the maximum
+    term) from now.
+
+    Raises:
+        LeaseTermTooLongError: 422, ``ttl_seconds`` beyond the maximum term.
+    """
+    if ttl_seconds is not None:
+        _bounded_term(ctx, ttl_seconds, "ttl_seconds")
     row = _get(session, lease_id, principal, for_update=True)
     now = ctx.clock.now_ms()
     snapshots = repo.lease_snapshots(session, [lease_id])[lease_id]
@@ -162,7 +235,9 @@ def renew_lease(session: Session, ctx: ServiceContext, lease_id: str,
             f"lease {lease_id} lapsed: some of its snapshots were approved for expiration",
             lease_id=lease_id, expires_at=row.expires_at,
             snapshots=[{"table": n, "snapshot_id": s} for n, t, s in snapshots if (t, s) in gone])
-    row.expires_at = now + (row.ttl_ms if ttl_seconds is None else _ttl_ms(ttl_seconds))
+    term = (min(row.ttl_ms, _ttl_ms(ctx.settings.max_lease_seconds)) if ttl_seconds is None
+            else _ttl_ms(ttl_seconds))
+    row.expires_at = now + term
     session.flush()
     return _lease(row, snapshots)
 

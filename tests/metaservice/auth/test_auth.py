@@ -10,16 +10,18 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from sqlalchemy import select
+from pydantic import SecretStr
+from sqlalchemy import select, update
 
 from benchmarks._environment import ServerThread
 from metaservice.app import create_app
 from metaservice.auth.policy import PUBLIC, Role, required_role
 from metaservice.auth.service import create_token
 from metaservice.clock import ManualClock
-from metaservice.db.models import JobRow, JobTableRow, TableRow
+from metaservice.db.models import ApiTokenRow, JobRow, JobTableRow, TableRow
 from metaservice.db.session import Database
 from metaservice.settings import Settings
+from tests.metaservice.test_errors import assert_error
 from tests.metaservice.test_replicas import server_processes
 
 # A read session's prefix is matched only when it can name a session (``session-…``).
@@ -244,3 +246,103 @@ def test_a_chunked_body_over_the_cap_answers_413(database: Database, database_ur
 def test_versions_request_size_is_capped(client: httpx.Client) -> None:
     response = client.post("/versions", json={"tables": [f"lake.db.t{i}" for i in range(1001)]})
     assert response.status_code == 422
+
+
+# -- the last admin, and the bootstrap token's way back in ------------------------------------
+
+
+def test_the_last_admin_token_cannot_be_revoked(secured: tuple) -> None:
+    _, http, tokens = secured
+    admin = auth(tokens[Role.admin])
+    refused = http.delete("/admin/tokens/t-admin", headers=admin)
+    error = assert_error(refused, 409, "last_admin")
+    assert error["details"] == {"name": "t-admin"}
+    assert "POST /admin/tokens" in error["message"]
+    assert http.get("/admin/tokens", headers=admin).status_code == 200  # still an admin
+    second = http.post("/admin/tokens", json={"name": "second", "role": "admin"},
+                       headers=admin).json()["token"]
+    assert http.delete("/admin/tokens/t-admin", headers=auth(second)).status_code == 200
+    assert_error(http.delete("/admin/tokens/second", headers=auth(second)), 409, "last_admin")
+    # Revoking a revoked admin token, or any other token, is not refused.
+    assert http.delete("/admin/tokens/t-admin", headers=auth(second)).status_code == 200
+    assert http.delete("/admin/tokens/t-reader", headers=auth(second)).status_code == 200
+
+
+def test_two_admins_revoking_each_other_at_once_leave_one(secured: tuple,
+                                                          database: Database) -> None:
+    """Each round, the only two admins revoke each other at the same moment: one wins, the
+    other is refused (409 last_admin, or 401 once its own token is revoked), and one admin
+    token stays active."""
+    _, http, tokens = secured
+    survivor = ("t-admin", tokens[Role.admin])
+    for i in range(10):
+        name = f"admin{i}"
+        created = http.post("/admin/tokens", json={"name": name, "role": "admin"},
+                            headers=auth(survivor[1]))
+        assert created.status_code == 201, created.text
+        pair = [survivor, (name, created.json()["token"])]
+        gate = threading.Barrier(2)
+        answers: list[httpx.Response | None] = [None, None]
+
+        def revoke(k: int, pair: list[tuple[str, str]] = pair, gate: threading.Barrier = gate,
+                   answers: list[httpx.Response | None] = answers) -> None:
+            with httpx.Client(base_url=str(http.base_url), timeout=30) as own:
+                own.get("/healthz")  # connected before the start
+                gate.wait(timeout=30)
+                answers[k] = own.delete(f"/admin/tokens/{pair[1 - k][0]}",
+                                        headers=auth(pair[k][1]))
+
+        threads = [threading.Thread(target=revoke, args=(k,)) for k in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        codes = [a.status_code if a is not None else None for a in answers]
+        assert sorted(codes) in ([200, 401], [200, 409]), (i, [a and a.text for a in answers])
+        with database.engine.connect() as connection:
+            active = connection.scalars(select(ApiTokenRow.name).where(
+                ApiTokenRow.role == "admin", ApiTokenRow.revoked_at.is_(None))).all()
+        winner = codes.index(200)
+        assert active == [pair[winner][0]], (i, active)
+        survivor = pair[winner]
+
+
+def _restart(database: Database, database_url: str, clock: ManualClock,
+             admin_token: str) -> object:
+    """A server start with ``METASERVICE_ADMIN_TOKEN`` set (the app's creation does what a
+    start does with it)."""
+    return create_app(Settings(database_url=database_url, auth="required",
+                               admin_token=SecretStr(admin_token)), clock=clock,
+                      database=database)
+
+
+def test_a_restart_with_the_bootstrap_token_restores_an_admin_when_none_is_active(
+        database: Database, database_url: str, clock: ManualClock) -> None:
+    """The way back in when no admin token is active (revoked before revocations of the last
+    admin were refused, or lost): restart with METASERVICE_ADMIN_TOKEN set."""
+    secret = "mst_bootstrap-secret"
+    _restart(database, database_url, clock, secret)
+    with database.engine.begin() as connection:  # every admin revoked, as a fuzzer once did
+        connection.execute(update(ApiTokenRow).values(revoked_at=1))
+    app = _restart(database, database_url, clock, secret)
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        listed = http.get("/admin/tokens", headers=auth(secret))
+        assert listed.status_code == 200, listed.text
+        (bootstrap,) = [t for t in listed.json()["tokens"] if t["name"] == "bootstrap-admin"]
+        assert bootstrap["role"] == "admin" and bootstrap["revoked_at"] is None
+
+
+def test_a_bootstrap_token_revoked_while_another_admin_is_active_stays_revoked(
+        database: Database, database_url: str, clock: ManualClock) -> None:
+    secret = "mst_bootstrap-secret"
+    _restart(database, database_url, clock, secret)
+    with database.transaction(write=True) as session:
+        other = create_token(session, "ops", Role.admin, clock.now_ms()).token
+    app = _restart(database, database_url, clock, secret)
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        assert http.delete("/admin/tokens/bootstrap-admin",
+                           headers=auth(other)).status_code == 200
+    app = _restart(database, database_url, clock, secret)
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        assert http.get("/admin/tokens", headers=auth(secret)).status_code == 401
+        assert http.get("/admin/tokens", headers=auth(other)).status_code == 200

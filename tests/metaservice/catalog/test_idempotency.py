@@ -125,10 +125,11 @@ def test_a_raw_commit_whose_answer_was_lost_is_answered_again_not_run_again(
     assert retry.status_code == 200, retry.text  # not a 409: the requirement no longer holds
     assert retry.json()["metadata-location"] == committed["metadata-location"]
     assert retry.headers["ETag"] == client.get(f"{TABLES}/t").headers["ETag"]
-    # The same key with another body is still the first operation's answer.
+    # The same key with another body is another request: refused, and nothing changes.
     other = client.post(f"{TABLES}/t", json=append_body(client, "t", 1002),
                         headers={"Idempotency-Key": key})
-    assert other.json()["metadata-location"] == committed["metadata-location"]
+    assert other.status_code == 422, other.text
+    assert "idempotency_key_reused" in other.json()["error"]["message"]
     assert [s["snapshot-id"] for s in client.get(f"{TABLES}/t").json()["metadata"][
         "snapshots"]] == [1001]
     # Another operation with the key is refused; an expired key runs anew.
@@ -141,8 +142,11 @@ def test_a_raw_commit_whose_answer_was_lost_is_answered_again_not_run_again(
     assert fresh.json()["metadata"]["current-snapshot-id"] == 1003
 
 
-def test_pyiceberg_retrying_a_lost_append_with_its_key_lands_it_once(
+def test_pyiceberg_appending_again_with_a_lost_appends_key_lands_it_once(
         server: ServerThread, client: httpx.Client, proxy: LosingProxy) -> None:
+    """pyiceberg sends no key of its own; given one as a header, an append done again after
+    its answer was lost is a new request (a new snapshot): refused (422), never a second
+    append."""
     rest_catalog(server.url).create_namespace("db")
     rest_catalog(server.url).create_table("db.t", schema=SCHEMA)
     key = {"header.Idempotency-Key": str(uuid.uuid4())}
@@ -153,7 +157,8 @@ def test_pyiceberg_retrying_a_lost_append_with_its_key_lands_it_once(
         table.append(pa.table({"id": [1, 2]}, schema=SCHEMA))
     assert proxy.lost.is_set()
     again = rest_catalog(server.url, **key).load_table("db.t")
-    again.append(pa.table({"id": [1, 2]}, schema=SCHEMA))  # answered with the first commit
+    with pytest.raises(Exception, match="idempotency_key_reused"):
+        again.append(pa.table({"id": [1, 2]}, schema=SCHEMA))
     landed = rest_catalog(server.url).load_table("db.t")
     assert len(landed.snapshots()) == 1
     assert sorted(landed.scan().to_arrow()["id"].to_pylist()) == [1, 2]
@@ -188,29 +193,90 @@ def test_create_drop_and_rename_replay_and_final_refusals_are_kept(
     assert bad.status_code == 400
 
 
+def _send_together(url: str, requests: list[tuple[str, dict[str, object]]],
+                   key: dict[str, str]) -> list[httpx.Response]:
+    """POST each ``(path, body)`` with the same key, all released at once; answers in order."""
+    start = threading.Barrier(len(requests))
+    answers: list[httpx.Response | None] = [None] * len(requests)
+
+    def send(k: int) -> None:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            http.get("/healthz")  # connected before the start
+            start.wait()
+            answers[k] = http.post(requests[k][0], json=requests[k][1], headers=key)
+
+    threads = [threading.Thread(target=send, args=(k,)) for k in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(a is not None for a in answers)
+    return answers  # type: ignore[return-value]
+
+
 def test_two_requests_racing_with_one_key_change_the_table_once(
         catalog: RestCatalog, client: httpx.Client, server: ServerThread) -> None:
     catalog.create_namespace("db")
     catalog.create_table("db.t", schema=SCHEMA)
     for round_ in range(5):
         key = {"Idempotency-Key": str(uuid.uuid4())}
-        bodies = [append_body(client, "t", 2000 + 10 * round_ + i) for i in range(2)]
-        start = threading.Barrier(2)
-        answers: list[httpx.Response] = []
-
-        def send(body: dict[str, object], start: threading.Barrier,
-                 answers: list[httpx.Response], key: dict[str, str]) -> None:
-            with httpx.Client(base_url=server.url, timeout=30) as http:
-                start.wait()
-                answers.append(http.post(f"{TABLES}/t", json=body, headers=key))
-
-        threads = [threading.Thread(target=send, args=(body, start, answers, key))
-                   for body in bodies]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        body = append_body(client, "t", 2000 + round_)
+        answers = _send_together(server.url, [(f"{TABLES}/t", body)] * 2, key)
         assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
         assert answers[0].json()["metadata-location"] == answers[1].json()["metadata-location"]
     snapshots = client.get(f"{TABLES}/t").json()["metadata"]["snapshots"]
     assert len(snapshots) == 5
+
+
+def test_a_key_reused_for_another_table_is_refused_and_changes_nothing(
+        catalog: RestCatalog, client: httpx.Client) -> None:
+    """A key answers only the request it was used for: the same commit to another table is
+    422 (not the first table's metadata), and the second table is left unchanged; so are
+    another route and another query with the key."""
+    catalog.create_namespace("db")
+    catalog.create_table("db.a", schema=SCHEMA)
+    catalog.create_table("db.b", schema=SCHEMA)
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    body = append_body(client, "a", 3001)
+    first = client.post(f"{TABLES}/a", json=body, headers=key)
+    assert first.status_code == 200, first.text
+    before = client.get(f"{TABLES}/b").json()
+    reused = client.post(f"{TABLES}/b", json=append_body(client, "b", 3001), headers=key)
+    assert reused.status_code == 422, reused.text
+    error = reused.json()["error"]
+    assert error["type"] == "UnprocessableEntityException" and error["code"] == 422
+    assert "idempotency_key_reused" in error["message"] and "/tables/a" in error["message"]
+    assert client.get(f"{TABLES}/b").json()["metadata-location"] == before["metadata-location"]
+    # The first request sent again is still answered with its outcome.
+    again = client.post(f"{TABLES}/a", json=body, headers=key)
+    assert again.status_code == 200, again.text
+    assert again.json()["metadata-location"] == first.json()["metadata-location"]
+    # A drop: another purge flag with the same key is another request too.
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    assert client.delete(f"{TABLES}/b", headers=key).status_code == 204
+    catalog.create_table("db.b", schema=SCHEMA)
+    purge = client.delete(f"{TABLES}/b", params={"purgeRequested": "true"}, headers=key)
+    assert purge.status_code == 422, purge.text
+    assert catalog.table_exists("db.b")
+    assert client.delete(f"{TABLES}/b", headers=key).status_code == 204  # the same request
+
+
+def test_a_key_racing_for_two_tables_changes_one_of_them(
+        catalog: RestCatalog, client: httpx.Client, server: ServerThread) -> None:
+    """Two commits to two tables sent at once with one key: one lands, the other is refused
+    (422) and its table is unchanged, whichever wins."""
+    catalog.create_namespace("db")
+    for name in ("a", "b"):
+        catalog.create_table(f"db.{name}", schema=SCHEMA)
+    for round_ in range(5):
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        snapshot = 4000 + round_
+        answers = _send_together(server.url, [
+            (f"{TABLES}/{name}", append_body(client, name, snapshot)) for name in ("a", "b")],
+            key)
+        assert sorted(a.status_code for a in answers) == [200, 422], [a.text for a in answers]
+        heads = [client.get(f"{TABLES}/{name}").json()["metadata"].get("current-snapshot-id")
+                 for name in ("a", "b")]
+        assert sorted(h == snapshot for h in heads) == [False, True], heads
+        winner = 0 if answers[0].status_code == 200 else 1
+        assert heads[winner] == snapshot

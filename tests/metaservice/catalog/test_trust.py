@@ -34,6 +34,7 @@ from metaservice.db.session import Database
 from metaservice.settings import Settings
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.conftest import rest_catalog
+from tests.metaservice.test_errors import assert_error
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 TABLES = "/iceberg/v1/namespaces/db/tables"
@@ -393,6 +394,36 @@ def test_a_drop_ends_the_tables_history_and_a_new_table_of_its_name_starts_afres
     assert (version["barrier"], version["snapshot_id"]) == (50, lake.head("r"))
     again = rest_catalog(lake.url, token=lake.tokens["reader"], warehouse="lake@strong")
     assert again.load_table("db.r").scan().to_arrow()["id"].to_pylist() == [1]
+
+
+def test_a_drop_ends_the_leases_on_the_table(lake: Lake) -> None:
+    """SPEC §11: leases on a dropped table are 404 (not 200 with no snapshots); a lease that
+    also holds another table's snapshot goes on holding that one."""
+    w1 = lake.catalogs["w1"]
+    w1.create_namespace("db")
+    for name in ("r", "s"):
+        w1.create_table(f"db.{name}", schema=SCHEMA).append(
+            rows(1), snapshot_properties={"metaservice.barrier": "100"})
+    r, s = lake.head("r"), lake.head("s")
+    reader = lake.http["reader"]
+
+    def take(*held: tuple[str, int]) -> str:
+        taken = reader.post("/leases", json={"holder": "q", "ttl_seconds": 60, "snapshots": [
+            {"table": f"lake.db.{t}", "snapshot_id": snapshot} for t, snapshot in held]})
+        assert taken.status_code == 201, taken.text
+        return str(taken.json()["lease_id"])
+
+    only_r, both = take(("r", r)), take(("r", r), ("s", s))
+    assert lake.http["admin"].delete(f"{TABLES}/r").status_code == 204
+
+    for answer in (reader.get(f"/leases/{only_r}"), reader.post(f"/leases/{only_r}/renew"),
+                   lake.http["admin"].get(f"/leases/{only_r}"),
+                   reader.delete(f"/leases/{only_r}")):
+        assert_error(answer, 404, "unknown_lease")
+    kept = reader.get(f"/leases/{both}")
+    assert kept.status_code == 200, kept.text
+    assert kept.json()["snapshots"] == [{"table": "lake.db.s", "snapshot_id": s}]
+    assert [x["lease_id"] for x in reader.get("/leases").json()["leases"]] == [both]
 
 
 def test_a_table_a_running_job_uses_is_not_dropped(lake: Lake) -> None:

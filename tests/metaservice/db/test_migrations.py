@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from metaservice.db.migrate import alembic_config, current_revision, head_revision, upgrade_to_head
 from metaservice.db.models import Base
@@ -39,4 +39,38 @@ def test_the_cut_files_migration_downgrades_and_upgrades_again(database: Databas
     finally:
         upgrade_to_head(database.engine)
     assert "catalog_cut_files" in tables()
+    test_upgrade_from_empty_matches_the_models(database)
+
+
+def test_the_idempotency_binding_migration_carries_existing_keys_over(
+        database: Database) -> None:
+    """0014 binds a key to its request; a key recorded before it stays, unbound (NULL), and
+    its downgrade keeps the rows too."""
+    config = alembic_config(database.engine.url.render_as_string(hide_password=False))
+    row = {"principal": "p", "key": "0123456789abcdef0123456789abcdef0123", "operation":
+           "commitTable", "status": 200, "outcome": '{"metadata-location": "x"}',
+           "created_at": 1, "expires_at": 2}
+    try:
+        with database.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0013")
+        with database.engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO catalog_idempotency_keys (principal, key, operation, status, "
+                "outcome, created_at, expires_at) VALUES (:principal, :key, :operation, "
+                ":status, :outcome, :created_at, :expires_at)"), row)
+        upgrade_to_head(database.engine)
+        with database.engine.connect() as connection:
+            carried = connection.execute(text(
+                "SELECT principal, key, operation, status, target, request_digest "
+                "FROM catalog_idempotency_keys")).all()
+        assert [tuple(r) for r in carried] == [("p", row["key"], "commitTable", 200, None,
+                                                None)]
+        with database.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0013")
+        with database.engine.connect() as connection:
+            assert connection.scalar(text("SELECT count(*) FROM catalog_idempotency_keys")) == 1
+    finally:
+        upgrade_to_head(database.engine)
     test_upgrade_from_empty_matches_the_models(database)

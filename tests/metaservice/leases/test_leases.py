@@ -4,14 +4,20 @@ they protect, and a lease racing an approval of the same snapshot over the real 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import httpx
 import pytest
+from sqlalchemy import func, select, update
 
+from benchmarks._environment import ServerThread
+from metaservice.app import create_app
 from metaservice.auth.policy import Role
 from metaservice.auth.service import create_token
 from metaservice.clock import ManualClock
+from metaservice.db.models import LeaseRow
 from metaservice.db.session import Database
+from metaservice.settings import Settings
 from tests.metaservice.auth.test_auth import auth, secured  # noqa: F401 - a fixture
 from tests.metaservice.barriers.test_barriers import root
 from tests.metaservice.test_errors import assert_error
@@ -305,3 +311,112 @@ def test_leases_are_seen_renewed_and_released_only_by_their_principal_or_an_admi
     assert http.post(f"/leases/{writers}/renew", headers=principals["admin"]).status_code == 200
     assert http.delete(f"/leases/{writers}", headers=principals["admin"]).status_code == 204
     assert _ids(http, principals["admin"]) == set()
+
+
+# -- bounds (SPEC §6): live leases per principal, and a lease's term ---------------------------
+
+CAP = 3
+MAX_TERM = 600
+
+
+@pytest.fixture
+def capped(database: Database, database_url: str,
+           clock: ManualClock) -> Iterator[tuple[httpx.Client, dict[str, dict]]]:
+    """A server with authentication, at most ``CAP`` live leases per principal and terms of at
+    most ``MAX_TERM`` s; the headers of two readers and a writer; barriers 10, 20 and 30 of
+    ``T`` complete (snapshots 101, 102, 103)."""
+    settings = Settings(database_url=database_url, auth="required", max_leases=CAP,
+                        max_lease_seconds=MAX_TERM)
+    app = create_app(settings, clock=clock, database=database)
+    with database.transaction(write=True) as session:
+        headers = {name: auth(create_token(session, f"t-{name}", role, clock.now_ms()).token)
+                   for name, role in (("reader", Role.reader), ("reader2", Role.reader),
+                                      ("writer", Role.writer))}
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        for i, snapshot in enumerate((101, 102, 103), start=1):
+            assert http.post(f"/tables/{T.replace('.', '/')}/barriers", headers=headers["writer"],
+                             json={"snapshot_id": snapshot, "barrier": 10 * i}).status_code == 200
+        yield http, headers
+
+
+def _take(http: httpx.Client, headers: dict, ttl: float = 60) -> httpx.Response:
+    return http.post("/leases", headers=headers, json={
+        "holder": "q", "ttl_seconds": ttl, "snapshots": [{"table": T, "snapshot_id": 101}]})
+
+
+def test_a_principal_holds_at_most_max_leases_live_leases(
+        capped: tuple[httpx.Client, dict[str, dict]], clock: ManualClock) -> None:
+    http, headers = capped
+    reader = headers["reader"]
+    taken = [_take(http, reader) for _ in range(CAP - 1)]
+    assert [t.status_code for t in taken] == [201] * (CAP - 1), [t.text for t in taken]
+    versions = http.post("/versions", headers=reader,
+                         json={"tables": [T], "barrier": 20, "lease_seconds": 60})
+    assert versions.status_code == 200, versions.text  # POST /versions' leases count too
+    refused = _take(http, reader)
+    error = assert_error(refused, 429, "too_many_leases")
+    assert error["details"] == {"limit": CAP}
+    assert "DELETE /leases/" in error["message"]
+    assert "METASERVICE_MAX_LEASES" in error["message"]
+    assert_error(http.post("/versions", headers=reader,
+                           json={"tables": [T], "barrier": 20, "lease_seconds": 60}),
+                 429, "too_many_leases")
+    # The cap is per principal; a release or an expiry makes room again.
+    assert _take(http, headers["reader2"]).status_code == 201
+    assert http.delete(f"/leases/{taken[0].json()['lease_id']}",
+                       headers=reader).status_code == 204
+    assert _take(http, reader).status_code == 201
+    assert_error(_take(http, reader), 429, "too_many_leases")
+    clock.advance(61_000)
+    assert [_take(http, reader).status_code for _ in range(CAP)] == [201] * CAP
+
+
+def test_the_lease_cap_holds_when_requests_race(
+        capped: tuple[httpx.Client, dict[str, dict]], database: Database) -> None:
+    """Many leases asked for at once by one principal: exactly the cap is granted."""
+    http, headers = capped
+    count = 4 * CAP
+    start = threading.Barrier(count)
+    answers: list[int] = []
+
+    def take() -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=30) as own:
+            own.get("/healthz")  # connected before the start
+            start.wait(timeout=30)
+            answers.append(_take(own, headers["reader"]).status_code)
+
+    threads = [threading.Thread(target=take) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(answers) == [201] * CAP + [429] * (count - CAP), answers
+    with database.engine.connect() as connection:
+        held = connection.scalar(select(func.count()).select_from(LeaseRow).where(
+            LeaseRow.principal == "t-reader"))
+    assert held == CAP
+
+
+def test_a_leases_term_is_bounded_at_creation_and_renewal(
+        capped: tuple[httpx.Client, dict[str, dict]], clock: ManualClock,
+        database: Database) -> None:
+    http, headers = capped
+    reader = headers["reader"]
+    too_long = assert_error(_take(http, reader, ttl=MAX_TERM + 1), 422, "lease_term_too_long")
+    assert too_long["details"] == {"ttl_seconds": MAX_TERM + 1, "max_lease_seconds": MAX_TERM}
+    assert "METASERVICE_MAX_LEASE_SECONDS" in too_long["message"]
+    assert_error(http.post("/versions", headers=reader, json={
+        "tables": [T], "barrier": 20, "lease_seconds": MAX_TERM + 1}), 422, "lease_term_too_long")
+    taken = _take(http, reader, ttl=MAX_TERM)
+    assert taken.status_code == 201, taken.text
+    lease_id = taken.json()["lease_id"]
+    assert taken.json()["expires_at"] == clock.now_ms() + MAX_TERM * 1000
+    assert_error(http.post(f"/leases/{lease_id}/renew", headers=reader,
+                           json={"ttl_seconds": MAX_TERM + 1}), 422, "lease_term_too_long")
+    # A lease granted a longer term under an earlier setting is renewed for the maximum only.
+    with database.engine.begin() as connection:
+        connection.execute(update(LeaseRow).where(LeaseRow.id == lease_id)
+                           .values(ttl_ms=7 * 86_400_000))
+    renewed = http.post(f"/leases/{lease_id}/renew", headers=reader)
+    assert renewed.status_code == 200, renewed.text
+    assert renewed.json()["expires_at"] == clock.now_ms() + MAX_TERM * 1000
