@@ -9,14 +9,14 @@ is not recorded. A request carrying a claimed key is answered from the outcome w
 one racing the first waits on the key's row (PostgreSQL) or the database lock (SQLite) and is
 then answered the same way.
 
-A key is bound to the request that claimed it (SPEC §13): its operation, the path it was sent to
-(the table or namespace) and a digest of its path, query and body (:func:`request_digest`). Its
-outcome is replayed only to the same request; any other use of the key is refused (422), and
+A key is bound to the request that claimed it
+(docs/contract.md#object-storage-and-the-rest-of-the-specification): its operation, the path it was
+sent to (the table or namespace) and a digest of its path, query and body (:func:`request_digest`).
+Its outcome is replayed only to the same request; any other use of the key is refused (422), and
 that refusal changes nothing (a request that loses the claim to another has its own transaction
-rolled back). Keys recorded before the binding existed (migration 0014) are bound by operation
-only, until they expire. Keys live ``METASERVICE_IDEMPOTENCY_KEY_SECONDS``, advertised in
-``/v1/config`` as ``idempotency-key-lifetime``; a principal's expired keys are deleted when it
-claims a new one.
+rolled back). Keys recorded before the binding existed (migration 0014) are bound by operation only,
+until they expire. Keys live ``METASERVICE_IDEMPOTENCY_KEY_SECONDS``, advertised in ``/v1/config``
+as ``idempotency-key-lifetime``; a principal's expired keys are deleted when it claims a new one.
 """
 
 from __future__ import annotations

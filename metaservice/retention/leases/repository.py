@@ -86,8 +86,8 @@ def _holds_something() -> ColumnElement[bool]:
 
 
 def ended_with_its_tables(session: Session, lease_id: str) -> bool:
-    """Whether the lease exists but every table it held was dropped (SPEC §11: a drop ends
-    the table's leases)."""
+    """Whether the lease exists but every table it held was dropped
+    (docs/contract.md#the-built-in-catalog: a drop ends the table's leases)."""
     return bool(session.scalar(select(LeaseRow.id).where(
         LeaseRow.id == lease_id, ~_holds_something())))
 

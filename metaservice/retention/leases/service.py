@@ -6,9 +6,9 @@
 - Its term comes from the service clock; an expired lease protects nothing, cannot be renewed
   (``410 lease_expired``) and is forgotten an hour after it expired (then ``404
   unknown_lease``). Renewal without a TTL grants the lease's original term again.
-- Leases are bounded like read sessions (SPEC §6): a term (at creation or renewal) longer than
-  ``METASERVICE_MAX_LEASE_SECONDS`` is refused (``422 lease_term_too_long``; a renewal without
-  a TTL grants the original term, cut to that maximum), and a principal holding
+- Leases are bounded like read sessions (docs/contract.md#leases): a term (at creation or renewal)
+  longer than ``METASERVICE_MAX_LEASE_SECONDS`` is refused (``422 lease_term_too_long``; a renewal
+  without a TTL grants the original term, cut to that maximum), and a principal holding
   ``METASERVICE_MAX_LEASES`` live leases is refused another (``429 too_many_leases``, naming how
   to release one). The count and the new lease are one transaction under a per-principal lock
   (``repository.lock_leases_of``), so racing requests never take one lease more. A read
@@ -19,11 +19,11 @@
   releases it. To anyone else it does not exist: ``404 unknown_lease``, absent from
   ``GET /leases``, and the protection it gives is listed without its id. With authentication
   off every caller is the same (anonymous admin) principal.
-- A drop of a table ends its leases (SPEC §11): the lease's snapshots of the table go with
-  it (their rows cascade), and a lease left holding nothing is ``404 unknown_lease`` on every
-  route, absent from ``GET /leases`` and not counted against its principal's cap; a lease that
-  also holds other tables' snapshots goes on holding those. (The drop deletes no lease row:
-  a renewal locks its lease before its tables, a drop its table first.)
+- A drop of a table ends its leases (docs/contract.md#the-built-in-catalog): the lease's snapshots
+  of the table go with it (their rows cascade), and a lease left holding nothing is
+  ``404 unknown_lease`` on every route, absent from ``GET /leases`` and not counted against its
+  principal's cap; a lease that also holds other tables' snapshots goes on holding those. (The drop
+  deletes no lease row: a renewal locks its lease before its tables, a drop its table first.)
 - Creation, renewal and ``POST /versions`` with ``lease_seconds`` hold their tables' rows
   against approvals (``retention/handout.py``), so a lease and an approval of the same
   snapshot racing never both win, whichever server process runs them. A renewal also checks
@@ -203,8 +203,8 @@ def open_read_session_lease(session: Session, ctx: ServiceContext, holder: str,
 def _get(session: Session, lease_id: str, principal: Principal, *,
          for_update: bool = False) -> LeaseRow:
     """The lease, if it exists and ``principal`` may see it; another principal's lease, and one
-    whose tables were all dropped (it ended with them, SPEC §11), are answered exactly as a
-    lease that does not exist."""
+    whose tables were all dropped (it ended with them, docs/contract.md#the-built-in-catalog), are
+    answered exactly as a lease that does not exist."""
     row = repo.get_lease(session, lease_id, for_update=for_update)
     if (row is None or not visible_to(row, principal)
             or repo.ended_with_its_tables(session, lease_id)):

@@ -397,8 +397,8 @@ def test_a_drop_ends_the_tables_history_and_a_new_table_of_its_name_starts_afres
 
 
 def test_a_drop_ends_the_leases_on_the_table(lake: Lake) -> None:
-    """SPEC §11: leases on a dropped table are 404 (not 200 with no snapshots); a lease that
-    also holds another table's snapshot goes on holding that one."""
+    """docs/contract.md#the-built-in-catalog: leases on a dropped table are 404 (not 200 with no
+    snapshots); a lease that also holds another table's snapshot goes on holding that one."""
     w1 = lake.catalogs["w1"]
     w1.create_namespace("db")
     for name in ("r", "s"):

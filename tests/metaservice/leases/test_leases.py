@@ -313,7 +313,7 @@ def test_leases_are_seen_renewed_and_released_only_by_their_principal_or_an_admi
     assert _ids(http, principals["admin"]) == set()
 
 
-# -- bounds (SPEC §6): live leases per principal, and a lease's term ---------------------------
+# -- bounds (docs/contract.md#leases): live leases per principal, and a lease's term ---------------
 
 CAP = 3
 MAX_TERM = 600
