@@ -137,19 +137,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # -- running in parallel: pytest -n auto --dist loadgroup -------------------------------------
 # pytest-xdist spreads the tests over workers (databases, ports and directories are per test
-# session or per test already). Tests that must not share the machine with their own kind run
-# in one group, one after another on one worker, while the other workers take the rest:
-# - "jvm": every test with a Spark of its own (one SparkSession per worker process, and
-#   Spark 3.5's), so that no two JVMs start or shuffle at once;
-# - "servers": tests that start server processes, PostgreSQL clusters or haproxy and time
-#   them, and the thread races (the soak, the replicas, the races).
-SERIAL_GROUPS = {
-    "jvm": lambda item: (any(item.get_closest_marker(name) for name in ("spark", "spark_jvm"))
-                         or "spark" in getattr(item, "fixturenames", ())),
-    "servers": lambda item: (item.path.parent.name == "soak"
-                             or "race" in item.path.name or item.path.name == "test_replicas.py"
-                             or "two_servers" in getattr(item, "fixturenames", ())),
-}
+# session or per test already). The tests that load the machine or time what they start run in
+# one group, "heavy", one after another on one worker (xdist gives the largest group out first),
+# while the other workers take the rest: every test with a Spark of its own (a SparkSession per
+# worker process, Spark 3.5's, a standalone cluster), and the tests that start server
+# processes, PostgreSQL clusters or haproxy and time them, or race threads (the soak, the
+# replicas, the races). Two of them at once starved each other on a 2-core machine.
+def _heavy(item: pytest.Item) -> bool:
+    fixtures = getattr(item, "fixturenames", ())
+    return (any(item.get_closest_marker(name) for name in ("spark", "spark_jvm"))
+            or "spark" in fixtures or "two_servers" in fixtures
+            or item.path.parent.name == "soak"
+            or "race" in item.path.name or item.path.name == "test_replicas.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -158,11 +157,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (any(item.get_closest_marker(name) for name in SLOW_MARKERS)
                 or any(name in getattr(item, "fixturenames", ()) for name in SLOW_FIXTURES)):
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("xdist_group") is None:
-            for group, belongs in SERIAL_GROUPS.items():
-                if belongs(item):
-                    item.add_marker(pytest.mark.xdist_group(group))
-                    break
+        if item.get_closest_marker("xdist_group") is None and _heavy(item):
+            item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
