@@ -114,7 +114,7 @@ class SeaweedFS:
             aws_access_key_id=self.access_key_id, aws_secret_access_key=self.secret_access_key,
             config=botocore.config.Config(
                 connect_timeout=connect_seconds, read_timeout=read_seconds,
-                retries={"max_attempts": 1}, s3={"addressing_style": "path"}))
+                retries={"total_max_attempts": 1}, s3={"addressing_style": "path"}))
 
     # -- its life ---------------------------------------------------------------------------
 

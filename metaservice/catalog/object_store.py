@@ -180,7 +180,7 @@ class ObjectStores:
         config = botocore.config.Config(
             connect_timeout=float(properties.get(CONNECT_TIMEOUT, 5)),
             read_timeout=float(properties.get(REQUEST_TIMEOUT, 20)),
-            retries={"max_attempts": 1},  # the request's time is the timeouts', no more
+            retries={"total_max_attempts": 1},  # one try: the request's time is the timeouts'
             s3={"addressing_style": "virtual" if virtual else "path"},
         )
         client = botocore.session.get_session().create_client(
