@@ -120,23 +120,23 @@ class Settings(BaseSettings):
     # -- the object store (docs/operations.md#the-lake-on-object-storage) -----------------------
     # Read as AWS's own tools read them; never logged (the secrets are SecretStr).
     aws_access_key_id: str | None = Field(
-        default=None, validation_alias=AliasChoices("aws_access_key_id", "AWS_ACCESS_KEY_ID"),
+        default=None, validation_alias=AliasChoices("AWS_ACCESS_KEY_ID"),
         description="AWS_ACCESS_KEY_ID: the key the server reads and writes s3:// locations with")
     aws_secret_access_key: SecretStr | None = Field(
         default=None,
-        validation_alias=AliasChoices("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"),
+        validation_alias=AliasChoices("AWS_SECRET_ACCESS_KEY"),
         description="AWS_SECRET_ACCESS_KEY")
     aws_session_token: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("aws_session_token", "AWS_SESSION_TOKEN"),
+        default=None, validation_alias=AliasChoices("AWS_SESSION_TOKEN"),
         description="AWS_SESSION_TOKEN, with temporary credentials")
     aws_region: str | None = Field(
         default=None,
-        validation_alias=AliasChoices("aws_region", "AWS_REGION", "AWS_DEFAULT_REGION"),
+        validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION"),
         description="AWS_REGION (or AWS_DEFAULT_REGION); us-east-1 when an endpoint is set and "
                     "no region is")
     aws_endpoint_url: str | None = Field(
         default=None, pattern=r"^https?://[^\s]+$",
-        validation_alias=AliasChoices("aws_endpoint_url", "AWS_ENDPOINT_URL_S3",
+        validation_alias=AliasChoices("AWS_ENDPOINT_URL_S3",
                                       "AWS_ENDPOINT_URL"),
         description="AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL: an S3 server other than AWS's "
                     "(SeaweedFS, MinIO, Ceph, …)")

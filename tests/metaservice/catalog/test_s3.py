@@ -261,3 +261,28 @@ def test_the_server_reads_no_secret_into_its_logs(
     catalog.create_table("db.t", schema=ROWS.schema).append(ROWS)
     assert store.secret_access_key not in repr(settings)
     assert store.secret_access_key not in caplog.text
+
+
+def test_metaservice_serve_with_the_aws_variables_and_an_s3_warehouse(
+        server_database_url: str, store: Any, prefix: str, tmp_path: Path) -> None:
+    """The server as a user starts it: ``metaservice serve`` with the AWS variables and
+    ``METASERVICE_WAREHOUSE=s3://…`` (debug logging: still no secret in its output)."""
+    from tests.metaservice.test_durability import ServerProcess
+
+    log = tmp_path / "server.log"
+    server = ServerProcess(server_database_url, log, env={
+        **store.environment(), "METASERVICE_WAREHOUSE": f"s3://lake/{prefix}",
+        "METASERVICE_LOG_LEVEL": "debug"})
+    server.start()
+    try:
+        catalog = rest_catalog(server.url, **store.file_io_properties())
+        catalog.create_namespace("db")
+        table = catalog.create_table("db.t", schema=ROWS.schema)
+        table.append(ROWS)
+        assert catalog.load_table("db.t").scan().to_arrow().num_rows == 3
+        assert table.metadata_location.startswith(f"s3://lake/{prefix}/db/t/metadata/")
+        catalog.purge_table("db.t")
+        eventually(lambda: not keys(store, f"{prefix}/db/t/"), "the purge left objects behind")
+    finally:
+        server.kill()
+    assert store.secret_access_key not in log.read_text(errors="replace")
