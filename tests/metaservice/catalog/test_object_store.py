@@ -68,7 +68,8 @@ def test_per_location_properties_and_the_secret_file_overlay_the_aws_variables(
     settings = Settings()
     stores = ObjectStores(base_properties(settings), location_properties(settings))
     lake = stores.properties("s3://lake/wh/t")
-    assert lake["s3.endpoint"] == "http://127.0.0.1:9000" and lake["s3.access-key-id"] == "AKIDEXAMPLE"
+    assert lake["s3.endpoint"] == "http://127.0.0.1:9000"
+    assert lake["s3.access-key-id"] == "AKIDEXAMPLE"
     other = stores.properties("s3://other/wh/t")
     assert other["s3.endpoint"] == "http://other:9000" and other["s3.region"] == "r1"
     assert other["s3.access-key-id"] == "OTHER" and other["s3.secret-access-key"] == "other-secret"

@@ -113,7 +113,8 @@ def test_tables_are_created_committed_loaded_renamed_dropped_and_purged_on_s3(
     assert keys(store, f"{prefix}/db/t/") == files
     catalog.register_table("db.back", table.metadata_location)  # the head before the rename
     catalog.purge_table("db.back")
-    eventually(lambda: not keys(store, f"{prefix}/db/t/"), lambda: f"the purge left {keys(store, prefix + '/db/t/')} behind")
+    eventually(lambda: not keys(store, f"{prefix}/db/t/"),
+               lambda: f"the purge left {keys(store, prefix + '/db/t/')} behind")
     assert keys(store, f"{prefix}/db/other/") == kept  # another table's objects stay
 
 
