@@ -545,6 +545,8 @@ RUN_BY = {
     CATALOG_SECTION: "test_the_readme_in_order_on_one_server",
     SPARK35_SECTION: "test_the_spark35_section_runs_as_written",
     "Lineage in Marquez (OpenLineage)": "tests/metaservice/lineage/test_readme_lineage.py",
+    "The lake on object storage":
+        "tests/metaservice/catalog/test_s3.py::test_the_readme_section_runs_as_written",
     CONTRIBUTING_SECTION: "test_the_fast_subset_command_leaves_out_what_the_readme_says",
 }
 

