@@ -6,6 +6,7 @@ answering is a 503 within the timeouts."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -333,7 +334,5 @@ def test_the_readme_section_runs_as_written(tmp_path: Path) -> None:
     finally:
         pids = (tmp_path / "pids").read_text().split() if (tmp_path / "pids").exists() else []
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
