@@ -176,16 +176,20 @@ class SeaweedFS:
             return ""
 
     def _wait(self) -> bool:
-        """Whether the bucket answers a signed request before the deadline (False when the
-        process ended first)."""
-        client = self.client(connect_seconds=1, read_seconds=2)
+        """Whether the bucket takes an object, and gives it back, before the deadline (False
+        when the process ended first): its S3 port answers before its volume server is
+        ready to store, a restarted one's above all."""
+        client = self.client(connect_seconds=1, read_seconds=5)
         deadline = time.monotonic() + self.start_seconds
+        probe = ".metaservice-ready"
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
                 return False
             try:
-                client.head_bucket(Bucket=self.bucket)
+                client.put_object(Bucket=self.bucket, Key=probe, Body=b"ready")
+                client.get_object(Bucket=self.bucket, Key=probe)["Body"].read()
+                client.delete_object(Bucket=self.bucket, Key=probe)
                 return True
             except Exception:  # noqa: BLE001 - not serving yet
                 time.sleep(0.2)

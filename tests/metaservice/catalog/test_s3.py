@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 # The store's timeouts in these tests: a paused store fails a request within about these.
-CONNECT_SECONDS, REQUEST_SECONDS = 1.0, 2.0
+CONNECT_SECONDS, REQUEST_SECONDS = 1.0, 3.0
 
 
 @pytest.fixture
