@@ -138,6 +138,7 @@ class ObjectStores:
         self._ios: dict[tuple[tuple[str, str], ...], FileIO] = {}
         self._clients: dict[tuple[tuple[str, str], ...], Any] = {}
         self._lock = threading.Lock()
+        self._client_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ObjectStores:
@@ -169,10 +170,13 @@ class ObjectStores:
     def _client(self, location: str) -> Any:
         properties = self.properties(location)
         key = tuple(sorted(properties.items()))
-        with self._lock:
+        with self._client_lock:  # one client per set of properties, made once (it takes a while)
             client = self._clients.get(key)
-            if client is not None:
-                return client
+            if client is None:
+                client = self._clients[key] = self._new_client(properties)
+            return client
+
+    def _new_client(self, properties: Mapping[str, str]) -> Any:
         import botocore.config
         import botocore.session
 
@@ -183,14 +187,12 @@ class ObjectStores:
             retries={"total_max_attempts": 1},  # one try: the request's time is the timeouts'
             s3={"addressing_style": "virtual" if virtual else "path"},
         )
-        client = botocore.session.get_session().create_client(
+        return botocore.session.get_session().create_client(
             "s3", endpoint_url=properties.get(ENDPOINT),
             region_name=properties.get(REGION, "us-east-1"),
             aws_access_key_id=properties.get(ACCESS_KEY_ID),
             aws_secret_access_key=properties.get(SECRET_ACCESS_KEY),
             aws_session_token=properties.get(SESSION_TOKEN), config=config)
-        with self._lock:
-            return self._clients.setdefault(key, client)
 
     def put_if_absent(self, location: str, content: bytes) -> bool:
         """Write the object at ``location`` unless one is there (``If-None-Match: *``): True
