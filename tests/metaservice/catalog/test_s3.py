@@ -159,6 +159,11 @@ def test_read_sessions_write_cut_files_on_s3(
     assert snapshot is not None and snapshot.snapshot_id != head.metadata.current_snapshot_id
     assert served.scan().to_arrow().num_rows == int(snapshot.summary["total-records"])
 
+    client.post("/unregister/a")  # a table a running job writes is not dropped
+    catalog.purge_table("db.a")  # its cut files go with it
+    eventually(lambda: not keys(store, f"{prefix}/db/a/"), "the purge left objects behind")
+    assert keys(store, f"{prefix}/db/orders/")
+
 
 def test_locations_are_confined_by_bucket_and_key(catalog: RestCatalog, prefix: str) -> None:
     catalog.create_namespace("db")
