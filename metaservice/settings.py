@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///metaservice.db"
@@ -14,7 +14,10 @@ DEFAULT_DATABASE_URL = "sqlite:///metaservice.db"
 class Settings(BaseSettings):
     """Every knob of the server. Unknown variables with the prefix are ignored."""
 
-    model_config = SettingsConfigDict(env_prefix="METASERVICE_", extra="ignore")
+    # populate_by_name: the fields read from the AWS variables (validation_alias) are given by
+    # their own names too, as every other field is.
+    model_config = SettingsConfigDict(env_prefix="METASERVICE_", extra="ignore",
+                                      populate_by_name=True)
 
     database_url: str = Field(
         default=DEFAULT_DATABASE_URL,
@@ -123,6 +126,56 @@ class Settings(BaseSettings):
         default=3600.0, gt=0, le=30 * 86_400,
         description="a read session of a consistent warehouse (lake@strong) lasts this long "
                     "after its last use, and leases the snapshots it served as long")
+
+    # -- the object store (docs/operations.md#the-lake-on-object-storage) -----------------------
+    # Read as AWS's own tools read them; never logged (the secrets are SecretStr).
+    aws_access_key_id: str | None = Field(
+        default=None, validation_alias=AliasChoices("AWS_ACCESS_KEY_ID"),
+        description="AWS_ACCESS_KEY_ID: the key the server reads and writes s3:// locations with")
+    aws_secret_access_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("AWS_SECRET_ACCESS_KEY"),
+        description="AWS_SECRET_ACCESS_KEY")
+    aws_session_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("AWS_SESSION_TOKEN"),
+        description="AWS_SESSION_TOKEN, with temporary credentials")
+    aws_region: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION"),
+        description="AWS_REGION (or AWS_DEFAULT_REGION); us-east-1 when an endpoint is set and "
+                    "no region is")
+    aws_endpoint_url: str | None = Field(
+        default=None, pattern=r"^https?://[^\s]+$",
+        validation_alias=AliasChoices("AWS_ENDPOINT_URL_S3",
+                                      "AWS_ENDPOINT_URL"),
+        description="AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL: an S3 server other than AWS's "
+                    "(SeaweedFS, MinIO, Ceph, …)")
+    s3_path_style: bool | None = Field(
+        default=None,
+        description="address buckets in the path (http://endpoint/bucket/key) rather than in "
+                    "the host name; default: path-style when AWS_ENDPOINT_URL is set, "
+                    "virtual-hosted on AWS")
+    storage_properties: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="FileIO properties by location, as JSON: {\"s3://bucket/prefix\": "
+                    "{\"s3.endpoint\": …, \"s3.region\": …}}; a location's properties are the "
+                    "AWS variables' overlaid with those of every entry it lies under, the "
+                    "longest last (pyiceberg's names: s3.endpoint, s3.access-key-id, "
+                    "s3.secret-access-key, s3.session-token, s3.region, "
+                    "s3.force-virtual-addressing)")
+    storage_secret_file: str | None = Field(
+        default=None,
+        description="a JSON file shaped as METASERVICE_STORAGE_PROPERTIES, read at start and "
+                    "overlaid on it: the store's secrets kept out of the environment (a mounted "
+                    "Kubernetes secret, say)")
+    storage_connect_seconds: float = Field(
+        default=5.0, gt=0, le=600,
+        description="a connection to the object store not made within this time fails its "
+                    "request: 503 object_store_unavailable, with Retry-After")
+    storage_request_seconds: float = Field(
+        default=20.0, gt=0, le=3600,
+        description="an object store's answer not received within this time fails its "
+                    "request: 503 object_store_unavailable, with Retry-After")
 
     @field_validator("allowed_locations", mode="before")
     @classmethod

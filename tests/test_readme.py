@@ -55,7 +55,7 @@ WALKTHROUGH_SECTIONS = ("A two-job pipeline in curl", "Barriers and consistent v
                         "Operators: delay, rollback, dashboard, metrics")
 README_URL = "http://127.0.0.1:8000"
 CATALOG_SECTION = "The built-in Iceberg catalog"
-SPARK35_SECTION = "Spark 3.5 and the Iceberg runtime, offline"
+SPARK35_SECTION = "Spark 3.5 and the Iceberg runtime"
 CONTRIBUTING_SECTION = "Contributing"
 ENGINES = ROOT / "docs" / "engines.md"
 
@@ -585,6 +585,8 @@ RUN_BY = {
     CATALOG_SECTION: "test_the_readme_in_order_on_one_server",
     SPARK35_SECTION: "test_the_spark35_section_runs_as_written",
     "Lineage in Marquez (OpenLineage)": "tests/metaservice/lineage/test_readme_lineage.py",
+    "The lake on object storage":
+        "tests/metaservice/catalog/test_s3.py::test_the_readme_section_runs_as_written",
     CONTRIBUTING_SECTION: "test_the_fast_subset_command_leaves_out_what_the_readme_says",
 }
 

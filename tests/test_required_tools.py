@@ -1,7 +1,9 @@
-"""Tests that need a tool (PostgreSQL, Chromium, haproxy, Spark 3.5) skip without it on a
+"""Tests that need a tool (PostgreSQL, Chromium, haproxy, Spark 3.5, SeaweedFS) skip without it on a
 developer's machine and fail without it under CI, where ``.ci/run`` requires each."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +48,20 @@ def test_a_missing_haproxy_fails_when_required(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("METASERVICE_REQUIRE_HAPROXY", "1")
     with pytest.raises(pytest.fail.Exception, match="haproxy"):
         soak.require_haproxy()
+
+
+def test_a_missing_seaweedfs_fails_when_required(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    """The object store's tests start SeaweedFS through ``started_seaweedfs``: with no ``weed``
+    it skips on a developer's machine and fails under ``METASERVICE_REQUIRE_S3``."""
+    from metaservice_soak import seaweedfs
+    from tests.conftest import started_seaweedfs
+
+    monkeypatch.setattr(seaweedfs, "weed_command", lambda: None)
+    for name in ["CI", *REQUIRED_BY]:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="SeaweedFS"), started_seaweedfs(tmp_path):
+        pass
+    monkeypatch.setenv("METASERVICE_REQUIRE_S3", "1")
+    with pytest.raises(pytest.fail.Exception, match="SeaweedFS"), started_seaweedfs(tmp_path):
+        pass

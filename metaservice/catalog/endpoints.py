@@ -31,6 +31,7 @@ from metaservice.catalog import (
 from metaservice.catalog.errors import IcebergError
 from metaservice.catalog.http import PREFIX, iceberg_error_response
 from metaservice.catalog.namespace_endpoints import ENDPOINTS
+from metaservice.catalog.object_store import ObjectStores
 from metaservice.catalog.site import CatalogSite
 from metaservice.catalog.sql_view_endpoints import sql_view_router
 from metaservice.catalog.storage import MetadataJsonCache, Warehouse
@@ -49,7 +50,8 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
         settings.warehouse, settings.allowed_locations,
         max_metadata_bytes=settings.max_metadata_bytes,
         read_seconds=settings.metadata_read_seconds,
-        metadata_cache_bytes=settings.metadata_cache_bytes))
+        metadata_cache_bytes=settings.metadata_cache_bytes,
+        stores=ObjectStores.from_settings(settings)))
     app.state.catalog_metrics = Counter(
         "metaservice_iceberg_metrics_reports",
         "Iceberg metrics reports received by the catalog, by report type.",

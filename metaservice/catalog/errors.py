@@ -21,6 +21,7 @@ class IcebergError(Exception):
 
     status_code: ClassVar[int] = 400
     type: ClassVar[str] = "BadRequestException"
+    headers: ClassVar[dict[str, str] | None] = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -138,6 +139,7 @@ def outside_warehouse(message: str, **details: Any) -> RefusedError:
 class ServiceUnavailableError(IcebergError):
     status_code = 503
     type = "ServiceUnavailableException"
+    headers = {"Retry-After": "1"}  # noqa: RUF012 - read only
 
 
 _TYPES_BY_STATUS = {

@@ -40,7 +40,7 @@ NAMESPACE_SEPARATOR = "\x1f"
 def iceberg_error_response(exc: Exception) -> JSONResponse:
     """Any error of a catalog route, in the Iceberg error model."""
     if isinstance(exc, IcebergError):
-        return JSONResponse(exc.to_body(), status_code=exc.status_code)
+        return JSONResponse(exc.to_body(), status_code=exc.status_code, headers=exc.headers)
     if isinstance(exc, MetaServiceError):
         refusal = RefusedError.from_domain(exc)
         return JSONResponse(refusal.to_body(), status_code=refusal.status_code,

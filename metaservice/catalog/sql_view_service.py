@@ -20,7 +20,6 @@ What a create or a commit makes of the metadata is ``sql_views`` (pure).
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,10 +77,6 @@ class LoadedView:
 _files: _Recent[tuple[str, str], ViewMetadata] = _Recent()
 
 
-def _is_local(location: str) -> bool:
-    return "://" not in location or location.startswith("file:")
-
-
 def read_file(warehouse: Warehouse, location: str) -> ViewMetadata:
     """The view metadata file at ``location``, inside the warehouse.
 
@@ -107,11 +102,7 @@ def read_file(warehouse: Warehouse, location: str) -> ViewMetadata:
 def write_file(warehouse: Warehouse, metadata: ViewMetadata, location: str) -> None:
     """Write a new view metadata file (never overwrites one)."""
     warehouse.key(location, "view metadata location")
-    if _is_local(location):
-        path = location.removeprefix("file://").removeprefix("file:")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-    with warehouse.io(location).new_output(location).create(overwrite=False) as stream:
-        stream.write(metadata.model_dump_json().encode())
+    warehouse.write_new(location, metadata.model_dump_json().encode())
     _files.put((warehouse.root, location), metadata)
 
 

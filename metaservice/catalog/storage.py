@@ -1,5 +1,10 @@
 """Metadata files in the warehouse, through pyiceberg's FileIO (local paths, ``s3://``, …).
 
+An object store's locations are reached with the properties ``object_store`` gives them (the AWS
+variables, the server's own settings), and the files that must never be overwritten (metadata
+files, cut files) are written there only if absent (``ObjectStores.put_if_absent``). A store
+that does not answer fails the request with 503 ``object_store_unavailable``.
+
 A metadata file is written once and never changed, so files are cached by location: parsed
 (``read``), and as the JSON the catalog answers with (``metadata_json``, bounded by
 ``METASERVICE_METADATA_CACHE_BYTES``), so that a table's load is its pointer lookup and bytes
@@ -37,7 +42,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
 from urllib.parse import urlparse
 
-from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.io import FileIO
 from pyiceberg.serializers import Compressor, FromByteStream
 from pyiceberg.table.locations import SimpleLocationProvider
 from pyiceberg.table.metadata import TableMetadata
@@ -47,6 +52,12 @@ from metaservice.catalog.errors import (
     BadRequestError,
     ServiceUnavailableError,
     outside_warehouse,
+)
+from metaservice.catalog.object_store import (
+    ObjectStores,
+    StoreUnavailableError,
+    is_object_store,
+    unavailable_as_503,
 )
 
 logger = logging.getLogger(__name__)
@@ -186,13 +197,15 @@ class Warehouse:
     def __init__(self, root: str, allowed: Sequence[str] = (), *,
                  max_metadata_bytes: int = 64 * 1024 * 1024,
                  read_seconds: float = 30.0,
-                 metadata_cache_bytes: int = 64 * 1024 * 1024) -> None:
+                 metadata_cache_bytes: int = 64 * 1024 * 1024,
+                 stores: ObjectStores | None = None) -> None:
         if not _has_scheme(root):
             root = os.path.abspath(root)
         self.root = root.rstrip("/")
         roots = [self.root, *allowed]
         self._roots = [key for key in (self._key(r) for r in roots) if key is not None]
         self.max_metadata_bytes = max_metadata_bytes
+        self.stores = stores if stores is not None else ObjectStores()
         self.read_seconds = read_seconds
         self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="metadata-read")
         self._files: _Recent[str, TableMetadata] = _Recent()
@@ -269,7 +282,25 @@ class Warehouse:
     # -- files -------------------------------------------------------------------------------
 
     def io(self, location: str) -> FileIO:
-        return load_file_io({}, location)
+        """The FileIO of ``location``, with its store's properties (``object_store``)."""
+        return self.stores.io(location)
+
+    def write_new(self, location: str, content: bytes) -> None:
+        """Write a file that must not exist yet (``content`` as stored): on an object store
+        with ``If-None-Match: *``, so that a file written meanwhile is never overwritten.
+
+        Raises:
+            FileExistsError: the file is there already.
+            StoreUnavailableError: the store did not answer.
+        """
+        if is_object_store(location):
+            if not self.stores.put_if_absent(location, content):
+                raise FileExistsError(f"{location} exists already")
+            return
+        local = _local_path(location)
+        if local is not None:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+        _write_new(self.io(location), location, content)
 
     def default_table_location(self, namespace: str, table: str) -> str:
         return f"{self.root}/{namespace}/{table}"
@@ -297,11 +328,7 @@ class Warehouse:
             raise BadRequestError(
                 f"the table's metadata would be {len(content)} bytes, more than the catalog "
                 f"reads ({self.max_metadata_bytes}, METASERVICE_MAX_METADATA_BYTES)")
-        local = _local_path(location)
-        if local is not None:
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-        with self.io(location).new_output(location).create(overwrite=False) as stream:
-            stream.write(Compressor.get_compressor(location).bytes_compressor()(content))
+        self.write_new(location, Compressor.get_compressor(location).bytes_compressor()(content))
         self._files.put(location, metadata)
         self.metadata_cache.put(location, content)  # the answer of the commit and of loads
 
@@ -313,9 +340,13 @@ class Warehouse:
         ever sees part of the file. A local file is written under a temporary name and linked
         into place (a link never replaces a file; pyarrow's ``create`` would truncate one
         written meanwhile); an object store's object appears whole when its upload completes,
-        and a racing upload of it stores the same bytes again. Its metadata is never read back:
-        the catalog derives it from the file it comes from.
+        and a racing upload of it is refused (``If-None-Match: *``): the first stays. Its
+        metadata is never read back: the catalog derives it from the file it comes from.
         """
+        if is_object_store(location):
+            self.stores.put_if_absent(location, content)  # False: written by another already
+            self.metadata_cache.put(location, content)
+            return
         io = self.io(location)
         if not io.new_input(location).exists():
             path = _local_path(location)
@@ -357,8 +388,7 @@ class Warehouse:
             metadata = future.result(timeout=self.read_seconds)
         except FutureTimeout:
             future.cancel()
-            raise ServiceUnavailableError(
-                f"metadata file {location} was not read within {self.read_seconds:g} s") from None
+            raise _not_read_in_time("metadata file", location, self.read_seconds) from None
         self._files.put(location, metadata)
         return metadata
 
@@ -388,8 +418,7 @@ class Warehouse:
             return future.result(timeout=self.read_seconds)
         except FutureTimeout:
             future.cancel()
-            raise ServiceUnavailableError(
-                f"{what} {location} was not read within {self.read_seconds:g} s") from None
+            raise _not_read_in_time(what, location, self.read_seconds) from None
 
     def _read_file(self, location: str) -> TableMetadata:
         content = self._read_content(location)
@@ -417,12 +446,13 @@ class Warehouse:
                         f"{location} is larger than {self.max_metadata_bytes} bytes")
                 content = handle.read(self.max_metadata_bytes + 1)
         else:
-            input_file = self.io(location).new_input(location)
-            if len(input_file) > self.max_metadata_bytes:
-                raise MetadataFileError(
-                    f"{location} is larger than {self.max_metadata_bytes} bytes")
-            with input_file.open() as stream:
-                content = stream.read(self.max_metadata_bytes + 1)
+            with unavailable_as_503(location):
+                input_file = self.io(location).new_input(location)
+                if len(input_file) > self.max_metadata_bytes:
+                    raise MetadataFileError(
+                        f"{location} is larger than {self.max_metadata_bytes} bytes")
+                with input_file.open() as stream:
+                    content = stream.read(self.max_metadata_bytes + 1)
         if len(content) > self.max_metadata_bytes:
             raise MetadataFileError(f"{location} is larger than {self.max_metadata_bytes} bytes")
         try:
@@ -522,6 +552,13 @@ class Warehouse:
                 pass
             except Exception:  # noqa: BLE001 - logged and left
                 logger.warning("purge_file_not_deleted", extra={"location": path[:300]})
+
+
+def _not_read_in_time(what: str, location: str, seconds: float) -> ServiceUnavailableError:
+    message = f"{what} {location} was not read within {seconds:g} s"
+    if is_object_store(location):
+        return StoreUnavailableError(message)
+    return ServiceUnavailableError(message)
 
 
 def _write_new(io: FileIO, location: str, content: bytes, *, overwrite: bool = False) -> None:

@@ -52,8 +52,9 @@ class SparkDriver:
         env.pop("PYTHONPATH", None)
         env.pop("SPARK_HOME", None)
         self._log = log.open("w")
+        classpath = ["--packages", packages] if packages else [str(jar) for jar in jars]
         self._process = subprocess.Popen(
-            [str(PYTHON), str(HERE / "driver.py"), *(["--packages", packages] if packages else map(str, jars))], stdin=subprocess.PIPE,
+            [str(PYTHON), str(HERE / "driver.py"), *classpath], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         self.pid = self._process.pid  # the driver; the JVM runs as its child
         ready = self._receive()
