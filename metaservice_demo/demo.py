@@ -289,44 +289,29 @@ def start_spark(local_dir: Path) -> Any:
     return spark
 
 
-class SparkStarter:
-    """Spark's session, started in a thread while the server starts and the tables are created
-    (the JVM's start is the demo's longest wait; nothing else needs it until the jobs start).
-    pyspark installs its SIGINT handler from the main thread only, so the demo's stay."""
-
-    def __init__(self, local_dir: Path) -> None:
-        self.local_dir = local_dir
-        self.started = time.monotonic()
-        self.spark: Any = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._start, name="demo-spark-start",
-                                        daemon=True)
-
-    def begin(self) -> SparkStarter:
-        self._thread.start()
-        return self
-
-    def _start(self) -> None:
-        try:
-            self.spark = start_spark(self.local_dir)
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread by session()
-            self.error = exc
-
-    @property
-    def done(self) -> bool:
-        return not self._thread.is_alive()
-
-    def session(self, console: Console) -> Any:
-        """The session, once started (progress lines every few seconds until then)."""
-        waiting(console, "spark", lambda: "starting the JVM and the session",
-                lambda: self.done, since=self.started)
-        if self.error is not None:
-            raise self.error
-        return self.spark
-
-
 # seconds between two progress lines while the demo waits for something
 PROGRESS_EVERY = 10.0
+
+
+@contextlib.contextmanager
+def ticking(console: Console, topic: str, what: str,
+            every: float = PROGRESS_EVERY) -> Iterator[None]:
+    """While the block runs (a call that blocks, such as Spark's start), a line
+    ``… <what> (N s)`` every ``every`` seconds from a thread, so that no wait is silent."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every):
+            console.say(topic, f"… {what} ({time.monotonic() - start:.0f} s)")
+
+    thread = threading.Thread(target=tick, name="demo-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=1)
 
 
 def waiting(console: Console, topic: str, what: Any, done: Any, *,
@@ -764,7 +749,6 @@ def _run(args: argparse.Namespace, console: Console) -> tuple[int, str]:
     signals.install()
     keep = args.dir is not None
     base: Path | None = None
-    starter: SparkStarter | None = None
     try:
         base = Path(args.dir) if keep else Path(tempfile.mkdtemp(prefix="metaservice-demo-"))
         if keep and base.exists() and any(base.iterdir()):
@@ -778,19 +762,13 @@ def _run(args: argparse.Namespace, console: Console) -> tuple[int, str]:
               "same stream at different paces, read consistently while they run.", flush=True)
         print(BARRIER_NOTE, flush=True)
         port = free_port(args.port)
-        # the server's address is known before it runs: Spark, started now, inherits it
-        os.environ["METASERVICE_URL"] = f"http://127.0.0.1:{port}"
-        starter = SparkStarter(base / "spark-local").begin()
-        console.say("spark", "starting a local[2] session in the background while the server "
-                             "starts (the JVM takes from 20 s on an idle laptop to a minute or "
-                             "more on a busy machine)")
         with serve(base / "metaservice.db", port, warehouse, CATALOG,
                    base / "server.log") as url:
             os.environ["METASERVICE_URL"] = url
             note = "" if port == args.port or args.port == 0 else f" (port {args.port} is taken)"
             console.say("server", f"{url}{note}  — API docs {url}/docs{_dashboard(url)}, "
                                   f"SQLite {base / 'metaservice.db'}")
-            return _pipeline(args, console, signals, url, base, warehouse, starter)
+            return _pipeline(args, console, signals, url, base, warehouse)
     except (KeyboardInterrupt, Exception) as exc:
         # before the pipeline ran (it handles its own): Ctrl-C or a stop signal, or a failure it
         # caused; 128 + the signal's number, the shells' convention
@@ -801,9 +779,6 @@ def _run(args: argparse.Namespace, console: Console) -> tuple[int, str]:
         return 128 + received, f"stopped by {signal.Signals(received).name}"
     finally:
         signals.stopping = True
-        if starter is not None and starter.spark is None:
-            # stopped before the pipeline took the session: end the JVM still starting
-            _stop_quietly(None, [])
         if not keep and base is not None:
             shutil.rmtree(base, ignore_errors=True)
         signals.restore()
@@ -820,7 +795,7 @@ def _dashboard(url: str) -> str:
 
 
 def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, url: str,
-              base: Path, warehouse: Path, starter: SparkStarter) -> tuple[int, str]:
+              base: Path, warehouse: Path) -> tuple[int, str]:
     # MetaService's built-in catalog: the jobs' source and sink find it by the tables' catalog
     # name, as nothing else configures a catalog 'lake'
     catalog = sp.CatalogSpec.metaservice(CATALOG, url).load()
@@ -844,16 +819,17 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
     duck: DuckDB | None = None
     reads = held = head_broken = 0
     try:
-        if not starter.done:
-            console.say("spark", "waiting for the session, started "
-                                 f"{time.monotonic() - starter.started:.0f} s ago")
-        spark = starter.session(console)
-        console.say("spark", f"session up after {time.monotonic() - starter.started:.0f} s; "
-                             "each job's first micro-batch starts Spark's Python workers")
-        signals.install()  # in case pyspark replaced the SIGINT handler with its own
-        console.say("spark", "checking that Spark's Python workers import the plugin (a first "
+        console.say("spark", "starting a local[2] session (the JVM takes from 20 s on an idle "
+                             "laptop to a minute or more on a busy machine)")
+        started_spark = time.monotonic()
+        with ticking(console, "spark", "starting the JVM and the session"):
+            spark = start_spark(base / "spark-local")
+        signals.install()  # pyspark replaced the SIGINT handler with its own
+        console.say("spark", f"session up after {time.monotonic() - started_spark:.0f} s; "
+                             "checking that Spark's Python workers import the plugin (a first "
                              "small Spark job)")
-        sp.register_data_source(spark, url=url)
+        with ticking(console, "spark", "the first Spark job starts Spark's Python workers"):
+            sp.register_data_source(spark, url=url)
         slow = args.slow_trigger if args.slow_trigger is not None else max(2.0, 4 * args.interval)
         jobs = Jobs(spark, url, base / "checkpoints", max(0.5, args.interval / 2), slow, console)
 
@@ -881,7 +857,8 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
         for start, what in ((jobs.start_spend, "per customer, complete mode"),
                             (jobs.start_enrichment, "orders ⋈ customers, append"),
                             (jobs.start_revenue, "per segment, complete mode")):
-            job = start().name
+            with ticking(console, "spark", f"starting a streaming query ({what})"):
+                job = start().name
             console.say("spark", f"streaming job {job} started ({what}, trigger "
                                  f"{jobs.triggers[job]})")
             _wait_for_first_trigger(console, jobs, job)

@@ -83,3 +83,15 @@ def test_the_demo_lag_table_prints_barriers_as_times() -> None:
     lines = demo.delay_lines(Client())
     orders = next(line for line in lines if line.startswith(demo.ORDERS))
     assert "2025-11-27 23:00:00.250 UTC" in orders and "1764284400250" not in orders
+
+
+def test_a_blocking_wait_of_the_demo_prints_its_progress(capsys) -> None:  # type: ignore[no-untyped-def]
+    import time as clock
+
+    from metaservice_demo import demo
+
+    console = demo.Console()
+    with demo.ticking(console, "spark", "starting the JVM", every=0.05):
+        clock.sleep(0.3)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 2 and all("spark    … starting the JVM (" in x for x in lines), lines
