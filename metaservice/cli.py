@@ -11,6 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
+from metaservice.core.barrier_time import barrier_text
+
 try:
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -233,7 +235,8 @@ def cmd_lineage(args: argparse.Namespace) -> None:
         print("job\tpending\tnext event\tage\tattempts\tnext try\tlast error")
     for job in jobs:
         retry = "now" if job.next_attempt_at <= now else f"in {_age(job.next_attempt_at - now)}"
-        print(f"{job.job}\t{job.pending}\t{job.head_event_type} {job.head_barrier}\t"
+        print(f"{job.job}\t{job.pending}\t{job.head_event_type} "
+              f"{barrier_text(job.head_barrier, integer=True)}\t"
               f"{_age(now - job.head_created_at)}\t{job.attempts}\t{retry}\t"
               f"{job.last_error or '-'}")
 

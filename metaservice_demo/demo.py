@@ -79,6 +79,10 @@ SEGMENTS = ("retail", "business", "public")
 INVARIANT = ("at one cut, every order is enriched exactly once, revenue_by_segment sums exactly "
              "the enriched orders, and customer_spend, computed from the same orders by a second "
              "and slower job, agrees with orders_enriched for every customer.")
+BARRIER_NOTE = ("A barrier is a point of the source data, written as the time up to which it "
+                "was ingested; every table of a consistent read is at the same barrier "
+                "(docs/concepts.md#barrier). Barriers print as UTC times, with their integer "
+                "(milliseconds since 1970) where a command takes it.")
 # the signals that stop the demo as Ctrl-C does (SIGHUP: its terminal went away)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -283,6 +287,47 @@ def start_spark(local_dir: Path) -> Any:
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+# seconds between two progress lines while the demo waits for something
+PROGRESS_EVERY = 10.0
+
+
+@contextlib.contextmanager
+def ticking(console: Console, topic: str, what: str,
+            every: float = PROGRESS_EVERY) -> Iterator[None]:
+    """While the block runs (a call that blocks, such as Spark's start), a line
+    ``… <what> (N s)`` every ``every`` seconds from a thread, so that no wait is silent."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every):
+            console.say(topic, f"… {what} ({time.monotonic() - start:.0f} s)")
+
+    thread = threading.Thread(target=tick, name="demo-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=1)
+
+
+def waiting(console: Console, topic: str, what: Any, done: Any, *,
+            since: float | None = None, every: float = PROGRESS_EVERY,
+            poll: float = 0.2, check: Any = None) -> None:
+    """Until ``done()``: every ``every`` seconds a line ``still <what()> (N s)``, so that no
+    wait is silent. ``check`` (if given) runs at every poll (a failed query raises there)."""
+    start = time.monotonic() if since is None else since
+    next_line = time.monotonic() + every
+    while not done():
+        if check is not None:
+            check()
+        if time.monotonic() >= next_line:
+            console.say(topic, f"… {what()} ({time.monotonic() - start:.0f} s)")
+            next_line += every
+        time.sleep(poll)
 
 
 class Jobs:
@@ -526,10 +571,10 @@ class DuckDB:
         self.connection.close()
 
 
-def clock(ms: int | None) -> str:
-    if ms is None:
-        return "—"
-    return time.strftime("%H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
+def clock(ms: int | None, *, integer: bool = False) -> str:
+    """A barrier as a UTC time to the millisecond (``2026-11-27 23:05:10.250 UTC``), with its
+    integer after it when ``integer`` (where a command takes it: ``/version/...?barrier=``)."""
+    return sp.barrier_text(ms, integer=integer)
 
 
 def seconds(ms: int | None) -> str:
@@ -539,11 +584,11 @@ def seconds(ms: int | None) -> str:
 def delay_lines(client: Any) -> list[str]:
     """The lag table and the bottleneck, from ``GET /delay``."""
     delay = client.request("GET", "/delay", idempotent=True)
-    lines = [f"{'table':<28} {'latest barrier':<14} {'lag':>8}  writer"]
+    lines = [f"{'table':<28} {'latest barrier':<27} {'lag':>8}  writer"]
     by_table = {t["table"]: t for t in delay["tables"]}
     for name in TABLES:
         t = by_table.get(name, {})
-        lines.append(f"{name:<28} {clock(t.get('latest_barrier')):<14} "
+        lines.append(f"{name:<28} {clock(t.get('latest_barrier')):<27} "
                      f"{seconds(t.get('lag_ms')):>8}  {t.get('writer_job') or 'ingestion'}")
     b = delay.get("bottleneck")
     if b:
@@ -715,11 +760,12 @@ def _run(args: argparse.Namespace, console: Console) -> tuple[int, str]:
         warehouse.mkdir()
         print("MetaService demo: three streaming jobs over Iceberg, two of them reading the "
               "same stream at different paces, read consistently while they run.", flush=True)
+        print(BARRIER_NOTE, flush=True)
         port = free_port(args.port)
         with serve(base / "metaservice.db", port, warehouse, CATALOG,
                    base / "server.log") as url:
             os.environ["METASERVICE_URL"] = url
-            note = "" if port == args.port else f" (port {args.port} is taken)"
+            note = "" if port == args.port or args.port == 0 else f" (port {args.port} is taken)"
             console.say("server", f"{url}{note}  — API docs {url}/docs{_dashboard(url)}, "
                                   f"SQLite {base / 'metaservice.db'}")
             return _pipeline(args, console, signals, url, base, warehouse)
@@ -766,8 +812,6 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
     for _ in range(2):
         barrier, c, o = stream.tick()
         console.say("ingest", f"barrier {clock(barrier)}: +{c} customers, +{o} orders")
-    console.say("spark", "starting a local[2] session; the first micro-batches start Spark's "
-                         "Python workers (a minute or two on two cores)")
     spark = None
     jobs: Jobs | None = None
     stop = threading.Event()
@@ -775,9 +819,17 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
     duck: DuckDB | None = None
     reads = held = head_broken = 0
     try:
-        spark = start_spark(base / "spark-local")
+        console.say("spark", "starting a local[2] session (the JVM takes from 20 s on an idle "
+                             "laptop to a minute or more on a busy machine)")
+        started_spark = time.monotonic()
+        with ticking(console, "spark", "starting the JVM and the session"):
+            spark = start_spark(base / "spark-local")
         signals.install()  # pyspark replaced the SIGINT handler with its own
-        sp.register_data_source(spark, url=url)
+        console.say("spark", f"session up after {time.monotonic() - started_spark:.0f} s; "
+                             "checking that Spark's Python workers import the plugin (a first "
+                             "small Spark job)")
+        with ticking(console, "spark", "the first Spark job starts Spark's Python workers"):
+            sp.register_data_source(spark, url=url)
         slow = args.slow_trigger if args.slow_trigger is not None else max(2.0, 4 * args.interval)
         jobs = Jobs(spark, url, base / "checkpoints", max(0.5, args.interval / 2), slow, console)
 
@@ -805,10 +857,11 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
         for start, what in ((jobs.start_spend, "per customer, complete mode"),
                             (jobs.start_enrichment, "orders ⋈ customers, append"),
                             (jobs.start_revenue, "per segment, complete mode")):
-            job = start().name
+            with ticking(console, "spark", f"starting a streaming query ({what})"):
+                job = start().name
             console.say("spark", f"streaming job {job} started ({what}, trigger "
                                  f"{jobs.triggers[job]})")
-            _wait_for_first_trigger(jobs, job)
+            _wait_for_first_trigger(console, jobs, job)
         _wait_for_sinks(console, client, jobs, stream.last_barrier)
         duck = DuckDB(url, client)
         console.say("reads", f"DuckDB attaches '{STRONG_WAREHOUSE}' (a new read session, one "
@@ -885,18 +938,27 @@ def _summary(reads: int, held: int, head_broken: int) -> str:
             f"the head reads next to them (DuckDB, {CATALOG}) broke it in {head_broken}")
 
 
-def _wait_for_first_trigger(jobs: Jobs, job: str) -> None:
+def _wait_for_first_trigger(console: Console, jobs: Jobs, job: str) -> None:
     """Until the query of ``job`` has run its first trigger (its sources' workers are up)."""
-    while jobs.queries[job].lastProgress is None:
-        jobs.check()
-        time.sleep(0.2)
+    waiting(console, "spark", lambda: f"{job}: its first micro-batch is starting Spark's "
+                                      "Python workers",
+            lambda: jobs.queries[job].lastProgress is not None, check=jobs.check)
 
 
 def _wait_for_sinks(console: Console, client: Any, jobs: Jobs, barrier: int | None) -> None:
     """Until every job's sink completes ``barrier`` (printing each commit)."""
     seen: dict[str, int | None] = dict.fromkeys(SINKS)
+    started = time.monotonic()
+    next_line = started + PROGRESS_EVERY
     while True:
         jobs.check()
+        if time.monotonic() >= next_line:
+            next_line += PROGRESS_EVERY
+            behind = [f"{job} at {clock(seen[job]) if seen[job] is not None else 'nothing yet'}"
+                      for job in SINKS if seen[job] is None or (barrier is not None
+                                                                and seen[job] < barrier)]
+            console.say("catch-up", f"… to barrier {clock(barrier)}: " + ", ".join(behind)
+                        + f" ({time.monotonic() - started:.0f} s)")
         for job, table in SINKS.items():
             try:
                 latest = client.table_barriers(table, limit=1).get("latest_barrier")
@@ -977,8 +1039,8 @@ def _report(console: Console, client: Any, duck: DuckDB, paces: Paces,
     took = time.monotonic() - started
     head = duck.read(CATALOG)
     cuts = sorted(set(strong.barriers.values()))
-    at = (f"at barrier {clock(cuts[0] if cuts else None)}" if len(cuts) <= 1
-          else "at barriers " + ", ".join(clock(b) for b in cuts))
+    at = (f"at barrier {clock(cuts[0] if cuts else None, integer=True)}" if len(cuts) <= 1
+          else "at barriers " + ", ".join(clock(b, integer=True) for b in cuts))
     figures = strong.figures
     verdict = "held" if figures.holds else "BROKEN: " + "; ".join(figures.breaches())
     lines = [f"head (DuckDB, {CATALOG}), read right after: invariant "

@@ -33,7 +33,7 @@ it.
 from typing import Any
 
 from spark_plugin import _errors
-from spark_plugin._barriers import barrier_after
+from spark_plugin._barriers import barrier_after, barrier_text
 from spark_plugin._batch_job import BarrierJob, BarrierStep
 from spark_plugin._client import DEFAULT_TIMEOUT, MetaServiceClient
 from spark_plugin._consistent_read import ConsistentFrames, consistent_read
@@ -83,6 +83,7 @@ __all__ = [
     "Versions",
     "append_root",
     "barrier_after",
+    "barrier_text",
     "consistent_read",
     "create_table_from_spark_schema",
     "expire_snapshots",

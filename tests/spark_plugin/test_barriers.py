@@ -42,3 +42,56 @@ def test_the_rule_is_written_once_in_the_plugin() -> None:
                    and getattr(inner.value, "id", None) == "time" for inner in ast.walk(node)):
                 found.append(path.relative_to(PLUGIN_SOURCE).as_posix())
     assert found == ["_barriers.py"], found
+
+
+def test_a_barrier_prints_as_a_utc_time_to_the_millisecond() -> None:
+    # docs/concepts.md#barrier: 1764284400000 is 2025-11-27 23:00:00 UTC
+    assert sp.barrier_text(1764284400250) == "2025-11-27 23:00:00.250 UTC"
+    assert sp.barrier_text(1764284400250, integer=True) == \
+        "2025-11-27 23:00:00.250 UTC (1764284400250)"
+    # a counter (the walk-throughs' 10, 20, 30) is no time; no barrier is a dash
+    assert sp.barrier_text(30) == "30" and sp.barrier_text(30, integer=True) == "30"
+    assert sp.barrier_text(None) == "—"
+
+
+def test_the_server_prints_barriers_as_the_plugin_does() -> None:
+    from metaservice.core.barrier_time import barrier_text
+
+    for barrier in (None, 0, 30, 946_684_799_999, 946_684_800_000, 1764284400250,
+                    1795820710250):
+        for integer in (False, True):
+            assert barrier_text(barrier, integer=integer) == \
+                sp.barrier_text(barrier, integer=integer)
+
+
+def test_the_demo_prints_barriers_as_times_and_the_cut_with_its_integer() -> None:
+    from metaservice_demo import demo
+
+    assert demo.clock(1764284400250) == "2025-11-27 23:00:00.250 UTC"
+    assert demo.clock(1764284400250, integer=True).endswith("UTC (1764284400250)")
+    assert "docs/concepts.md#barrier" in demo.BARRIER_NOTE
+
+
+def test_the_demo_lag_table_prints_barriers_as_times() -> None:
+    from metaservice_demo import demo
+
+    class Client:
+        def request(self, *args: object, **kwargs: object) -> dict[str, object]:
+            return {"tables": [{"table": demo.ORDERS, "latest_barrier": 1764284400250,
+                                "lag_ms": 1500, "writer_job": None}], "bottleneck": None}
+
+    lines = demo.delay_lines(Client())
+    orders = next(line for line in lines if line.startswith(demo.ORDERS))
+    assert "2025-11-27 23:00:00.250 UTC" in orders and "1764284400250" not in orders
+
+
+def test_a_blocking_wait_of_the_demo_prints_its_progress(capsys) -> None:  # type: ignore[no-untyped-def]
+    import time as clock
+
+    from metaservice_demo import demo
+
+    console = demo.Console()
+    with demo.ticking(console, "spark", "starting the JVM", every=0.05):
+        clock.sleep(0.3)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 2 and all("spark    … starting the JVM (" in x for x in lines), lines

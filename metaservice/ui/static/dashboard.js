@@ -131,9 +131,23 @@
     return typeof barrier === "number" && barrier >= WALL_CLOCK_FROM_MS;
   }
 
+  // A barrier as a person reads it, to the millisecond: "2026-11-27 23:05:10.250 UTC" (the
+  // demo and the command line print the same); a counter before 2000 as its number.
   function fmtBarrier(barrier) {
     if (barrier === null || barrier === undefined) return "—";
-    return isWallClock(barrier) ? fmtTime(barrier) : String(barrier);
+    if (!isWallClock(barrier)) return String(barrier);
+    return new Date(barrier).toISOString().replace("T", " ").replace(/Z$/, " UTC");
+  }
+
+  // The same, followed by the integer the API and the commands take (a rollback plan's barrier,
+  // /version/...?barrier=), selectable on its own.
+  function barrierCell(barrier) {
+    if (barrier === null || barrier === undefined || !isWallClock(barrier)) {
+      return fmtBarrier(barrier);
+    }
+    return el("span", { class: "barrier" }, fmtBarrier(barrier), " ",
+              el("code", { class: "barrier-integer", "data-barrier": String(barrier) },
+                 String(barrier)));
   }
 
   // A table's lag, or null when its latest barrier is not a wall-clock time.
@@ -292,7 +306,14 @@
                                              ...labelBox(label, false) } });
       }
     };
-    for (const t of delay.tables) addTable(t.table);
+    // A table no running job reads or writes and that has no data is a registration only (a job
+    // planned and never started, or refused at its start): not part of any pipeline, not drawn.
+    const inTopology = new Set(lineage.tables.map((t) => t.table));
+    const unplaced = [];
+    for (const t of delay.tables) {
+      if (inTopology.has(t.table) || t.latest_barrier !== null) addTable(t.table);
+      else unplaced.push(t.table);
+    }
     for (const t of lineage.tables) addTable(t.table);
     for (const job of lineage.jobs) {
       nodes.set("job:" + job.job, { group: "nodes", classes: "job",
@@ -309,7 +330,7 @@
           id: `job:${job.job}>table:${k}`, source: "job:" + job.job, target: "table:" + k } });
       }
     }
-    return { nodes: [...nodes.values()], edges: [...edges.values()], tables, jobs };
+    return { nodes: [...nodes.values()], edges: [...edges.values()], tables, jobs, unplaced };
   }
 
   function shortName(name) {
@@ -319,13 +340,68 @@
 
   // Positions of the nodes, and the waypoints of the edges that skip layers: a small layered
   // (Sugiyama-style) layout over the job/table DAG.
+  // The graph's connected components, each laid out in layers, then packed left to right in
+  // shelves no wider than the panel at zoom 1 (a component wider than that gets a shelf of its
+  // own): unrelated pipelines and lone tables wrap into rows instead of one long row that only
+  // fits the panel at a zoom where no label can be read.
   function layered(cy) {
     const ids = cy.nodes().map((n) => n.id()).sort();
+    const part = new Map(ids.map((id) => [id, id]));
+    const find = (id) => (part.get(id) === id ? id : find(part.get(id)));
+    cy.edges().forEach((e) => { part.set(find(e.source().id()), find(e.target().id())); });
+    const groups = new Map();
+    for (const id of ids) {
+      const root = find(id);
+      if (!groups.has(root)) groups.set(root, []);
+      groups.get(root).push(id);
+    }
+    const laid = [...groups.values()].map((members) => {
+      const one = layeredPart(cy, new Set(members));
+      const boxes = members.map((id) => {
+        const p = one.positions.get(id);
+        const n = cy.getElementById(id);
+        return { x1: p.x - n.data("w") / 2, x2: p.x + n.data("w") / 2,
+                 y1: p.y - n.data("h") / 2, y2: p.y + n.data("h") / 2 };
+      });
+      const box = { x1: Math.min(...boxes.map((b) => b.x1)), x2: Math.max(...boxes.map((b) => b.x2)),
+                    y1: Math.min(...boxes.map((b) => b.y1)), y2: Math.max(...boxes.map((b) => b.y2)) };
+      return { ...one, members, box, w: box.x2 - box.x1, h: box.y2 - box.y1, first: members[0] };
+    });
+    // the largest components first, then by name: the same page lays out the same way
+    laid.sort((a, b) => b.members.length - a.members.length || a.first.localeCompare(b.first));
+    const panel = Math.max(320, cy.width() - 2 * FIT_PADDING);
+    const shelfWidth = Math.max(panel, ...laid.map((c) => c.w));
+    const positions = new Map();
+    const waypoints = new Map();
+    let x = 0;
+    let y = 0;
+    let shelf = 0;
+    for (const c of laid) {
+      if (x > 0 && x + c.w > shelfWidth) {
+        x = 0;
+        y += shelf + GAP_Y;
+        shelf = 0;
+      }
+      const dx = x - c.box.x1;
+      const dy = y - c.box.y1;
+      for (const [id, p] of c.positions) positions.set(id, { x: p.x + dx, y: p.y + dy });
+      for (const [id, points] of c.waypoints) {
+        waypoints.set(id, points.map((p) => ({ x: p.x + dx, y: p.y + dy })));
+      }
+      x += c.w + 2 * GAP_X;
+      shelf = Math.max(shelf, c.h);
+    }
+    return { positions, waypoints };
+  }
+
+  // One connected component, laid out in layers.
+  function layeredPart(cy, members) {
+    const ids = [...members].sort();
     const item = new Map(ids.map((id) => [id, {
       key: id, real: true, w: cy.getElementById(id).data("w"), h: cy.getElementById(id).data("h"),
       up: [], down: [], layer: 0 }]));
-    const links = cy.edges().map((e) => ({ id: e.id(), s: item.get(e.source().id()),
-                                           t: item.get(e.target().id()) }))
+    const links = cy.edges().filter((e) => members.has(e.source().id()))
+      .map((e) => ({ id: e.id(), s: item.get(e.source().id()), t: item.get(e.target().id()) }))
       .sort((a, b) => a.id.localeCompare(b.id));
     // 1. Layers: the longest path from a root (Kahn's order; the server refuses cycles, a node on
     // one would stay in layer 0). A root then moves down to just above its first reader.
@@ -464,21 +540,43 @@
     fitGraph();
   }
 
+  // The graph fits its panel at a zoom where labels stay legible: below MIN_ZOOM (11 px text
+  // drawn at 10 px), the panel grows as tall as the graph needs at that zoom instead, and the
+  // page scrolls; a graph still too wide at it is shown from its left edge, to be panned
+  // (drag) or zoomed (wheel).
+  const FIT_PADDING = 24;
+  const MIN_ZOOM = 0.9;
+  const MAX_ZOOM = 1.6;
+
   function fitGraph() {
     const cy = state.cy;
-    if (!cy) return;
-    cy.fit(undefined, 24);
-    if (cy.zoom() > 1.6) {
-      cy.zoom(1.6);
-      cy.center();
+    if (!cy || !cy.nodes().length) return;
+    const container = document.getElementById("graph");
+    const box = cy.elements().boundingBox();
+    const fits = (w, h) => Math.min((w - 2 * FIT_PADDING) / box.w, (h - 2 * FIT_PADDING) / box.h);
+    const height = Math.ceil(box.h * MIN_ZOOM + 2 * FIT_PADDING);
+    if (fits(cy.width(), cy.height()) < MIN_ZOOM && cy.height() < height) {
+      container.style.height = `${height}px`;
+      document.querySelector("main").classList.add("grown");
+      cy.resize();
     }
+    cy.fit(undefined, FIT_PADDING);
+    if (cy.zoom() > MAX_ZOOM) {
+      cy.zoom(MAX_ZOOM);
+      cy.center();
+    } else if (cy.zoom() < MIN_ZOOM) {
+      cy.zoom(MIN_ZOOM);
+      cy.pan({ x: FIT_PADDING - box.x1 * MIN_ZOOM, y: FIT_PADDING - box.y1 * MIN_ZOOM });
+    }
+    document.body.dataset.graphZoom = cy.zoom().toFixed(3);
   }
 
   function renderGraph() {
     if (typeof window.cytoscape !== "function") {
       throw new Error("the graph library did not load");
     }
-    const { nodes, edges, tables, jobs } = graphElements(state.lineage, state.delay);
+    const { nodes, edges, tables, jobs, unplaced } = graphElements(state.lineage, state.delay);
+    state.unplaced = unplaced;
     const key = nodes.map((n) => n.data.id).sort().join("|") + "#" +
       edges.map((e) => e.data.id).sort().join("|");
     if (state.cy === null) {
@@ -502,7 +600,7 @@
     for (const plan of state.plans) {
       if (plan.state === "applied") for (const t of plan.tables) fenced.add(t.table);
     }
-    const bottleneck = state.delay.bottleneck ? state.delay.bottleneck.job : null;
+    const marked = new Set(headline(state.delay, state.lineage).bottlenecks.map((b) => b.job));
     cy.batch(() => {
       cy.nodes(".table").forEach((node) => {
         const t = tables.get(node.data("name"));
@@ -518,21 +616,84 @@
         const lag = j ? j.local_lag_ms : null;
         const label = `${node.data("name")}\n${fmtDuration(lag)}`;
         node.data({ lag, label, ...labelBox(label, true) });
-        node.toggleClass("bottleneck", node.data("name") === bottleneck);
+        node.toggleClass("bottleneck", marked.has(node.data("name")));
       });
     });
     // Lay out again when the topology changed or a label outgrew its room.
     if (changed || cy.nodes().some((n) => !(n.data("w") <= n.data("laidOutWidth") + GAP_X / 2))) {
       layout(cy);
     }
-    document.body.dataset.bottleneck = bottleneck || "";
+    document.body.dataset.bottleneck = [...marked].sort().join(" ");
+  }
+
+  // What the header names, and the graph marks: the table(s) with the worst lag (every one of
+  // them when several share it: a tie is said, never broken silently) and the bottleneck of each
+  // (GET /delay's bottleneck_job: among the jobs upstream of the table, the greatest local lag,
+  // then the greatest recent hop latency, then the first name; docs/concepts.md#bottleneck). A
+  // bottleneck chosen by name among jobs equal on both figures names the jobs it tied with.
+  function headline(delay, lineage) {
+    const lagged = delay.tables.filter((t) => tableLag(t) !== null && tableLag(t) !== undefined);
+    if (!lagged.length) return { lag: null, tables: [], bottlenecks: [] };
+    const lag = Math.max(...lagged.map(tableLag));
+    const worst = lagged.filter((t) => tableLag(t) === lag).map((t) => t.table).sort();
+    const byName = new Map(delay.tables.map((t) => [t.table, t]));
+    const jobs = new Map(delay.jobs.map((j) => [j.job, j]));
+    const found = new Map();
+    for (const table of worst) {
+      const job = byName.get(table).bottleneck_job;
+      if (!job) continue;
+      if (!found.has(job)) found.set(job, { job, tables: [], tiedWith: new Set() });
+      const entry = found.get(job);
+      entry.tables.push(table);
+      const mine = jobs.get(job);
+      for (const other of upstreamJobs(table, lineage)) {
+        const o = jobs.get(other);
+        if (other !== job && mine && o && o.local_lag_ms === mine.local_lag_ms &&
+            o.recent_hop_latency_ms === mine.recent_hop_latency_ms) entry.tiedWith.add(other);
+      }
+    }
+    const bottlenecks = [...found.values()].sort((a, b) => a.job.localeCompare(b.job))
+      .map((b) => ({ ...b, tiedWith: [...b.tiedWith].sort() }));
+    return { lag, tables: worst, bottlenecks };
+  }
+
+  // The jobs upstream of a table in the running topology.
+  function upstreamJobs(table, lineage) {
+    const writers = new Map();
+    for (const j of lineage.jobs) for (const k of j.sinks) writers.set(k, j);
+    const seen = new Set();
+    const stack = [table];
+    while (stack.length) {
+      const writer = writers.get(stack.pop());
+      if (!writer || seen.has(writer.job)) continue;
+      seen.add(writer.job);
+      stack.push(...writer.sources);
+    }
+    return seen;
+  }
+
+  function headlineText(h) {
+    if (!h.tables.length) return "";
+    const tie = h.tables.length > 1;
+    let text = ` · worst lag ${fmtDuration(h.lag)} ` + (tie
+      ? `shared by ${h.tables.length} tables, a tie: ${h.tables.join(", ")}`
+      : `(${h.tables[0]})`);
+    if (h.bottlenecks.length) {
+      const one = h.bottlenecks.length === 1;
+      text += ` · ${one ? "bottleneck" : "bottlenecks"} ` + h.bottlenecks.map((b) =>
+        b.job + (one && !tie ? "" : ` (of ${b.tables.join(", ")})`) +
+        (b.tiedWith.length ? ` — tied with ${b.tiedWith.join(", ")} on local lag and hop ` +
+          "latency, first by name" : "")).join("; ");
+    }
+    return text;
   }
 
   // -- the lists -------------------------------------------------------------------------------
 
   function renderLists() {
     const delay = state.delay;
-    const bottleneck = delay.bottleneck ? delay.bottleneck.job : null;
+    const top = headline(delay, state.lineage);
+    const marked = new Set(top.bottlenecks.map((b) => b.job));
     const tbody = document.querySelector("#tables tbody");
     const rows = [...delay.tables].sort((a, b) => (tableLag(b) ?? -Infinity) -
                                          (tableLag(a) ?? -Infinity) || a.table.localeCompare(b.table));
@@ -560,7 +721,7 @@
         el("td", {}, fmtDuration(j.local_lag_ms)),
         el("td", {}, fmtDuration(j.recent_hop_latency_ms)),
         el("td", {}, fmtPercentiles(j.hop_latency_ms)));
-      row.classList.toggle("bottleneck", j.job === bottleneck);
+      row.classList.toggle("bottleneck", marked.has(j.job));
       row.classList.toggle("selected", state.selected === "job:" + j.job);
       return row;
     }));
@@ -568,14 +729,20 @@
       el("tr", { "data-id": "table:" + p.table },
         el("td", { title: p.id }, p.id.slice(0, 8)),
         el("td", {}, p.table),
-        el("td", {}, fmtBarrier(p.barrier)),
+        el("td", {}, barrierCell(p.barrier)),
         el("td", {}, p.mode + (p.reason ? " — " + p.reason : "")),
         el("td", {}, p.state))));
-    const worst = rows.find((t) => tableLag(t) !== null && tableLag(t) !== undefined);
-    document.getElementById("summary").textContent =
+    const unplaced = state.unplaced || [];
+    const summary = document.getElementById("summary");
+    summary.textContent =
       `${delay.tables.length} tables, ${delay.jobs.length} running jobs` +
-      (worst ? ` · worst lag ${fmtDuration(tableLag(worst))} (${worst.table})` : "") +
-      (bottleneck ? ` · bottleneck ${bottleneck}` : "");
+      (unplaced.length ? ` (${unplaced.length} tables registered only, in no running job and ` +
+        "without data: not drawn)" : "") + headlineText(top);
+    summary.title = "worst lag: the tables whose newest complete data is oldest (all of them " +
+      "on a tie); bottleneck: for each of them, among the jobs upstream, the greatest local " +
+      "lag, then the greatest recent hop latency, then the first name (docs/concepts.md#bottleneck)";
+    summary.dataset.worst = top.tables.join(" ");
+    summary.dataset.tie = String(top.tables.length > 1);
   }
 
   // -- details of the selection ----------------------------------------------------------------
@@ -634,7 +801,7 @@
         ["sources", j.sources.join(", ") || "—"],
         ["sinks", j.sinks.join(", ") || "—"],
         ["local lag", fmtDuration(j.local_lag_ms)],
-        ["recent barrier", fmtBarrier(j.recent_barrier)],
+        ["recent barrier", barrierCell(j.recent_barrier)],
         ["recent hop latency", fmtDuration(j.recent_hop_latency_ms)],
         ["hop latency p50/p95/p99", fmtPercentiles(j.hop_latency_ms)],
       ]));
@@ -642,7 +809,7 @@
     parts.push(...section("Recent barriers", await optional("progress", async () => {
       const body = await api(`/jobs/${encodeURIComponent(name)}/progress?limit=20`);
       return simpleTable(["barrier", "state", "started", "duration", "hop latency", "attempts"],
-        body.progress.map((p) => [fmtBarrier(p.barrier), p.state, fmtTime(p.started_at),
+        body.progress.map((p) => [barrierCell(p.barrier), p.state, fmtTime(p.started_at),
                                   fmtDuration(p.duration_ms), fmtDuration(p.hop_latency_ms),
                                   String(p.attempts)]));
     })));
@@ -660,7 +827,7 @@
       const clock = detail.latest_barrier === null || isWallClock(detail.latest_barrier);
       parts.push(facts([
         ["lag", fmtTableLag(detail)],
-        ["latest barrier", fmtBarrier(detail.latest_barrier)],
+        ["latest barrier", barrierCell(detail.latest_barrier)],
         ["bottleneck", detail.bottleneck ? `${detail.bottleneck.job} (local lag ` +
           `${fmtDuration(detail.bottleneck.local_lag_ms)})` : "—"],
         ["end-to-end p50/p95/p99", clock ? fmtPercentiles(detail.end_to_end_latency_ms) : "—"],
@@ -677,7 +844,7 @@
     parts.push(...section("Barriers and snapshots", await optional("barriers", async () => {
       const body = await api(`/tables/${path}/barriers?limit=20`);
       return simpleTable(["barrier", "snapshot", "committed", "writer", ""],
-        body.barriers.map((b) => [fmtBarrier(b.barrier), snapshotId(b.snapshot_id),
+        body.barriers.map((b) => [barrierCell(b.barrier), snapshotId(b.snapshot_id),
                                   fmtTime(b.committed_at), b.writer_job || "ingestion",
                                   b.rolled_back ? "rolled back" : ""]));
     })));
@@ -696,7 +863,7 @@
       parts.push(...section("Protected snapshots", await optional("protections", async () => {
         const body = await api(`/tables/${path}/snapshots/protected`);
         return simpleTable(["snapshot", "barrier", "why"],
-          body.snapshots.map((s) => [snapshotId(s.snapshot_id), fmtBarrier(s.barrier),
+          body.snapshots.map((s) => [snapshotId(s.snapshot_id), barrierCell(s.barrier),
                                      breakable(s.reasons.join(", "))]));
       })));
     } else {
@@ -822,7 +989,7 @@
     });
   }
 
-  window.metaservice = { state, refresh, select, lagClass, parseJson, parseWithSource,
+  window.metaservice = { state, refresh, select, lagClass, fmtBarrier, headline, headlineText, parseJson, parseWithSource,
                        parseByScanning, REVIVER_SEES_SOURCE };
 
   wire();

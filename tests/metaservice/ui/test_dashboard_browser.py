@@ -331,9 +331,10 @@ def test_pipeline_fits_the_window_with_exact_ids_in_utc(
         "const utc = 3600 * now.getUTCHours() + 60 * now.getUTCMinutes() + now.getUTCSeconds();"
         "return (utc - shown + 86400) % 86400;")
     assert skew is not None and skew < 120, skew
+    # barriers as a person reads them, to the millisecond, in UTC (docs/concepts.md#barrier)
     assert browser.execute_script(
         "return [...document.querySelectorAll('#tables tbody td:nth-child(3)')]"
-        ".every(td => td.textContent.endsWith('Z'))")
+        r".every(td => /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC$/.test(td.textContent))")
 
     geometry = browser.execute_script(_GEOMETRY)
     assert geometry == {"crossed": [], "stacked": [], "empty": [], "edges": 16}
@@ -427,4 +428,109 @@ def test_a_held_strong_cut_names_the_job_and_table_holding_it(
     details = _wait(browser, "const t = document.getElementById('details-body').textContent;"
                              "return t.includes('strong cut') && t;")
     assert "held by job B (lake.db.t2) for 5.0 min" in details
+    assert _console_errors(browser) == []
+
+
+# -- ties, registrations refused, many tables -------------------------------------------------
+
+
+def test_barriers_read_as_utc_times_and_details_give_the_integer(
+        browser: Any, client: httpx.Client, clock: ManualClock) -> None:
+    _seed(client, clock)
+    browser.get(f"{client.base_url}/ui")
+    _wait(browser, "return document.body.dataset.ready === 'true'")
+    assert browser.execute_script("return window.metaservice.fmtBarrier(1764284400250)") == \
+        "2025-11-27 23:00:00.250 UTC"
+    browser.execute_script("window.metaservice.select('table:lake.db.r1')")
+    integers = _wait(browser, "const c = [...document.querySelectorAll("
+                              "'#details-body code.barrier-integer')].map(e => e.textContent);"
+                              "return c.length && c;")
+    assert str(T0 - 10_000) in integers
+
+
+def test_a_tie_for_the_worst_lag_is_said_with_the_bottleneck_of_each_table(
+        browser: Any, client: httpx.Client, clock: ManualClock) -> None:
+    """Two branches equally late: the header said the first table by name and the overall
+    bottleneck, first by name too, which wrote the other table."""
+    clock.set(T0)
+    for job, sink in (("z_writes_a", "a"), ("b_writes_b", "b")):
+        _ok(client.post(f"/register/source/{job}/lake/db/root"))
+        _ok(client.post(f"/register/sink/{job}/lake/db/{sink}"))
+    old, new = T0 - 600_000, T0 - 10_000
+    _ok(client.post("/tables/lake/db/root/barriers", json={"snapshot_id": 1, "barrier": old}))
+    for i, (job, sink) in enumerate((("z_writes_a", "a"), ("b_writes_b", "b"))):
+        assert _ok(client.post(f"/jobs/{job}/start"))["barrier"] == old
+        _ok(client.post(f"/commit/{job}/lake/db/{sink}",
+                        json={"barrier": old, "snapshot_id": 10 + i}))
+    _ok(client.post("/tables/lake/db/root/barriers", json={"snapshot_id": 2, "barrier": new}))
+    browser.get(f"{client.base_url}/ui")
+    _wait(browser, "return document.body.dataset.ready === 'true'")
+    summary = browser.execute_script("return document.getElementById('summary').dataset")
+    assert summary["tie"] == "true" and summary["worst"] == "lake.db.a lake.db.b"
+    text = browser.execute_script("return document.getElementById('summary').textContent")
+    assert "a tie: lake.db.a, lake.db.b" in text, text
+    assert "b_writes_b (of lake.db.b)" in text and "z_writes_a (of lake.db.a)" in text, text
+    # the graph marks what the header names
+    assert browser.execute_script("return document.body.dataset.bottleneck") == \
+        "b_writes_b z_writes_a"
+    assert sorted(browser.execute_script(
+        "return window.metaservice.state.cy.nodes('.bottleneck').map(n => n.id());")) == \
+        ["job:b_writes_b", "job:z_writes_a"]
+    assert _console_errors(browser) == []
+
+
+def test_a_job_refused_at_its_start_is_not_drawn(
+        browser: Any, client: httpx.Client, clock: ManualClock) -> None:
+    _seed(client, clock)
+    # a second writer of t1 registers (accepted: planned) and is refused at its start
+    _ok(client.post("/register/source/intruder/lake/db/elsewhere"))
+    _ok(client.post("/register/sink/intruder/lake/db/t1"))
+    assert client.post("/jobs/intruder/start").status_code == 409
+    # a job closing a loop: its source is registered, its sink refused
+    _ok(client.post("/register/source/loop/lake/db/t3"))
+    assert client.post("/register/sink/loop/lake/db/r1").status_code == 409
+    browser.get(f"{client.base_url}/ui")
+    _wait(browser, "return document.body.dataset.ready === 'true'")
+    ids = browser.execute_script("return window.metaservice.state.cy.nodes().map(n => n.id());")
+    assert sorted(ids) == ["job:j_fast", "job:j_join", "job:j_slow", "table:lake.db.r1",
+                           "table:lake.db.t1", "table:lake.db.t2", "table:lake.db.t3"]
+    text = browser.execute_script("return document.getElementById('summary').textContent")
+    assert "1 tables registered only" in text and "not drawn" in text, text
+
+
+LONE_TABLES = 8  # with the realistic pipeline's 8: the 16 tables of a README walk-through
+
+
+@pytest.mark.parametrize("width", [1400, 1024])
+def test_labels_stay_legible_with_many_tables(
+        browser: Any, client: httpx.Client, clock: ManualClock, tmp_path: Path,
+        width: int) -> None:
+    _seed_pipeline(client, clock)
+    for i in range(LONE_TABLES):
+        _ok(client.post(f"/tables/lake/db/walkthrough_table_{i}/barriers",
+                        json={"snapshot_id": 900 + i, "barrier": T0 - 60_000 * (i + 1)}))
+    browser.set_window_size(width, 1000)
+    browser.get(f"{client.base_url}/ui")
+    _wait(browser, "return document.body.dataset.ready === 'true'")
+    counts = browser.execute_script(
+        "const cy = window.metaservice.state.cy; return [cy.nodes('.table').length, cy.zoom()];")
+    assert counts[0] == 16
+    assert counts[1] >= 0.9, counts        # 11 px labels drawn at 10 px at least
+    geometry = browser.execute_script(_GEOMETRY)
+    assert geometry == {"crossed": [], "stacked": [], "empty": [], "edges": 16}
+    # every label is inside the graph's panel: the panel grew rather than shrink the labels
+    outside = browser.execute_script(
+        "const cy = window.metaservice.state.cy; const w = cy.width(), h = cy.height();"
+        "return cy.nodes().filter(n => { const b = n.renderedBoundingBox();"
+        " return b.x1 < 0 || b.y1 < 0 || b.x2 > w || b.y2 > h; }).map(n => n.id());")
+    assert outside == []
+    fit = browser.execute_script(_FIT)
+    assert fit["scroll"] <= fit["width"], fit
+    full = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(width, full + 140)
+    shot = tmp_path / f"dashboard-many-{width}.png"
+    browser.save_screenshot(str(shot))
+    keep = os.environ.get("METASERVICE_SCREENSHOTS")
+    if keep:
+        shutil.copy(shot, Path(keep) / shot.name)
     assert _console_errors(browser) == []
