@@ -9,7 +9,7 @@ loopback ports in a temporary directory, run with the repository's ``deploy/patr
     change.old, change.new         # "pg2", "pg1" (checked: the leader changed)
     cluster.recover()              # the killed member starts again and rejoins as a standby
     cluster.isolate_leader()       # SIGSTOP its Patroni: it cannot renew its key in etcd
-    cluster.recover()              # SIGCONT: it finds another leader, demotes, rewinds
+    cluster.recover()              # its member killed and started: it rejoins, rewound
     cluster.switchover()           # POST /switchover to the leader's REST API
     cluster.stop()
 
@@ -354,19 +354,48 @@ class PatroniCluster:
                     process.wait()
 
     def _reap(self, member: Member) -> None:
-        """Wait for a stopping member; whatever is left after 30 s is killed."""
+        """Wait for a stopping member (Patroni shuts its PostgreSQL down); whatever is left
+        after 30 s is killed."""
+        deadline = time.monotonic() + 30
         if member.process is not None:
             try:
                 member.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self._signal(member.process, signal.SIGKILL)
                 member.process.wait()
-        pid = member.postmaster_pid()
+        while (pid := member.postmaster_pid()) is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
         if pid is not None:
             self._kill_group(pid)
 
-    def remove(self) -> None:
+    def _leftovers(self) -> list[int]:
+        """Processes still running from this cluster's directory (a PostgreSQL that a stopped
+        Patroni was starting as it stopped)."""
+        found = []
+        marker = str(self.home).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if marker in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
+    def remove(self, *, keep_logs: Path | None = None) -> None:
+        """Stop, then delete the directory; with ``keep_logs``, etcd's, haproxy's and each
+        member's Patroni and PostgreSQL logs are copied there first."""
         self.stop()
+        if keep_logs is not None:
+            keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in (self.etcd_log, self.haproxy_log, *(m.log for m in self.members)):
+                with contextlib.suppress(OSError):
+                    name = log.name if log.parent == self.home else f"{log.parent.name}-{log.name}"
+                    shutil.copyfile(log, keep_logs / name)
+        for pid in self._leftovers():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.home, ignore_errors=True)
         if self.root.is_symlink():
             self.root.unlink()
@@ -494,18 +523,25 @@ class PatroniCluster:
                                  answer=answer.text.strip())
 
     def recover(self, timeout: float = 120) -> None:
-        """The member the last fault took away comes back: a killed one starts again, a frozen
-        one continues; either finds another leader and rejoins as a standby (pg_rewind takes
-        back what its old timeline had that the new leader has not). Waits until every standby
-        streams again."""
+        """The member the last fault took away comes back and rejoins as a standby (pg_rewind
+        takes back whatever its old timeline has that the new leader has not); waits until
+        every standby streams again. A killed member starts again. A frozen one is not
+        resumed: its Patroni and its PostgreSQL are killed, then it starts again, as a
+        watchdog resets a host whose Patroni hung. Resumed, Debian's Patroni 3.0.2 writes its
+        leader key over the new leader's (its etcd session expired meanwhile; fixed upstream
+        in 3.0.3), the new leader demotes itself, and whatever it acknowledged meanwhile is
+        rewound away (docs/operations.md)."""
         member, self.down = self.down, None
         if member is None:  # a switchover: its old leader rejoins by itself
             pass
-        elif member.frozen:
-            assert member.process is not None
-            self._signal(member.process, signal.SIGCONT)
-            member.frozen = False
         else:
+            if member.frozen:
+                assert member.process is not None
+                postmaster = member.postmaster_pid()
+                self._signal(member.process, signal.SIGKILL)
+                if postmaster is not None:
+                    self._kill_group(postmaster)
+                member.process.wait()
             self._spawn(member)
         self.wait_for_replicas(len(self.members) - 1, deadline=time.monotonic() + timeout)
 
@@ -515,3 +551,16 @@ class PatroniCluster:
         return ", ".join(f"{m.get('name')} {m.get('role')} {m.get('state')} "
                          f"tl{m.get('timeline', '?')} lag {m.get('lag', 0)}"
                          for m in state.get("members", []))
+
+
+def time_to_first_write(writes: list[tuple[float, float, bool]], fault_at: float,
+                        window: float) -> float | None:
+    """Seconds from ``fault_at`` to the first successful write once the failover is over: the
+    first acknowledged write (``(sent, answered, ok)``, wall clock) sent no earlier than the
+    last write that failed within ``window`` seconds of the fault (or than the fault, when
+    none failed). A conservative figure: a frozen leader's PostgreSQL still takes writes
+    until haproxy finds its Patroni silent, and those do not count. ``None``: none yet."""
+    failed = [sent for sent, _, ok in writes if not ok and fault_at <= sent <= fault_at + window]
+    since = max(failed, default=fault_at)
+    answered = [done for sent, done, ok in writes if ok and sent >= since]
+    return min(answered) - fault_at if answered else None
