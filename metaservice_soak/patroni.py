@@ -529,7 +529,7 @@ class PatroniCluster:
         resumed: its Patroni and its PostgreSQL are killed, then it starts again, as a
         watchdog resets a host whose Patroni hung. Resumed, Debian's Patroni 3.0.2 writes its
         leader key over the new leader's (its etcd session expired meanwhile; fixed upstream
-        in 3.0.3), the new leader demotes itself, and whatever it acknowledged meanwhile is
+        in 3.0.3), the new leader demotes itself, and whatever it committed meanwhile is
         rewound away (docs/operations.md)."""
         member, self.down = self.down, None
         if member is None:  # a switchover: its old leader rejoins by itself
