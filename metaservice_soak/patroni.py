@@ -383,10 +383,25 @@ class PatroniCluster:
                 continue
         return found
 
+    def kill(self) -> None:
+        """SIGKILL every process of the cluster at once (nothing of it is kept)."""
+        for member in self.members:
+            postmaster = member.postmaster_pid()
+            if member.process is not None and member.process.poll() is None:
+                self._signal(member.process, signal.SIGKILL)
+                member.process.wait()
+            if postmaster is not None:
+                self._kill_group(postmaster)
+        for process in (self.haproxy_process, self.etcd_process):
+            if process is not None and process.poll() is None:
+                self._signal(process, signal.SIGKILL)
+                process.wait()
+
     def remove(self, *, keep_logs: Path | None = None) -> None:
-        """Stop, then delete the directory; with ``keep_logs``, etcd's, haproxy's and each
-        member's Patroni and PostgreSQL logs are copied there first."""
-        self.stop()
+        """Kill every process, then delete the directory (a throw-away cluster needs no clean
+        shutdown); with ``keep_logs``, etcd's, haproxy's and each member's Patroni and
+        PostgreSQL logs are copied there first."""
+        self.kill()
         if keep_logs is not None:
             keep_logs.mkdir(parents=True, exist_ok=True)
             for log in (self.etcd_log, self.haproxy_log, *(m.log for m in self.members)):
