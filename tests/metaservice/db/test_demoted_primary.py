@@ -62,6 +62,11 @@ def test_a_demoted_primary_answers_503_and_the_pool_reconnects(postgres_url: str
                 {"table": f"lake.demoted.{table}", "snapshot_id": 1}]})
             assert lease.status_code == 503, lease.text
             assert lease.json()["error"]["code"] == "database_unavailable"
+            # the catalog answers in the Iceberg error model, 503 too
+            namespace = client.post("/iceberg/v1/namespaces", json={"namespace": [table]})
+            assert namespace.status_code == 503, namespace.text
+            assert namespace.json()["error"]["code"] == 503
+            assert namespace.headers["Retry-After"] == "1"
             # the new primary: connections made from now on take writes. The read-only ones
             # were dropped with the pool (else this would be refused again)
             demotable.demoted = False
