@@ -4,7 +4,9 @@
 # and so do the soak and the benchmarks; pgbench comes with it), headless Chromium and its
 # WebDriver, for the dashboard's browser test (pytest -m browser), haproxy, the load balancer
 # in front of the chaos soak's two server processes (deploy/haproxy/haproxy.cfg, tests/soak/),
-# and Maven, which fetches the JVM dependencies (engines/pom.xml). No download at test time.
+# Maven, which fetches the JVM dependencies (engines/pom.xml), and etcd and Patroni, the
+# failover manager of the PostgreSQL the Patroni failover test and soak run on
+# (deploy/patroni/, metaservice_soak/patroni.py). No download at test time.
 # Idempotent: does nothing when every command is already there. The Python side (selenium)
 # comes with the project's dev extras.
 set -euo pipefail
@@ -15,6 +17,8 @@ declare -A PACKAGE_OF=(
     [chromedriver]=chromium-driver
     [haproxy]=haproxy
     [mvn]=maven
+    [etcd]=etcd-server
+    [patroni]=patroni
 )
 
 missing=()
@@ -35,7 +39,8 @@ fi
 if [ "${#missing[@]}" -eq 0 ]; then
     echo "install-system-packages: $(chromium --version 2>/dev/null | head -1), chromedriver," \
          "$(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3), PostgreSQL's" \
-         "$("$(postgres_bin)" --version | cut -d' ' -f3), Maven present"
+         "$("$(postgres_bin)" --version | cut -d' ' -f3), Maven," \
+         "$(etcd --version 2>/dev/null | head -1), $(patroni --version 2>/dev/null) present"
     exit 0
 fi
 
@@ -51,3 +56,5 @@ chromedriver --version
 haproxy -v | head -1
 "$(postgres_bin)" --version
 mvn --version | head -1
+etcd --version | head -1
+patroni --version

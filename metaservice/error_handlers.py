@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import get_route_path
 
+from metaservice.db.engine import server_gone
 from metaservice.errors import MetaServiceError
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,10 @@ def _db_unavailable(_: Request, exc: OperationalError) -> Response:
                            headers={"Retry-After": "1"})
 
 
-def _db_error(_: Request, exc: DBAPIError) -> Response:
+def _db_error(request: Request, exc: DBAPIError) -> Response:
+    if exc.connection_invalidated or server_gone(exc.orig):
+        # the server went away or stopped taking writes (a demoted primary): as unavailable
+        return _db_unavailable(request, exc)  # type: ignore[arg-type]
     logger.error("database_error", extra={"error_class": type(exc.orig).__name__})
     return _error_response(500, "internal_error", "internal error")
 

@@ -28,6 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", choices=["postgresql", "sqlite"], default="postgresql",
                         help="postgresql: a private cluster (initdb), two servers behind "
                              "haproxy; sqlite: one server")
+    parser.add_argument("--patroni", action="store_true",
+                        help="PostgreSQL as a Patroni cluster (etcd, three members, "
+                             "synchronous_mode, haproxy on the leader: deploy/patroni/), whose "
+                             "leader is failed over (killed, frozen or switched over) instead "
+                             "of crashed in place")
     parser.add_argument("--report", type=Path,
                         help="write the report into this file's generated section "
                              "(docs/reliability.md)")
@@ -53,13 +58,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _stop_on_sigterm()
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
-    unknown = [k for k in kinds if k not in KINDS]
+    unknown = [k for k in kinds if k not in (*KINDS, "leader_failover")]
     if unknown:
         build_parser().error(f"unknown fault kinds: {', '.join(unknown)}")
     if args.backend == "sqlite":
         kinds = tuple(k for k in kinds if k != "database_crash")
+    if args.patroni:
+        if args.backend != "postgresql":
+            build_parser().error("--patroni runs PostgreSQL")
+        kinds = tuple("leader_failover" if k == "database_crash" else k for k in kinds)
     soak = Soak(SoakConfig(minutes=args.minutes, seed=args.seed, backend=args.backend,
-                           state=args.state, kinds=kinds))
+                           state=args.state, kinds=kinds, patroni=args.patroni))
     print(f"state directory: {soak.state}", flush=True)
     report = build(soak.run())
     print(render(report), flush=True)

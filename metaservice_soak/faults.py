@@ -35,7 +35,13 @@ DRIVER_KILL = "driver_kill"
 SERVER_KILL = "server_kill"
 DATABASE_CRASH = "database_crash"
 STALLED_JOIN = "stalled_join"
+LEADER_FAILOVER = "leader_failover"
 KINDS = (DRIVER_KILL, SERVER_KILL, DATABASE_CRASH, STALLED_JOIN)
+# on a Patroni cluster (--patroni) the database's fault is a failover, not a crash in place
+PATRONI_KINDS = (DRIVER_KILL, SERVER_KILL, LEADER_FAILOVER, STALLED_JOIN)
+# how a leader_failover forces it (metaservice_soak/patroni.py), the target: its leader's
+# member killed, frozen (its key in etcd expires), or a switchover
+FAILOVER_WAYS = ("kill_leader", "isolate_leader", "switchover")
 
 # the Spark jobs whose drivers are killed (roles of metaservice_soak.roles)
 SPARK_JOB_ROLES = ("sibling_batch", "sibling_stream", "join")
@@ -115,6 +121,10 @@ def _fault(rng: random.Random, kind: str, at: float, shape: ScheduleShape, repli
                      down_seconds=round(rng.uniform(*shape.down_seconds), 1))
     if kind == DATABASE_CRASH:
         return Fault(round(at, 1), kind, "postgresql",
+                     down_seconds=round(rng.uniform(*shape.down_seconds), 1))
+    if kind == LEADER_FAILOVER:
+        # the old leader is away for down_seconds after the new one was elected, then rejoins
+        return Fault(round(at, 1), kind, rng.choice(FAILOVER_WAYS),
                      down_seconds=round(rng.uniform(*shape.down_seconds), 1))
     if kind == STALLED_JOIN:
         hold = rng.uniform(*shape.hold_seconds)

@@ -36,6 +36,7 @@ import httpx
 
 from metaservice_soak import faults as fault_kinds
 from metaservice_soak.faults import Fault, FaultLog, FaultRecord, ScheduleShape, schedule
+from metaservice_soak.patroni import PatroniCluster
 from metaservice_soak.postgres import PrivateCluster
 from metaservice_soak.replicas import ServerPool
 
@@ -62,10 +63,13 @@ class SoakConfig:
     stop_timeout: float = 180.0
     keep: bool = False  # keep the state directory and the database afterwards
     kinds: tuple[str, ...] = ()  # default: every kind the backend has
+    patroni: bool = False  # PostgreSQL on a Patroni cluster, with leader failovers
 
     def fault_kinds(self) -> tuple[str, ...]:
         if self.kinds:
             return self.kinds
+        if self.patroni:
+            return fault_kinds.PATRONI_KINDS
         if self.backend == "postgresql":
             return fault_kinds.KINDS
         return tuple(k for k in fault_kinds.KINDS if k != fault_kinds.DATABASE_CRASH)
@@ -256,6 +260,8 @@ class Monitor:
         self.finished_holds: list[Hold] = []
         self.largest_strong_lag_ms: int | None = None
         self.largest_strong_lag_table: str | None = None
+        self.strongest: dict[str, int] = {}  # each table's greatest strong barrier seen
+        self.backwards: list[dict[str, Any]] = []  # a strong cut below one seen before
         self.polls = 0
         self.failed_polls = 0
         self._stopping = threading.Event()
@@ -318,7 +324,12 @@ class Monitor:
             strong = self._get(http, "/version/strong/" + name.replace(".", "/"))
             if strong.status_code != 200:
                 continue
-            lag = now_ms - int(strong.json()["barrier"])
+            barrier = int(strong.json()["barrier"])
+            if barrier < self.strongest.get(name, barrier):
+                self.backwards.append({"t": time.time(), "table": name, "barrier": barrier,
+                                       "after": self.strongest[name]})
+            self.strongest[name] = max(barrier, self.strongest.get(name, barrier))
+            lag = now_ms - barrier
             if self.largest_strong_lag_ms is None or lag > self.largest_strong_lag_ms:
                 self.largest_strong_lag_ms, self.largest_strong_lag_table = lag, name
 
@@ -345,6 +356,7 @@ class SoakOutcome:
     failure: str | None = None  # the harness itself could not finish the run
     largest_strong_lag_ms: int | None = None
     largest_strong_lag_table: str | None = None
+    strong_backwards: list[dict[str, Any]] = field(default_factory=list)
     monitor_polls: int = 0
     role_starts: dict[str, int] = field(default_factory=dict)
     haproxy_log: Path | None = None
@@ -382,7 +394,10 @@ class Soak:
             raise ValueError(f"unknown backend {config.backend!r}")
         self.config = config
         self.state = config.state or Path(tempfile.mkdtemp(prefix="metaservice-soak-"))
+        if config.patroni and config.backend != "postgresql":
+            raise ValueError("--patroni runs PostgreSQL")
         self.cluster: PrivateCluster | None = None
+        self.patroni: PatroniCluster | None = None
         self.servers: ServerPool | None = None
         self.spark: Any = None
         self.roles: Roles | None = None
@@ -397,6 +412,10 @@ class Soak:
     # -- set-up -----------------------------------------------------------------------------
 
     def _database_url(self) -> str:
+        if self.config.patroni:
+            self.patroni = PatroniCluster(self.state / "patroni").start()
+            self.say(f"patroni: leader {self.patroni.leader()}; {self.patroni.describe()}")
+            return self.patroni.url
         if self.config.backend == "postgresql":
             self.cluster = PrivateCluster(self.state / "postgres").create()
             return self.cluster.url
@@ -444,6 +463,9 @@ class Soak:
         if self.servers is not None:
             with contextlib.suppress(Exception):
                 self.servers.stop()
+        if self.patroni is not None:
+            with contextlib.suppress(Exception):
+                self.patroni.remove(keep_logs=self.state / "logs" / "patroni")
         if self.cluster is not None:
             with contextlib.suppress(Exception):
                 if self.config.keep:
@@ -492,6 +514,7 @@ class Soak:
             outcome.largest_strong_lag_ms = self.monitor.largest_strong_lag_ms
             outcome.largest_strong_lag_table = self.monitor.largest_strong_lag_table
             outcome.monitor_polls = self.monitor.polls
+            outcome.strong_backwards = self.monitor.backwards
             outcome.role_starts = {name: role.starts for name, role in roles.roles.items()}
             outcome.haproxy_log = servers.balancer_log if servers.balancer else None
         outcome.save()
@@ -561,6 +584,15 @@ class Soak:
                 self.cluster.crash()
                 time.sleep(fault.down_seconds)
                 self.cluster.start()
+            elif fault.kind == fault_kinds.LEADER_FAILOVER:
+                assert self.patroni is not None
+                change = getattr(self.patroni, fault.target)()
+                detail.update(change.record())
+                self.say(f"failover ({fault.target}): {change.old} -> {change.new} after "
+                         f"{change.elected_after:.1f} s")
+                time.sleep(fault.down_seconds)
+                self.patroni.recover()
+                detail["rejoined"] = self.patroni.describe()
             elif fault.kind == fault_kinds.STALLED_JOIN:
                 if self.roles.roles[STALLED_JOIN].alive():
                     raise SoakError("the previous stalled join is still running")

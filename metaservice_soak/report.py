@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metaservice_soak.faults import DATABASE_CRASH, DRIVER_KILL, FaultLog, FaultRecord
+from metaservice_soak.faults import (
+    DATABASE_CRASH,
+    DRIVER_KILL,
+    LEADER_FAILOVER,
+    FaultLog,
+    FaultRecord,
+)
 
 DATABASE_GRACE_SECONDS = 10.0
 HEAD_READER = "reader_head"
@@ -114,6 +120,13 @@ class Report:
     final: dict[str, Any] | None
     failure: str | None
     machine: dict[str, str] = field(default_factory=dict)
+    patroni: bool = False
+    strong_backwards: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def block(self) -> str:
+        """The name of its block in the generated section: one per backend and set-up."""
+        return "patroni" if self.patroni else self.backend
 
     @property
     def problems(self) -> list[str]:
@@ -132,6 +145,8 @@ class Report:
             found.append(f"{self.rows_doubled} rows doubled")
         if self.server_errors:
             found.append(f"{len(self.server_errors)} unexplained 5xx")
+        if self.strong_backwards:
+            found.append(f"{len(self.strong_backwards)} strong cuts moved backwards")
         if len(self.faults) < self.faults_planned:
             found.append(f"{len(self.faults)} of {self.faults_planned} planned faults were "
                          "injected")
@@ -148,7 +163,8 @@ class Report:
 # -- building ------------------------------------------------------------------------------
 
 def _database_windows(faults: list[FaultRecord]) -> list[tuple[float, float]]:
-    return [(f.t, f.t_end + DATABASE_GRACE_SECONDS) for f in faults if f.kind == DATABASE_CRASH]
+    return [(f.t, f.t_end + DATABASE_GRACE_SECONDS) for f in faults
+            if f.kind in (DATABASE_CRASH, LEADER_FAILOVER)]
 
 
 def _explained(error: dict[str, Any], windows: list[tuple[float, float]]) -> bool:
@@ -183,7 +199,11 @@ def _fault_outcomes(faults: list[FaultRecord],
                     commits: list[tuple[float, str]]) -> list[FaultOutcome]:
     outcomes = []
     for fault in sorted(faults, key=lambda f: f.t):
-        anywhere = next((t for t, _ in commits if t > fault.t), None)
+        # a failover's first write is counted from the fault but found only once the new
+        # leader was elected: a frozen leader's PostgreSQL still commits until haproxy finds
+        # its Patroni silent, and those commits are not the new leader's
+        since = fault.t + float(fault.detail.get("elected_after", 0.0))
+        anywhere = next((t for t, _ in commits if t > since), None)
         own = None
         if fault.kind == DRIVER_KILL:
             own = next((t for t, role in commits if t > fault.t and role == fault.target), None)
@@ -287,7 +307,9 @@ def build(outcome: Any) -> Report:
         faults=_fault_outcomes(faults, _commit_times(events)), holds=holds,
         holds_at_start=holds_at_start,
         unexpected_exits=_restarts(state), role_errors=dict(role_errors), final=final,
-        failure=outcome.failure, machine=machine_description())
+        failure=outcome.failure, machine=machine_description(),
+        patroni=bool(getattr(outcome.config, "patroni", False)),
+        strong_backwards=list(getattr(outcome, "strong_backwards", []) or []))
 
 
 def machine_description() -> dict[str, str]:
@@ -318,13 +340,16 @@ def _counts(mapping: dict[str, int]) -> str:
 
 def render(report: Report) -> str:
     title = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}[report.backend]
+    if report.patroni:
+        title += " on a Patroni cluster (three members, synchronous_mode), failing over"
     verdict = ("**passed**" if report.passed
                else "**failed**: " + "; ".join(report.problems))
     m = report.machine
     lines = [
         f"### {title}: {report.minutes:g} minutes, seed {report.seed}", "",
         f"`python -m metaservice_soak --minutes {report.minutes:g} --seed {report.seed} "
-        f"--backend {report.backend}` — {m.get('date', '?')}, {m.get('cores', '?')} cores, "
+        f"--backend {report.backend}{' --patroni' if report.patroni else ''}` — "
+        f"{m.get('date', '?')}, {m.get('cores', '?')} cores, "
         f"{m.get('memory', '?')}, load average {m.get('load average at the end', '?')} at the "
         f"end. Result: {verdict}.", "",
         "| figure | value |", "|---|---|",
@@ -343,7 +368,10 @@ def render(report: Report) -> str:
         f"| rows lost | {_dash(report.rows_lost)} |",
         f"| rows doubled | {_dash(report.rows_doubled)} |",
         f"| requests with a 5xx | {len(report.server_errors)} unexplained; "
-        f"{report.unavailable_while_down} × 503 while the database was down |",
+        f"{report.unavailable_while_down} × 503 while the database was down "
+        f"{'or failing over ' if report.patroni else ''}|",
+        f"| strong cuts moving backwards | {len(report.strong_backwards)} (the monitor's "
+        "reads of every table's strong version) |",
     ]
     if report.haproxy_redispatched is not None:
         lines.append(f"| haproxy | {report.haproxy_redispatched:,} requests sent on to the "
@@ -367,6 +395,19 @@ def render(report: Report) -> str:
         lines.append(f"| {i} | {r.t - start:.0f} s | {r.kind}{f' ({note})' if note else ''} "
                      f"| {r.target} | {r.t_end - r.t:.1f} s | {_seconds(f.recovery_seconds)} "
                      f"| {_seconds(f.role_recovery_seconds) if r.kind == DRIVER_KILL else ''} |")
+    failovers = [f for f in report.faults if f.record.kind == LEADER_FAILOVER]
+    if failovers:
+        lines += ["", "Failovers (elected: until Patroni's `/cluster` named another leader; "
+                  "first write: the first barrier any role completed once it had, counted from "
+                  "the fault):", "",
+                  "| # | at | how | old leader | new leader | elected after | first write after |",
+                  "|---|---|---|---|---|---|---|"]
+        for f in failovers:
+            r, d = f.record, f.record.detail
+            lines.append(f"| {report.faults.index(f) + 1} | {r.t - start:.0f} s | {r.target} | "
+                         f"{d.get('old', '—')} | {d.get('new', '—')} | "
+                         f"{_seconds(d.get('elected_after'))} | "
+                         f"{_seconds(f.recovery_seconds)} |")
     lines += ["", "Strong cuts held once the pipeline was live (the server's `held_back_by`: "
               "the job, its catching-up table, since when; "
               f"{report.holds_at_start} more while the pipeline's own tables caught up at its "
@@ -414,8 +455,8 @@ def update_doc(path: Path, report: Report) -> None:
     else:
         before, generated, after = text.rstrip() + "\n\n", "", "\n"
     blocks = {m["name"]: m.group(0) for m in BLOCK.finditer(generated)}
-    blocks[report.backend] = (f"<!-- soak:{report.backend} -->\n{render(report)}"
-                              f"<!-- /soak:{report.backend} -->\n")
+    blocks[report.block] = (f"<!-- soak:{report.block} -->\n{render(report)}"
+                            f"<!-- /soak:{report.block} -->\n")
     section = (f"{BEGIN}\n<!-- generated by `python -m metaservice_soak`; edits here are "
                "overwritten -->\n\n" + "\n".join(blocks[n] for n in sorted(blocks)) + END)
     path.write_text(before + section + after)

@@ -44,7 +44,8 @@ def test_the_readme_test_command_installs_the_browser_and_haproxy() -> None:
     assert steps.index(install) < _pytest_step(steps)
     script = (ROOT / ".ci" / "install-system-packages.sh").read_text()
     assert all(package in script
-               for package in ("chromium", "chromium-driver", "haproxy", "postgresql", "maven"))
+               for package in ("chromium", "chromium-driver", "haproxy", "postgresql", "maven",
+                               "etcd-server", "patroni"))
     run = (ROOT / ".ci" / "run").read_text()
     assert "METASERVICE_REQUIRE_BROWSER=1" in run and "METASERVICE_REQUIRE_HAPROXY=1" in run
 

@@ -1,5 +1,6 @@
-"""Tests that need a tool (PostgreSQL, Chromium, haproxy, Spark 3.5, SeaweedFS) skip without it on a
-developer's machine and fail without it under CI, where ``.ci/run`` requires each."""
+"""Tests that need a tool (PostgreSQL, Chromium, haproxy, Spark 3.5, SeaweedFS, etcd and
+Patroni) skip without it on a developer's machine and fail without it under CI, where
+``.ci/run`` requires each."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 from tests.conftest import missing
 
 REQUIRED_BY = ["METASERVICE_REQUIRE_POSTGRES", "METASERVICE_REQUIRE_BROWSER",
-               "METASERVICE_REQUIRE_HAPROXY", "METASERVICE_REQUIRE_SPARK_JVM"]
+               "METASERVICE_REQUIRE_HAPROXY", "METASERVICE_REQUIRE_SPARK_JVM",
+               "METASERVICE_REQUIRE_PATRONI", "METASERVICE_REQUIRE_S3"]
 
 
 @pytest.mark.parametrize("variable", REQUIRED_BY)
@@ -65,3 +67,19 @@ def test_a_missing_seaweedfs_fails_when_required(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("METASERVICE_REQUIRE_S3", "1")
     with pytest.raises(pytest.fail.Exception, match="SeaweedFS"), started_seaweedfs(tmp_path):
         pass
+
+
+def test_a_missing_patroni_fails_when_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failover test looks for etcd and Patroni through ``missing_programs``: without them
+    it skips on a developer's machine and fails under ``METASERVICE_REQUIRE_PATRONI``."""
+    from tests.soak import test_patroni
+
+    monkeypatch.setattr(test_patroni, "missing_programs", lambda: ["etcd", "patroni"])
+    for name in ["CI", *REQUIRED_BY]:
+        monkeypatch.delenv(name, raising=False)
+    fixture = test_patroni.patroni.__wrapped__  # type: ignore[attr-defined]
+    with pytest.raises(pytest.skip.Exception, match="etcd, patroni"):
+        next(fixture(None))
+    monkeypatch.setenv("METASERVICE_REQUIRE_PATRONI", "1")
+    with pytest.raises(pytest.fail.Exception, match="etcd, patroni"):
+        next(fixture(None))

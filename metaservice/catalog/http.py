@@ -13,7 +13,7 @@ from fastapi import Header, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
@@ -28,6 +28,7 @@ from metaservice.catalog.errors import (
 from metaservice.catalog.site import CatalogSite
 from metaservice.catalog.tables import LoadedTable, NotModified, etag_matches
 from metaservice.context import ServiceContext
+from metaservice.db.engine import server_gone
 from metaservice.db.session import Database
 from metaservice.errors import MetaServiceError
 
@@ -53,7 +54,8 @@ def iceberg_error_response(exc: Exception) -> JSONResponse:
     if isinstance(exc, StarletteHTTPException):
         return JSONResponse(iceberg_body(exc.status_code, str(exc.detail)),
                             status_code=exc.status_code, headers=exc.headers)
-    if isinstance(exc, OperationalError):
+    if isinstance(exc, OperationalError) or (
+            isinstance(exc, DBAPIError) and (exc.connection_invalidated or server_gone(exc.orig))):
         logger.warning("database_error", extra={"error_class": type(exc.orig).__name__})
         return JSONResponse(iceberg_body(503, "the database is unavailable or busy; retry later"),
                             status_code=503, headers={"Retry-After": "1"})

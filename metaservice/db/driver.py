@@ -27,6 +27,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.selectable import SelectBase
 
+from metaservice.db.engine import server_gone
+
 RowT = TypeVar("RowT", bound=NamedTuple)
 
 _Process = Callable[[Any], Any]
@@ -138,7 +140,7 @@ def _as_sqlalchemy_error(connection: Connection, sql: str, args: Any, error: Any
     """The exception SQLAlchemy raises for ``error``, with a lost connection invalidated."""
     dialect = connection.dialect
     dbapi_connection = connection.connection.dbapi_connection
-    lost = dialect.is_disconnect(error, dbapi_connection, cursor)
+    lost = dialect.is_disconnect(error, dbapi_connection, cursor) or server_gone(error)
     if lost:
         connection.invalidate(error)
     return exc.DBAPIError.instance(sql, args, error, dialect.loaded_dbapi.Error,

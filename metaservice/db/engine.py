@@ -4,7 +4,9 @@ SQLite (embedded default): WAL journal, foreign keys on, ``synchronous=FULL`` so
 acknowledged write survives a power loss, a busy timeout, and transactions begun by us:
 write transactions use ``BEGIN IMMEDIATE`` so two writers queue on the database lock instead of
 failing when one upgrades a read lock. PostgreSQL: psycopg 3, READ COMMITTED, row locks where a
-rule needs them.
+rule needs them; a connection whose server went away or stopped taking writes (a primary shut
+down, or demoted to a standby by a failover manager such as Patroni) is invalidated with the
+pool, so the next request connects again, to whichever server now takes writes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,22 @@ WRITE = {"metaservice_write": True}
 
 class DatabaseURLError(ValueError):
     """The configured database URL cannot be used."""
+
+
+SERVER_GONE_SQLSTATES = frozenset({
+    "25006",  # read_only_sql_transaction: the server is a standby now (a demoted primary)
+    "57P01",  # admin_shutdown: terminated by a shutdown (a failover manager's demotion)
+    "57P02",  # crash_shutdown
+    "57P03",  # cannot_connect_now: starting, shutting down or in recovery
+})
+"""SQLSTATEs that say the connection's server no longer takes this service's writes: the
+connection is as good as lost (psycopg's own test, a closed or broken connection, misses a
+standby's refusal, whose connection is healthy)."""
+
+
+def server_gone(error: BaseException | None) -> bool:
+    """Whether a driver error means the server is gone or no longer the primary."""
+    return getattr(error, "sqlstate", None) in SERVER_GONE_SQLSTATES
 
 
 def is_sqlite(engine: Engine) -> bool:
@@ -45,7 +63,16 @@ def build_engine(url: str, *, sqlite_busy_timeout_ms: int = 30_000, **kwargs: An
         kwargs.setdefault("pool_size", 10)
         kwargs.setdefault("max_overflow", 20)
         kwargs.setdefault("pool_pre_ping", True)
-        return create_engine(url, **kwargs)
+        engine = create_engine(url, **kwargs)
+
+        @event.listens_for(engine, "handle_error")
+        def _server_gone(context: Any) -> None:
+            # a disconnect: SQLAlchemy invalidates this connection and every other one the
+            # pool holds (they all reach the same server), and the error is answered 503
+            if server_gone(context.original_exception):
+                context.is_disconnect = True
+
+        return engine
     raise DatabaseURLError(f"unsupported database backend {parsed.get_backend_name()!r}")
 
 
@@ -75,4 +102,5 @@ def _sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Engine:
     return engine
 
 
-__all__ = ["WRITE", "DatabaseURLError", "build_engine", "is_sqlite", "InvalidRequestError"]
+__all__ = ["WRITE", "DatabaseURLError", "build_engine", "is_sqlite", "server_gone",
+           "InvalidRequestError"]

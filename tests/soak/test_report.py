@@ -118,3 +118,32 @@ def test_a_saved_run_gives_the_same_report(tmp_path: Path) -> None:
     first, second = build(outcome), build(again)
     first.machine = second.machine = {}
     assert render(first) == render(second)
+
+
+def test_a_patroni_run_reports_each_failover_and_fails_on_a_cut_moving_back(
+        tmp_path: Path) -> None:
+    outcome = a_run(tmp_path)
+    outcome.config.patroni = True
+    FaultLog(tmp_path / "faults.jsonl").write(FaultRecord(
+        "leader_failover", "kill_leader", T0 + 21, T0 + 45, 21.0,
+        {"kind": "kill_leader", "old": "pg1", "new": "pg3", "elected_after": 14.0}))
+    outcome.faults_planned = [None, None, None]  # type: ignore[list-item]
+    # a 503 while failing over is the database's, as in a crash
+    write(tmp_path / "events" / "ingest_engine.jsonl", [
+        {"t": T0 + 30, "kind": "http_5xx", "method": "POST", "path": "/x", "status": 503}])
+    report = build(outcome)
+    assert report.passed, report.problems
+    failover = next(f for f in report.faults if f.record.kind == "leader_failover")
+    # counted from the fault, found once the new leader was named (T0 + 35): the join's commit
+    # at T0 + 40
+    assert failover.recovery_seconds == 19
+    text = render(report)
+    assert "--patroni" in text and "Patroni cluster" in text
+    assert "| 3 | 21 s | kill_leader | pg1 | pg3 | 14.0 s | 19.0 s |" in text
+    assert "| strong cuts moving backwards | 0 " in text
+    update_doc(tmp_path / "reliability.md", report)
+    assert "<!-- soak:patroni -->" in (tmp_path / "reliability.md").read_text()
+
+    outcome.strong_backwards = [{"t": T0 + 50, "table": "lake.soak.orders", "barrier": 100,
+                                 "after": 200}]
+    assert "1 strong cuts moved backwards" in build(outcome).problems
