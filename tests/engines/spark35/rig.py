@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
 JAR_DIRECTORY = ROOT / ".cache" / "jars" / "spark35"
+JARS = (sorted(JAR_DIRECTORY.glob("*.jar"))
+        or [JAR_DIRECTORY / "iceberg-spark-runtime-3.5_2.12.jar"])  # missing: named in the error
 """Apache Iceberg's Spark 3.5 runtime, fetched by Maven (engines/fetch-jars.sh spark35)."""
 
 
@@ -44,15 +46,14 @@ class SparkDriver:
     def __init__(self, log: Path, *, packages: str | None = None) -> None:
         """``packages``: Maven coordinates Spark fetches itself (``spark.jars.packages``)
         instead of the jars ``install.sh`` put in place."""
-        jars = sorted(JAR_DIRECTORY.glob("*.jar"))
-        for path in (PYTHON, *(jars or [JAR_DIRECTORY / "iceberg-spark-runtime-3.5_2.12.jar"])):
+        for path in (PYTHON, *JARS):
             if not path.exists():
                 unavailable(f"{path} is missing")
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(PYTHON)}
         env.pop("PYTHONPATH", None)
         env.pop("SPARK_HOME", None)
         self._log = log.open("w")
-        classpath = ["--packages", packages] if packages else [str(jar) for jar in jars]
+        classpath = ["--packages", packages] if packages else [str(jar) for jar in JARS]
         self._process = subprocess.Popen(
             [str(PYTHON), str(HERE / "driver.py"), *classpath], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
