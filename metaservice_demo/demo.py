@@ -954,9 +954,9 @@ def _wait_for_sinks(console: Console, client: Any, jobs: Jobs, barrier: int | No
         jobs.check()
         if time.monotonic() >= next_line:
             next_line += PROGRESS_EVERY
-            behind = [f"{job} at {clock(seen[job]) if seen[job] is not None else 'nothing yet'}"
-                      for job in SINKS if seen[job] is None or (barrier is not None
-                                                                and seen[job] < barrier)]
+            behind = [f"{job} at {clock(at) if at is not None else 'nothing yet'}"
+                      for job, at in seen.items()
+                      if at is None or (barrier is not None and at < barrier)]
             console.say("catch-up", f"… to barrier {clock(barrier)}: " + ", ".join(behind)
                         + f" ({time.monotonic() - started:.0f} s)")
         for job, table in SINKS.items():

@@ -139,30 +139,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         started.remove()  # type: ignore[attr-defined]
 
 
-# -- running in parallel: pytest -n auto --dist loadgroup -------------------------------------
-# pytest-xdist spreads the tests over workers (databases, ports and directories are per test
-# session or per test already). The tests that load the machine or time what they start run in
-# one group, "heavy", one after another on one worker (xdist gives the largest group out first),
-# while the other workers take the rest: every test with a Spark of its own (a SparkSession per
-# worker process, Spark 3.5's, a standalone cluster), and the tests that start server
-# processes, PostgreSQL clusters or haproxy and time them, or race threads (the soak, the
-# replicas, the races). Two of them at once starved each other on a 2-core machine.
-def _heavy(item: pytest.Item) -> bool:
-    fixtures = getattr(item, "fixturenames", ())
-    return (any(item.get_closest_marker(name) for name in ("spark", "spark_jvm"))
-            or "spark" in fixtures or "two_servers" in fixtures
-            or item.path.parent.name == "soak"
-            or "race" in item.path.name or item.path.name == "test_replicas.py")
+# -- running in parallel: pytest -n auto --dist loadfile --------------------------------------
+# pytest-xdist spreads the tests over workers file by file (the largest files first): a file's
+# tests run on one worker, so a module's costly fixture (the demo's run, a Spark session, a
+# cluster) starts once. Databases, ports and directories are per test session or per test.
+# (pytest-xdist's named groups, --dist loadgroup, are not in force under pytest 9.2: they
+# rename node ids through an attribute pytest 9.2 no longer reads.)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if (any(item.get_closest_marker(name) for name in SLOW_MARKERS)
                 or any(name in getattr(item, "fixturenames", ()) for name in SLOW_FIXTURES)):
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("xdist_group") is None and _heavy(item):
-            item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

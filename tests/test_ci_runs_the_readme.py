@@ -29,9 +29,9 @@ def _pytest_step(steps: list[str]) -> int:
 
 
 def test_the_readme_test_command_runs_the_suite_in_parallel() -> None:
-    """pytest-xdist, one worker per core, the serial groups of tests/conftest.py kept."""
+    """pytest-xdist, one worker per core, a file's tests on one worker (tests/conftest.py)."""
     steps = [step.strip() for step in _readme_commands()[1].split("&&")]
-    assert steps[_pytest_step(steps)].split()[3:] == ["-n", "auto", "--dist", "loadgroup"]
+    assert steps[_pytest_step(steps)].split()[3:] == ["-n", "auto", "--dist", "loadfile"]
 
 
 def test_the_readme_test_command_installs_the_browser_and_haproxy() -> None:

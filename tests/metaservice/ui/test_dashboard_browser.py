@@ -421,7 +421,8 @@ def test_a_held_strong_cut_names_the_job_and_table_holding_it(
     badges = browser.execute_script(
         "return Object.fromEntries([...document.querySelectorAll('#tables tbody tr')]"
         ".map(r => [r.dataset.table, r.querySelector('.held')?.textContent ?? null]));")
-    held = "strong cut held by job B (lake.db.t2) for 5.0 min at barrier 2026-11-18 11:06:41Z"
+    held = ("strong cut held by job B (lake.db.t2) for 5.0 min at barrier "
+            "2026-11-18 11:06:41.000 UTC")
     assert badges == {"lake.db.r": held, "lake.db.t1": held, "lake.db.t2": held}
 
     browser.find_element("css selector", "#tables tr[data-table='lake.db.t1']").click()
