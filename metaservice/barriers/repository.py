@@ -32,6 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from metaservice.core.protocol import CommitChecks, RecordedBarrier
 from metaservice.db import locks
 from metaservice.db.driver import DriverStatement
 from metaservice.db.engine import on_postgres
@@ -144,25 +145,6 @@ class LockedTable:
     latest_snapshot_id: int | None
     writer_job: str | None
     catching_up: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedBarrier:
-    """A barrier row already recorded at the barrier a commit asks for."""
-
-    snapshot_id: int
-    rolled_back: bool
-    writer_job: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class CommitChecks:
-    """What a commit must check in the barrier history, read in one statement under the lock."""
-
-    fence_plan: str | None  # the rollback plan fencing the table
-    existing: RecordedBarrier | None  # the row at the barrier
-    snapshot_barrier: int | None  # the newest barrier the snapshot already completes
-    expiration_approved: bool = False  # the snapshot is approved for expiration (or expired)
 
 
 class _PeekRow(NamedTuple):

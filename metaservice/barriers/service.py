@@ -1,5 +1,6 @@
-"""The rules of the barrier protocol (docs/contract.md#barriers-only-move-forward,
-docs/contract.md#only-handed-barriers-only-own-sinks, docs/contract.md#the-barrier-protocol).
+"""The barrier protocol's requests (docs/contract.md#the-barrier-protocol): each reads the state
+under its locks, asks the rulebook (``core/protocol.py``: every refusal and decision), and writes
+what it decided.
 
 Locks are taken through ``db/locks.py``, in its order: topology → job → tables (by id). Races
 are resolved by those locks (row locks on PostgreSQL, the write lock on SQLite) and by a
@@ -17,15 +18,16 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from metaservice import errors
-from metaservice.barriers import admission
 from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
+from metaservice.core import protocol
 from metaservice.core.cuts import tables_not_exact
 from metaservice.core.delay_formulas import hop_latency
 from metaservice.core.exactness import Exactness
 from metaservice.core.positions import Position, wall_clock_barrier
 from metaservice.core.protocol import (
     OtherJob,
+    SinkCommit,
     choose_barrier,
     earliest_barrier,
     jobs_ahead,
@@ -86,61 +88,12 @@ def _lock_table_for_commit(session: Session, ctx: ServiceContext, name: TableNam
     return barriers_repo.lock_table(session, table_id, str(name))
 
 
-def record_completed_barrier(session: Session, ctx: ServiceContext,
-                             table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks,
-                             *, barrier: int, snapshot_id: int, writer_job: str | None,
-                             writer_run: int | None) -> bool:
-    """Record that ``snapshot_id`` of ``table`` (locked) completes ``barrier``; ``checks`` were
-    read under the lock for this barrier and snapshot.
-
-    Returns whether the row is new: an exact repeat records nothing (idempotent). Raises
-    BarrierRegressionError for anything else at or below ``latest(T)``, and for a snapshot
-    already recorded at an earlier barrier unless it is the latest one (a heartbeat).
-    """
-    if not admit_completed_barrier(table, checks, barrier=barrier, snapshot_id=snapshot_id):
-        return False
-    write_completed_barrier(session, ctx, table, checks, barrier=barrier,
-                            snapshot_id=snapshot_id, writer_job=writer_job, writer_run=writer_run)
-    return True
-
-
-def admit_completed_barrier(table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks,
-                            *, barrier: int, snapshot_id: int) -> bool:
-    """The rules of :func:`record_completed_barrier`, writing nothing: raises its refusals,
-    returns False for an exact repeat (nothing to record) and True for a new row."""
-    admission.refuse_expired_snapshot(table, checks, snapshot_id)
-    name = table.name
-    existing = checks.existing
-    if existing is not None and not existing.rolled_back:
-        if existing.snapshot_id == snapshot_id:
-            return False
-        raise errors.BarrierRegressionError(
-            f"barrier {barrier} of {name} is already completed by snapshot "
-            f"{existing.snapshot_id}",
-            table=name, barrier=barrier, snapshot_id=existing.snapshot_id,
-            latest=table.latest_barrier,
-        )
-    if table.latest_barrier is not None and barrier <= table.latest_barrier:
-        raise errors.BarrierRegressionError(
-            f"barrier {barrier} is not after latest({name}) = {table.latest_barrier}",
-            table=name, barrier=barrier, latest=table.latest_barrier,
-        )
-    if snapshot_id != table.latest_snapshot_id and checks.snapshot_barrier is not None:
-        raise errors.BarrierRegressionError(
-            f"snapshot {snapshot_id} of {name} already completes barrier "
-            f"{checks.snapshot_barrier}; only the latest snapshot may complete a newer barrier "
-            "(a heartbeat)",
-            table=name, barrier=barrier, snapshot_id=snapshot_id,
-            recorded_barrier=checks.snapshot_barrier,
-        )
-    return True
-
-
 def write_completed_barrier(session: Session, ctx: ServiceContext,
                             table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks,
                             *, barrier: int, snapshot_id: int, writer_job: str | None,
                             writer_run: int | None) -> None:
-    """Write the barrier row :func:`admit_completed_barrier` admitted and move ``latest(T)``."""
+    """Write the barrier row the rulebook admitted (:func:`protocol.admit_completed_barrier`)
+    and move ``latest(T)``."""
     name = table.name
     now = ctx.clock.now_ms()
     # A rolled-back barrier is completed again after a rollback: the row is reused.
@@ -161,12 +114,18 @@ def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> i
     return wall_clock_barrier(ctx.clock.now_ms(), table.latest_barrier)
 
 
+def refuse_barrier_in_future(ctx: ServiceContext, barrier: int | str | None) -> None:
+    """The rulebook's ``refuse_barrier_in_future`` at the server's clock and setting."""
+    protocol.refuse_barrier_in_future(barrier, now_ms=ctx.clock.now_ms(),
+                                      max_ahead_seconds=ctx.settings.max_barrier_ahead_seconds)
+
+
 def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snapshot_id: int,
                 barrier: int | None, via_catalog: bool = False) -> Completed:
     """A root snapshot reported by ingestion that is not a registered job
     (docs/contract.md#root-reports). For a table the built-in catalog holds, its commits report
     (``via_catalog``); anyone else may only report its latest snapshot again (a heartbeat)."""
-    admission.refuse_barrier_in_future(ctx, barrier)
+    refuse_barrier_in_future(ctx, barrier)
     table_id = _find_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
     table = _lock_table_for_commit(session, ctx, name, table_id)
     assert table is not None
@@ -200,26 +159,15 @@ def _admit_root_report(session: Session, ctx: ServiceContext, table: barriers_re
                        *, snapshot_id: int, barrier: int | None,
                        held_by_catalog: Callable[[], bool],
                        checks: barriers_repo.CommitChecks | None = None) -> _AdmittedRootReport:
-    """Every rule of a root report, under the table's lock, writing nothing: raises the
-    refusal, or says what to record. ``held_by_catalog`` is asked only for a snapshot that is
-    not the latest (a heartbeat may always be sent); ``checks``, when given, were read for this
-    barrier (assigned: :func:`assigned_barrier`) and snapshot under the lock."""
-    if snapshot_id != table.latest_snapshot_id and held_by_catalog():
-        raise errors.HeldByCatalogError(
-            f"{table.name} is a table of the built-in catalog: its commits record its barriers, "
-            f"and a report may only repeat its latest snapshot {table.latest_snapshot_id} "
-            "(a heartbeat)", table=table.name, snapshot_id=snapshot_id)
-    if table.writer_job is not None:
-        raise errors.TableHasWriterError(
-            f"{table.name} is written by running job {table.writer_job!r}; it reports its own "
-            "commits", table=table.name, writer=table.writer_job,
-        )
+    """A root report, under the table's lock, checked by the rulebook, writing nothing: raises
+    the refusal, or says what to record. ``checks``, when given, were read for this barrier
+    (assigned: :func:`assigned_barrier`) and snapshot under the lock."""
     if barrier is None:
         barrier = assigned_barrier(ctx, table)
     if checks is None:
         checks = barriers_repo.commit_checks(session, table.id, barrier, snapshot_id)
-    _refuse_fenced(table, checks)
-    new = admit_completed_barrier(table, checks, barrier=barrier, snapshot_id=snapshot_id)
+    new = protocol.admit_root_report(table, checks, barrier=barrier, snapshot_id=snapshot_id,
+                                     held_by_catalog=held_by_catalog)
     return _AdmittedRootReport(barrier, snapshot_id, checks, new)
 
 
@@ -252,7 +200,7 @@ def report_roots_together(session: Session, ctx: ServiceContext,
     admitted_names: set[TableName] = set()
     for index, report in enumerate(reports):
         try:
-            admission.refuse_barrier_in_future(ctx, report.barrier)
+            refuse_barrier_in_future(ctx, report.barrier)
         except errors.MetaServiceError as refused:
             outcomes[index] = refused
             continue
@@ -309,14 +257,6 @@ def _record_root_reports(session: Session, ctx: ServiceContext,
         outcomes[index] = Completed(table.name, a.barrier, a.snapshot_id)
 
 
-def _refuse_fenced(table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks) -> None:
-    if checks.fence_plan is not None:
-        raise errors.RollbackInProgressError(
-            f"{table.name} is being rolled back (plan {checks.fence_plan}); "
-            "retry once the plan is completed",
-            table=table.name, plan=checks.fence_plan, retry_after_ms=1000)
-
-
 # -- positions: start and next ---------------------------------------------------------------
 
 
@@ -366,13 +306,9 @@ def _pin(session: Session, ctx: ServiceContext, job: Job, sources: list[Source],
         if r.previous is not None:
             previous[names[r.table_id]] = {"barrier": r.previous[0],
                                            "snapshot_id": r.previous[1]}
-    # The changes since an approved ``previous`` cannot be read any more (it is protected while
-    # it is the job's last committed barrier, so only a client that claims a later ``after``
-    # than the service recorded gets here).
-    expired_previous = [{"table": names[r.table_id], "snapshot_id": r.previous[1]}
-                        for r in reads if r.previous is not None and r.previous_approved]
-    if expired_previous:
-        handout.raise_expired(expired_previous)
+    protocol.refuse_expired_previous([{"table": names[r.table_id], "snapshot_id": r.previous[1]}
+                                      for r in reads
+                                      if r.previous is not None and r.previous_approved])
     if any(r.approved for r in reads):  # a newer barrier is complete once the sources move on
         return Position("wait", retry_after_ms=ctx.settings.wait_retry_after_ms,
                         reason=handout.SNAPSHOT_EXPIRED)
@@ -438,7 +374,7 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
     starts as ``latest``: the aligned barrier with no previous one, a full step. No barrier at
     or below a sink's latest is ever handed out: the job resumes after it instead.
     """
-    admission.refuse_barrier_in_future(ctx, start_from)
+    refuse_barrier_in_future(ctx, start_from)
     edges = barriers_repo.job_edges(session, job.name)
     sources = edges.sources
     if not sources:
@@ -487,25 +423,14 @@ def _earliest(session: Session, sources: list[Source], exactness: Exactness) -> 
 def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Source],
               exactness: Exactness, barrier: int) -> Position:
     """``from: <barrier>``: that barrier, complete and exact in every source, or an error."""
-    behind = sorted(s.qualified_name for s in sources
-                    if s.latest_barrier is None or s.latest_barrier < barrier)
-    if behind:
-        raise errors.BarrierNotCompleteError(
-            f"barrier {barrier} is not complete in {', '.join(behind)}", barrier=barrier,
-            tables=behind)
-    not_exact = tables_not_exact(exactness, [s.qualified_name for s in sources], barrier)
-    if not_exact:
-        raise errors.BarrierNotExactError(
-            f"{', '.join(not_exact)} not exact at barrier {barrier}", barrier=barrier,
-            tables=list(not_exact),
-            nearest={n: {"below": b, "above": a} for n, (b, a) in not_exact.items()})
+    names = [s.qualified_name for s in sources]
+    protocol.refuse_start_at(
+        barrier, behind=sorted(s.qualified_name for s in sources
+                               if s.latest_barrier is None or s.latest_barrier < barrier),
+        not_exact=tables_not_exact(exactness, names, barrier))
     position = _pin(session, ctx, job, sources, barrier, None)
-    if position.reason == handout.SNAPSHOT_EXPIRED:
-        raise errors.SnapshotExpiredError(
-            f"a source snapshot at barrier {barrier} is approved for expiration", barrier=barrier)
-    if position.action != "process":
-        raise errors.NoVersionError(f"some source has no snapshot at or before barrier {barrier}",
-                                    barrier=barrier)
+    protocol.refuse_unpinned_start(barrier, action=position.action,
+                                   expired=position.reason == handout.SNAPSHOT_EXPIRED)
     return position
 
 
@@ -519,17 +444,9 @@ def _decide(session: Session, ctx: ServiceContext, job: Job, sources: list[Sourc
     return _pin(session, ctx, job, sources, barrier, after)
 
 
-def _refuse_not_running(name: str, job: Job | None) -> None:
-    if job is None:
-        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
-    if job.state != "running":
-        raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
-                                        job=name, state=job.state)
-
-
 def _running_job(session: Session, name: str) -> JobRow:
     job = jobs_repo.get_job(session, name, for_update=True)
-    _refuse_not_running(name, job)
+    protocol.refuse_not_running(name, job)
     assert job is not None
     return job
 
@@ -539,7 +456,7 @@ def next_barrier(session: Session, ctx: ServiceContext, name: str, after: int | 
     if session.new or session.dirty:  # a start's changes, before the statements below
         session.flush()
     job = barriers_repo.lock_job_state(session, name)
-    _refuse_not_running(name, job)
+    protocol.refuse_not_running(name, job)
     assert job is not None
     if job.pin_invalidated_reason is not None and job.pinned_barrier is not None:
         return _hand_out_invalidation(session, ctx, name)
@@ -584,68 +501,42 @@ def _clear_pin(job: JobRow) -> None:
 def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableName, *,
            barrier: int | None, snapshot_id: int, via_catalog: bool = False) -> Completed:
     """docs/contract.md#commit: a job reports that ``snapshot_id`` of its sink completes its pinned
-    barrier."""
-    admission.refuse_barrier_in_future(ctx, barrier)
+    barrier. Read under the locks, ask the rulebook (``protocol.admit_sink_commit``), write."""
+    refuse_barrier_in_future(ctx, barrier)
     table_id = _find_table_for_commit(session, table_name, create=False,
                                       now_ms=ctx.clock.now_ms())
     job = jobs_repo.get_job(session, name, for_update=True)
-    if job is None:
-        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
-    table = _lock_table_for_commit(session, ctx, table_name, table_id)
-    edges = jobs_repo.edge_rows(session, name)
+    found = job is not None
+    table = _lock_table_for_commit(session, ctx, table_name, table_id) if found else None
+    edges = jobs_repo.edge_rows(session, name) if found else []
     sinks = [t for role, t in edges if role == "sink"]
     has_sources = any(role == "source" for role, _ in edges)
-    if table is None:
-        raise errors.UnknownTableError.among([str(table_name)],
-                                             tables_repo.qualified_names(session))
-    if table.id not in {t.id for t in sinks}:
-        raise errors.NotASinkError(f"{table_name} is not a sink of job {name!r}",
-                                   job=name, table=str(table_name))
-    # A job without sources lets the service assign the barrier, as for a root report.
-    target = barrier if barrier is not None or has_sources else assigned_barrier(ctx, table)
-    checks = barriers_repo.commit_checks(session, table.id, -1 if target is None else target,
-                                         snapshot_id)
-    existing = checks.existing if barrier is not None else None
-    if (existing is not None and not existing.rolled_back
-            and existing.snapshot_id == snapshot_id and existing.writer_job == name):
-        # An exact repeat: a report retried, or the replay of a restarted run that found its
-        # Iceberg commit. It answers as the first did and counts for the pinned barrier.
+    is_sink = table is not None and table.id in {t.id for t in sinks}
+    target, checks = None, None
+    if is_sink:
+        assert table is not None
+        # A job without sources lets the service assign the barrier, as for a root report.
+        target = barrier if barrier is not None or has_sources else assigned_barrier(ctx, table)
+        checks = barriers_repo.commit_checks(session, table.id,
+                                             -1 if target is None else target, snapshot_id)
+    verdict = protocol.admit_sink_commit(
+        SinkCommit(job_name=name, job=job, table_name=str(table_name), table=table,
+                   is_sink=is_sink, has_sources=has_sources, barrier=barrier, target=target,
+                   snapshot_id=snapshot_id, checks=checks, via_catalog=via_catalog),
+        table_names=lambda: tables_repo.qualified_names(session),
+        held_by_catalog=lambda: barriers_repo.held_by_catalog(session, table_name,
+                                                              ctx.settings.catalog_name))
+    assert job is not None and table is not None and checks is not None and target is not None
+    if verdict == "own_repeat":
+        # It answers as the first did and counts for the pinned barrier.
         if (job.state == "running" and has_sources and job.pinned_barrier == barrier
                 and job.pin_invalidated_reason is None):
-            _finish_if_all_sinks_committed(session, ctx, job, sinks, barrier)  # type: ignore[arg-type]
-        return Completed(str(table_name), barrier, snapshot_id)  # type: ignore[arg-type]
-    if job.state != "running":
-        raise errors.JobNotRunningError(f"job {name!r} is {job.state}, not running",
-                                        job=name, state=job.state)
-    if not via_catalog and barriers_repo.held_by_catalog(session, table_name,
-                                                         ctx.settings.catalog_name):
-        raise errors.HeldByCatalogError(
-            f"{table_name} is a table of the built-in catalog: its commit through the catalog "
-            "records the barrier, and POST /commit only confirms one recorded so",
-            table=str(table_name), snapshot_id=snapshot_id)
-    _refuse_fenced(table, checks)
-    if job.pin_invalidated_reason is not None and barrier in (None, job.pinned_barrier):
-        raise errors.BarrierRolledBackError(
-            f"barrier {job.pinned_barrier} of job {name!r} was invalidated: "
-            f"{job.pin_invalidated_reason}; ask for the next barrier",
-            job=name, barrier=job.pinned_barrier, reason=job.pin_invalidated_reason)
-    if has_sources:
-        if barrier is None:
-            raise errors.InvalidRequestError("barrier is required for a job with sources",
-                                             job=name)
-        if table.latest_barrier is not None and barrier <= table.latest_barrier:
-            raise errors.BarrierRegressionError(
-                f"barrier {barrier} is not after latest({table_name}) = {table.latest_barrier}",
-                table=str(table_name), barrier=barrier, latest=table.latest_barrier)
-        if job.pinned_barrier != barrier:
-            raise errors.UnknownBarrierError(
-                f"barrier {barrier} was not handed to job {name!r}",
-                job=name, barrier=barrier, pinned=job.pinned_barrier)
-    assert target is not None
-    record_completed_barrier(session, ctx, table, checks, barrier=target,
-                             snapshot_id=snapshot_id, writer_job=name, writer_run=job.run)
-    now = ctx.clock.now_ms()
-    job.updated_at = now
+            _finish_if_all_sinks_committed(session, ctx, job, sinks, target)
+        return Completed(str(table_name), target, snapshot_id)
+    if verdict == "new":
+        write_completed_barrier(session, ctx, table, checks, barrier=target,
+                                snapshot_id=snapshot_id, writer_job=name, writer_run=job.run)
+    job.updated_at = ctx.clock.now_ms()
     if has_sources:
         _finish_if_all_sinks_committed(session, ctx, job, sinks, target)
     else:
@@ -681,18 +572,17 @@ def abort(session: Session, ctx: ServiceContext, name: str, barrier: int,
     """docs/contract.md#abort: the attempt is recorded and the barrier will be handed out again."""
     job = _running_job(session, name)
     progress = barriers_repo.progress(session, name, job.run, barrier)
-    if job.pinned_barrier == barrier:
-        lineage_emission.barrier_failed(session, ctx, job, reason)
-        _clear_pin(job)
-        job.updated_at = ctx.clock.now_ms()
-        if progress is not None:
-            progress.state, progress.last_abort_reason = "aborted", reason[:500]
-        logger.info("barrier_aborted", extra={"job": name, "barrier": barrier})
-        return AbortResult(name, barrier, progress.attempts if progress else 1)
-    if progress is not None and progress.state in ("aborted", "invalidated"):
+    if protocol.admit_abort(name, job, barrier,
+                            None if progress is None else progress.state) == "already":
+        assert progress is not None
         return AbortResult(name, barrier, progress.attempts)
-    raise errors.UnknownBarrierError(f"barrier {barrier} is not held by job {name!r}",
-                                     job=name, barrier=barrier, pinned=job.pinned_barrier)
+    lineage_emission.barrier_failed(session, ctx, job, reason)
+    _clear_pin(job)
+    job.updated_at = ctx.clock.now_ms()
+    if progress is not None:
+        progress.state, progress.last_abort_reason = "aborted", reason[:500]
+    logger.info("barrier_aborted", extra={"job": name, "barrier": barrier})
+    return AbortResult(name, barrier, progress.attempts if progress else 1)
 
 
 # -- history ----------------------------------------------------------------------------------
@@ -727,8 +617,7 @@ class BarrierProgress:
 def job_progress(session: Session, job: str, *, before: int | None,
                  limit: int) -> list[BarrierProgress]:
     """A page of the job's progress records, newest barrier first."""
-    if jobs_repo.get_job(session, job) is None:
-        raise errors.UnknownJobError(f"unknown job {job!r}", job=job)
+    protocol.refuse_unknown_job(job, jobs_repo.get_job(session, job))
     records = barriers_repo.progress_history(session, job, limit=limit, before=before)
     commits = barriers_repo.sink_commits(session, job, {r.barrier for r in records})
     return [BarrierProgress(

@@ -10,11 +10,11 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from metaservice import errors
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal, ensure_may_act_on_job
 from metaservice.barriers import repository as barriers_repo
 from metaservice.barriers.service import next_barrier, pinned_position, start_position
 from metaservice.context import ServiceContext
+from metaservice.core import protocol
 from metaservice.core.graph import JobEdges, Topology
 from metaservice.core.positions import Position
 from metaservice.db import locks
@@ -59,8 +59,8 @@ def _is_forgotten(job: JobRow, ctx: ServiceContext) -> bool:
 
 def get(session: Session, ctx: ServiceContext, name: str) -> JobView:
     job = jobs_repo.get_job(session, name)
-    if job is None or _is_forgotten(job, ctx):
-        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    protocol.refuse_unknown_job(name, None if job is None or _is_forgotten(job, ctx) else job)
+    assert job is not None
     return _view(session, job)
 
 
@@ -110,26 +110,16 @@ def register(session: Session, ctx: ServiceContext, name: str, role: Role, table
         if job.state == "planned":
             job.updated_at = now
         return JobView(job, edges["source"], edges["sink"])
-    if job.state == "running":
-        raise errors.JobNotPlannedError(
-            f"job {name!r} is running: register its sources and sinks before it starts",
-            job=name, state=job.state)
+    protocol.refuse_edge_of_running_job(name, job.state)
     sources = {str(t) for t in edges["source"]}
     sinks = {str(t) for t in edges["sink"]}
     (sources if role == "source" else sinks).add(str(table))
-    _refuse_cycle(load_running_topology(session).with_job(
-        JobEdges(name, frozenset(sources), frozenset(sinks))))
+    protocol.refuse_cycle(load_running_topology(session).with_job(
+        JobEdges(name, frozenset(sources), frozenset(sinks))).find_cycle())
     jobs_repo.add_edge(session, name, row.id, role)
     job.updated_at = now
     logger.info("job_registered", extra={"job": name, "role": role, "table": str(table)})
     return _view(session, job)
-
-
-def _refuse_cycle(topology) -> None:  # type: ignore[no-untyped-def]
-    cycle = topology.find_cycle()
-    if cycle is not None:
-        raise errors.CycleError("the topology would contain a cycle: " + " -> ".join(cycle),
-                                path=cycle)
 
 
 @dataclass
@@ -145,8 +135,8 @@ def start(session: Session, ctx: ServiceContext, name: str,
     locks.change_topology(session)
     _forget_expired(session, ctx)
     job = jobs_repo.get_job(session, name, for_update=True)
-    if job is None:
-        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    protocol.refuse_unknown_job(name, job)
+    assert job is not None
     ensure_may_act_on_job(principal, name, job.owner)
     if job.state == "running":
         view = _view(session, job)
@@ -159,10 +149,7 @@ def start(session: Session, ctx: ServiceContext, name: str,
             # An explicit barrier is pinned as asked (a streaming sink replaying a batch).
             return Started(view, next_barrier(session, ctx, name, None))
         return Started(view, start_position(session, ctx, job, start_from))
-    if job.state == "terminated":
-        raise errors.JobNotPlannedError(
-            f"job {name!r} has terminated: register it again to plan a new run",
-            job=name, state=job.state)
+    protocol.refuse_start_of_terminated(name, job.state)
     edges = jobs_repo.edge_rows(session, name)
     sink_rows = [t for role, t in edges if role == "sink"]
     before = load_running_topology(session)
@@ -175,12 +162,8 @@ def start(session: Session, ctx: ServiceContext, name: str,
     # Its sinks and the tables whose flags the change recomputes, locked in one go (by id).
     _lock_tables(session, {t.qualified_name for t in sink_rows}
                  | tables_to_refresh(before, after, job_edges.sources | job_edges.sinks))
-    for row in sorted(sink_rows, key=lambda t: t.qualified_name):
-        if row.writer_job is not None and row.writer_job != name:
-            raise errors.TableHasWriterError(
-                f"{row.qualified_name} is already written by running job {row.writer_job!r}",
-                table=row.qualified_name, writer=row.writer_job)
-    _refuse_cycle(after)
+    protocol.refuse_sink_of_another_job(name, {t.qualified_name: t.writer_job for t in sink_rows})
+    protocol.refuse_cycle(after.find_cycle())
     now = ctx.clock.now_ms()
     for row in sink_rows:
         row.writer_job = name
@@ -203,8 +186,8 @@ def unregister(session: Session, ctx: ServiceContext, name: str,
     """The job terminates: its edges leave the topology, its history stays. Idempotent."""
     locks.change_topology(session)
     job = jobs_repo.get_job(session, name, for_update=True)
-    if job is None or _is_forgotten(job, ctx):
-        raise errors.UnknownJobError(f"unknown job {name!r}", job=name)
+    protocol.refuse_unknown_job(name, None if job is None or _is_forgotten(job, ctx) else job)
+    assert job is not None
     ensure_may_act_on_job(principal, name, job.owner)
     if job.state == "terminated":
         return _view(session, job)

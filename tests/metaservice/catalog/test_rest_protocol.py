@@ -25,6 +25,7 @@ from tests.conftest import ServerThread
 from tests.metaservice.catalog.conftest import rest_catalog
 from tests.metaservice.catalog.test_pyiceberg import SCHEMA, barriers, rows
 from tests.metaservice.jobs.test_jobs import plan
+from tests.metaservice.test_errors import assert_error
 
 TABLES = "/iceberg/v1/namespaces/db/tables"
 
@@ -280,3 +281,20 @@ def test_a_schema_beyond_the_body_limit_is_refused_and_creates_nothing(
         "name": "huge", "schema": {"type": "struct", "schema-id": 0, "fields": fields}})
     assert response.status_code == 413, response.text[:300]
     assert not catalog.table_exists("db.huge")
+
+
+def test_a_catalog_table_records_its_barriers_with_its_commits_only(
+        client: httpx.Client, two_tables: RestCatalog) -> None:
+    """``held_by_catalog``: a root report of another snapshot, or a job's ``POST /commit`` of a
+    snapshot the catalog did not record, is refused; a heartbeat of the latest is not."""
+    latest = _table(client, "a")["metadata"]["current-snapshot-id"]
+    report = client.post("/tables/lake/db/a/barriers", json={"snapshot_id": latest + 1})
+    assert_error(report, 409, "held_by_catalog")
+    assert client.post("/tables/lake/db/a/barriers",
+                       json={"snapshot_id": latest}).status_code == 200
+    for role, table in (("source", "b"), ("sink", "a")):
+        assert client.post(f"/register/{role}/ingest/lake/db/{table}").status_code == 200
+    client.post("/jobs/ingest/start", json={"from": "latest"})
+    committed = client.post("/commit/ingest/lake/db/a",
+                            json={"snapshot_id": latest + 2, "barrier": None})
+    assert_error(committed, 409, "held_by_catalog")

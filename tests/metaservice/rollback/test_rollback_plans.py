@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from metaservice.db.models import ExpirationRow, SnapshotExpirationRow, TableRow
 from metaservice.db.session import Database
+from tests.metaservice.test_errors import assert_error
 
 SNAP = {"a": 100, "b": 200, "c": 300, "d": 400}
 
@@ -24,12 +25,6 @@ SNAP = {"a": 100, "b": 200, "c": 300, "d": 400}
 def _ok(response: httpx.Response, status: int = 200) -> dict:
     assert response.status_code == status, response.text
     return response.json()
-
-
-def _error(response: httpx.Response, status: int, code: str) -> dict:
-    assert response.status_code == status, response.text
-    assert response.json()["error"]["code"] == code, response.text
-    return response.json()["error"]
 
 
 def root(client: httpx.Client, barrier: int, snapshot: int | None = None) -> httpx.Response:
@@ -139,7 +134,7 @@ def test_apply_takes_the_barriers_back_everywhere(client: httpx.Client) -> None:
             "table": f"lake.db.{table}", "consistency": "strong", "barrier": 20,
             "snapshot_id": snapshot, "snapshot_barrier": 20}
         assert _ok(client.get(f"/version/weak/lake/db/{table}"))["barrier"] == 20
-    _error(client.post("/versions", json={"tables": ["lake.db.a"], "barrier": 30}),
+    assert_error(client.post("/versions", json={"tables": ["lake.db.a"], "barrier": 30}),
            409, "barrier_not_complete")
     history = _ok(client.get("/tables/lake/db/b/barriers"))
     assert history["latest_barrier"] == 20
@@ -148,8 +143,8 @@ def test_apply_takes_the_barriers_back_everywhere(client: httpx.Client) -> None:
 
     # While the plan is applied the tables are fenced: nothing is written, jobs are told to
     # abort, then wait.
-    _error(root(client, 50), 409, "rollback_in_progress")
-    _error(commit(client, "j2", "c", 40), 409, "rollback_in_progress")
+    assert_error(root(client, 50), 409, "rollback_in_progress")
+    assert_error(commit(client, "j2", "c", 40), 409, "rollback_in_progress")
     assert next_(client, "j1", 40) == {
         "action": "abort", "barrier": 40, "restart_after": 20,
         "reason": f"rolled back: lake.db.a revised at barrier 20 (plan {plan['id']})"}
@@ -189,7 +184,7 @@ def test_a_full_rollback_applies_too_and_the_expired_target_is_never_answered(
     assert applied["mode"] == "full" and applied["state"] == "applied"
     for table, snapshot in (("a", 102), ("b", 202), ("d", 402)):
         assert _ok(client.get(f"/version/weak/lake/db/{table}"))["snapshot_id"] == snapshot
-    _error(client.get("/version/weak/lake/db/c"), 410, "snapshot_expired")
+    assert_error(client.get("/version/weak/lake/db/c"), 410, "snapshot_expired")
     assert _ok(client.get("/tables/lake/db/c/barriers"))["latest_barrier"] == 20
 
 
@@ -198,7 +193,7 @@ def test_a_held_barrier_cannot_be_committed_once_invalidated(client: httpx.Clien
     plan = _plan(client)
     _ok(client.post(f"/rollback-plans/{plan['id']}/apply"))
     _ok(client.post(f"/rollback-plans/{plan['id']}/complete"))
-    _error(commit(client, "j2", "c", 40), 409, "barrier_rolled_back")
+    assert_error(commit(client, "j2", "c", 40), 409, "barrier_rolled_back")
     start = _ok(client.post("/jobs/j2/start"))                # a restarted driver is told too
     assert start["action"] == "abort" and start["barrier"] == 40
 
@@ -209,7 +204,7 @@ def test_a_plan_is_outdated_when_the_topology_changed(client: httpx.Client) -> N
     _ok(client.post("/register/source/j4/lake/db/d"))
     _ok(client.post("/register/sink/j4/lake/db/e"))
     _ok(client.post("/jobs/j4/start"))
-    error = _error(client.post(f"/rollback-plans/{plan['id']}/apply"), 409,
+    error = assert_error(client.post(f"/rollback-plans/{plan['id']}/apply"), 409,
                    "rollback_plan_outdated")
     assert "lake.db.e" in error["details"]["tables"]
 
@@ -227,13 +222,13 @@ def test_the_writer_of_the_revised_table_restarts_and_its_other_sinks_are_rewrit
                                   "/rollback-plans/00000000-0000-0000-0000-000000000000/apply"])
 def test_unknown_plan(client: httpx.Client, path: str) -> None:
     method = client.post if path.endswith("apply") else client.get
-    _error(method(path), 404, "unknown_rollback_plan")
+    assert_error(method(path), 404, "unknown_rollback_plan")
 
 
 def test_complete_before_apply_and_unknown_table(client: httpx.Client) -> None:
     _diamond(client)
     plan = _plan(client)
-    _error(client.post(f"/rollback-plans/{plan['id']}/complete"), 409,
+    assert_error(client.post(f"/rollback-plans/{plan['id']}/complete"), 409,
            "rollback_plan_not_applied")
-    _error(client.post("/rollback-plans", json={"table": "lake.db.zz", "barrier": 1}), 404,
+    assert_error(client.post("/rollback-plans", json={"table": "lake.db.zz", "barrier": 1}), 404,
            "unknown_table")
