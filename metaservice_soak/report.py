@@ -5,9 +5,12 @@ block per backend, between ``<!-- soak:BACKEND -->`` markers; prose outside them
 
 A run passes when the final check passes, no reader but the head reader saw the invariant
 broken, no row was lost or doubled, every fault planned happened, and every 5xx is explained.
-The only explained 5xx is a 503 while the database was down: from a database crash's start to
+Two 5xx are explained. A 503 while the database was down: from a database crash's start to
 ``DATABASE_GRACE_SECONDS`` after it was up again (servers answer 503 ``database_unavailable``
-then, the right answer).
+then, the right answer). And haproxy's 502 for a lease release in flight on a replica killed
+under it (within ``KILLED_REPLICA_GRACE_SECONDS`` of the kill): haproxy replays no release
+(``deploy/haproxy/haproxy.cfg``: a replay of one that was done would answer 404), and the
+client's own retry answers it (``release_lease`` takes an unknown lease as released).
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from metaservice_soak.faults import (
     DATABASE_CRASH,
     DRIVER_KILL,
     LEADER_FAILOVER,
+    SERVER_KILL,
     FaultLog,
     FaultRecord,
 )
 
 DATABASE_GRACE_SECONDS = 10.0
+KILLED_REPLICA_GRACE_SECONDS = 2.0
 HEAD_READER = "reader_head"
 BEGIN, END = "<!-- soak:begin -->", "<!-- soak:end -->"
 BLOCK = re.compile(r"<!-- soak:(?P<name>[a-z]+) -->\n.*?<!-- /soak:(?P=name) -->\n", re.S)
@@ -108,6 +113,7 @@ class Report:
     doubled_by_table: Any
     server_errors: list[dict[str, Any]]  # unexplained 5xx
     unavailable_while_down: int
+    releases_on_killed_replica: int  # haproxy's 502 for a lease release in flight on it
     haproxy_redispatched: int | None
     haproxy_errors: int | None
     largest_strong_lag_ms: int | None
@@ -169,6 +175,17 @@ def _database_windows(faults: list[FaultRecord]) -> list[tuple[float, float]]:
 
 def _explained(error: dict[str, Any], windows: list[tuple[float, float]]) -> bool:
     return error.get("status") == 503 and any(a <= error.get("t", 0) <= b for a, b in windows)
+
+
+def _killed_replica_windows(faults: list[FaultRecord]) -> list[tuple[float, float]]:
+    return [(f.t, f.t + KILLED_REPLICA_GRACE_SECONDS) for f in faults if f.kind == SERVER_KILL]
+
+
+def _release_on_killed_replica(error: dict[str, Any],
+                               windows: list[tuple[float, float]]) -> bool:
+    return (error.get("status") == 502 and error.get("method") == "DELETE"
+            and str(error.get("path", "")).startswith("/leases/")
+            and any(a <= error.get("t", 0) <= b for a, b in windows))
 
 
 def _haproxy_figures(log: Path | None) -> tuple[int | None, int | None]:
@@ -273,7 +290,10 @@ def build(outcome: Any) -> Report:
                 role_errors[role] += 1
     errors_5xx += [{"role": "harness monitor", **e} for e in read_jsonl(state / "monitor.jsonl")]
     windows = _database_windows(faults)
-    unexplained = [e for e in errors_5xx if not _explained(e, windows)]
+    kills = _killed_replica_windows(faults)
+    releases = [e for e in errors_5xx if _release_on_killed_replica(e, kills)]
+    unexplained = [e for e in errors_5xx
+                   if not _explained(e, windows) and not _release_on_killed_replica(e, kills)]
     redispatched, haproxy_errors = _haproxy_figures(outcome.haproxy_log)
     holds, holds_at_start = _holds(state, outcome.live)
     ended = outcome.ended or outcome.started
@@ -300,7 +320,9 @@ def build(outcome: Any) -> Report:
                       else None),
         lost_by_table=final.get("rows_lost") if final else None,
         doubled_by_table=final.get("rows_doubled") if final else None,
-        server_errors=unexplained, unavailable_while_down=len(errors_5xx) - len(unexplained),
+        server_errors=unexplained,
+        unavailable_while_down=len(errors_5xx) - len(unexplained) - len(releases),
+        releases_on_killed_replica=len(releases),
         haproxy_redispatched=redispatched, haproxy_errors=haproxy_errors,
         largest_strong_lag_ms=outcome.largest_strong_lag_ms,
         largest_strong_lag_table=outcome.largest_strong_lag_table,
@@ -369,7 +391,10 @@ def render(report: Report) -> str:
         f"| rows doubled | {_dash(report.rows_doubled)} |",
         f"| requests with a 5xx | {len(report.server_errors)} unexplained; "
         f"{report.unavailable_while_down} × 503 while the database was down "
-        f"{'or failing over ' if report.patroni else ''}|",
+        f"{'or failing over ' if report.patroni else ''}"
+        + (f"; {report.releases_on_killed_replica} × 502 for a lease release in flight on a "
+           "killed replica (not replayed; the client's retry answered it) "
+           if report.releases_on_killed_replica else "") + "|",
         f"| strong cuts moving backwards | {len(report.strong_backwards)} (the monitor's "
         "reads of every table's strong version) |",
     ]

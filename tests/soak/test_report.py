@@ -74,6 +74,24 @@ def test_a_clean_run_passes_and_says_what_happened(tmp_path: Path) -> None:
     assert "| stalled | lake.soak.stalled | 30.0 s | lake.soak.orders |" in text
 
 
+def test_a_lease_release_in_flight_on_a_killed_replica_is_explained(tmp_path: Path) -> None:
+    """haproxy replays no lease release; one in flight on the replica killed under it is its
+    502, and only then: the same 502 later, or of another request, fails the run."""
+    outcome = a_run(tmp_path, reader_pyiceberg=[
+        {"t": T0 + 30.5, "kind": "http_5xx", "method": "DELETE", "path": "/leases/l1",
+         "status": 502},
+        {"t": T0 + 30.6, "kind": "http_5xx", "method": "POST", "path": "/leases/l2/renew",
+         "status": 502},
+        {"t": T0 + 40, "kind": "http_5xx", "method": "DELETE", "path": "/leases/l3",
+         "status": 502}])
+    FaultLog(tmp_path / "faults.jsonl").write(
+        FaultRecord("server_kill", "server-2", T0 + 30, T0 + 41, 30.0, {}))
+    report = build(outcome)
+    assert [e["path"] for e in report.server_errors] == ["/leases/l2/renew", "/leases/l3"]
+    assert report.releases_on_killed_replica == 1 and report.unavailable_while_down == 0
+    assert "1 × 502 for a lease release in flight on a killed replica" in render(report)
+
+
 def test_what_fails_a_run(tmp_path: Path) -> None:
     late_503 = {"t": T0 + 26, "kind": "http_5xx", "method": "GET", "path": "/v", "status": 503}
     a_500 = {"t": T0 + 12, "kind": "http_5xx", "method": "GET", "path": "/v", "status": 500}
