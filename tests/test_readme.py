@@ -537,10 +537,10 @@ def test_the_fast_subset_command_leaves_out_what_the_readme_says() -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     selected = [line for line in done.stdout.splitlines() if "::" in line]
     modules = {line.split("::", 1)[0] for line in selected}
-    for pure in ("tests/metaservice/topology/test_graph.py",
-                 "tests/metaservice/delay/test_formulas.py",
-                 "tests/metaservice/barriers/test_protocol.py",
-                 "tests/metaservice/versions/test_cuts.py"):
+    for pure in ("tests/metaservice/core/test_graph.py",
+                 "tests/metaservice/core/test_delay_formulas.py",
+                 "tests/metaservice/core/test_protocol.py",
+                 "tests/metaservice/core/test_cuts.py"):
         assert pure in modules, pure
     jobs = [line for line in selected if line.startswith("tests/metaservice/jobs/test_jobs.py::")]
     assert any("[sqlite" in line for line in jobs)

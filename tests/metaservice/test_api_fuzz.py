@@ -14,7 +14,6 @@ schemes no FileIO serves.
 from __future__ import annotations
 
 import copy
-import json
 import time
 import urllib.parse
 from collections import Counter
@@ -352,9 +351,71 @@ def _action(action: str, **fields: Any) -> dict[str, Any]:
 
 def test_the_fuzzer_sees_valid_documents(tmp_path: Path) -> None:
     """The descriptions above are JSON Schema the fuzzer can use (a typo there would only
-    narrow what it tries)."""
+    narrow what it tries): each replaces the body of an operation the app serves, is valid
+    JSON Schema using only the keywords JSON Schema 2020-12 defines (an unknown one, such as
+    ``maxItem``, is silently ignored by the fuzzer and by the metaschema alike), requires only
+    properties it describes, and the bodies the fuzzer draws from the document match it."""
     from jsonschema import Draft202012Validator
 
-    for body in _iceberg_bodies(tmp_path).values():
+    bodies = _iceberg_bodies(tmp_path)
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'unused.db'}",
+                              warehouse=str(tmp_path / "warehouse")))
+    served = {operation["operationId"]: operation for operations in app.openapi()["paths"].values()
+              for operation in operations.values()}
+    document = _with_iceberg_bodies(app.openapi(), tmp_path)
+    operations = {operation.definition.raw["operationId"]: operation
+                  for operation in (result.ok() for result in
+                                    schemathesis.openapi.from_dict(document).get_all_operations())}
+    for operation_id, body in bodies.items():
+        assert "application/json" in served.get(operation_id, {}).get(
+            "requestBody", {}).get("content", {}), f"{operation_id}: no such operation with a body"
         Draft202012Validator.check_schema(body)
-    json.dumps(_iceberg_bodies(tmp_path))
+        for where, schema in _subschemas(body, (operation_id,)):
+            unknown = set(schema) - SCHEMA_KEYWORDS
+            assert not unknown, f"{'/'.join(where)}: not JSON Schema keywords: {unknown}"
+            missing = set(schema.get("required", [])) - set(schema.get("properties", {}))
+            assert not missing, f"{'/'.join(where)}: required but not described: {missing}"
+        _drawn_bodies_match(operations[operation_id], Draft202012Validator(body))
+
+
+def _drawn_bodies_match(operation: schemathesis.APIOperation, description: Any) -> None:
+    """A few bodies the fuzzer draws for ``operation`` all match ``description``."""
+
+    @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
+    @settings(max_examples=5, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    def check(case: schemathesis.Case) -> None:
+        errors = [error.message for error in description.iter_errors(case.body)]
+        assert errors == [], (operation.label, case.body, errors)
+
+    check()
+
+
+def _schema_keywords() -> frozenset[str]:
+    """Every keyword of JSON Schema 2020-12: the properties of its vocabularies' metaschemas."""
+    from jsonschema_specifications import REGISTRY
+
+    vocabularies = "https://json-schema.org/draft/2020-12/meta/"
+    return frozenset(keyword for uri in REGISTRY if uri.startswith(vocabularies)
+                     for keyword in REGISTRY[uri].contents.get("properties", {}))
+
+
+SCHEMA_KEYWORDS = _schema_keywords()
+
+
+def _subschemas(schema: dict[str, Any], where: tuple[str, ...],
+                ) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """``schema`` and every schema inside it, each with the path to it."""
+    found = [(where, schema)]
+    for keyword, value in schema.items():
+        if keyword in ("properties", "patternProperties", "$defs", "dependentSchemas"):
+            found += [item for name, sub in value.items()
+                      for item in _subschemas(sub, (*where, keyword, name))]
+        elif keyword in ("anyOf", "allOf", "oneOf", "prefixItems"):
+            found += [item for index, sub in enumerate(value)
+                      for item in _subschemas(sub, (*where, keyword, str(index)))]
+        elif isinstance(value, dict) and keyword in (
+                "items", "additionalProperties", "not", "if", "then", "else", "contains",
+                "propertyNames", "unevaluatedItems", "unevaluatedProperties"):
+            found += _subschemas(value, (*where, keyword))
+    return found

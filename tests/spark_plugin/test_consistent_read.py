@@ -60,15 +60,21 @@ def test_a_table_never_reported_is_unknown(spark, catalog, client, roots):
 
 
 def test_the_lease_lives_for_the_block_only(spark, catalog, client, roots):
+    """The server leases the answered snapshots in the answer's transaction
+    (docs/contract.md#leases): inside the block that lease protects exactly the snapshot read;
+    after it, the lease is gone."""
     left, _ = roots
-    sp.append_root(spark, batch(spark, [(1, "a")]), left, client=client, catalog=catalog,
-                   barrier=1_000)
+    r = sp.append_root(spark, batch(spark, [(1, "a")]), left, client=client, catalog=catalog,
+                       barrier=1_000)
     with sp.consistent_read(spark, [left], client=client, catalog=catalog,
                             lease_seconds=30) as frames:
         lease_id = frames.lease_id
+        assert lease_id is not None, "the server answered the versions without leasing them"
+        live = client.list_leases(table=left)
+        assert [(lease["lease_id"], lease["snapshots"]) for lease in live] == [
+            (lease_id, [{"table": left, "snapshot_id": r.snapshot_id}])]
         assert frames[left].count() == 1
-    if lease_id is None:
-        pytest.skip("this server does not lease snapshots yet (no /leases route)")
+    assert client.list_leases(table=left) == []
     with pytest.raises(sp.UnknownLeaseError):
         client.renew_lease(lease_id, 30)
 

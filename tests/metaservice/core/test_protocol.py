@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from metaservice.core.exactness import Exactness, MemoryHistory
 from metaservice.core.protocol import OtherJob, choose_barrier, earliest_barrier, jobs_ahead
 from tests.conftest import examples
-from tests.metaservice.versions.test_cuts import histories, ref_exact
+from tests.metaservice.core.test_cuts import histories, ref_exact
 
 # Jobs of the random histories: A writes a, B writes b (siblings on r1), C writes c, D writes d.
 JOBS = {"A": ("a", ("r1",)), "B": ("b", ("r1",)), "C": ("c", ("a", "r2")),
