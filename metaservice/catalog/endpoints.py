@@ -21,20 +21,17 @@ from prometheus_client.registry import Collector
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from metaservice.catalog import (
-    claims,
-    commit_endpoints,
-    namespace_endpoints,
-    read_session_endpoints,
-    table_endpoints,
-)
 from metaservice.catalog.errors import IcebergError
 from metaservice.catalog.http import PREFIX, iceberg_error_response
-from metaservice.catalog.namespace_endpoints import ENDPOINTS
-from metaservice.catalog.object_store import ObjectStores
+from metaservice.catalog.namespaces import endpoints as namespace_endpoints
+from metaservice.catalog.namespaces.endpoints import ENDPOINTS
+from metaservice.catalog.read_sessions import endpoints as read_session_endpoints
 from metaservice.catalog.site import CatalogSite
-from metaservice.catalog.sql_view_endpoints import sql_view_router
-from metaservice.catalog.storage import MetadataJsonCache, Warehouse
+from metaservice.catalog.storage.object_store import ObjectStores
+from metaservice.catalog.storage.warehouse import MetadataJsonCache, Warehouse
+from metaservice.catalog.tables import claims, commit_endpoints
+from metaservice.catalog.tables import endpoints as table_endpoints
+from metaservice.catalog.views.endpoints import sql_view_router
 from metaservice.error_handlers import render_errors_under
 from metaservice.settings import Settings
 

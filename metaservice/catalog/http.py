@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
-from metaservice.catalog import idempotency, tables
+from metaservice.catalog import idempotency
 from metaservice.catalog.errors import (
     IDEMPOTENCY_KEY_REUSED,
     CommitFailedError,
@@ -26,7 +26,8 @@ from metaservice.catalog.errors import (
     iceberg_body,
 )
 from metaservice.catalog.site import CatalogSite
-from metaservice.catalog.tables import LoadedTable, NotModified, etag_matches
+from metaservice.catalog.tables import service as tables
+from metaservice.catalog.tables.service import LoadedTable, NotModified, etag_matches
 from metaservice.context import ServiceContext
 from metaservice.db.engine import server_gone
 from metaservice.db.session import Database

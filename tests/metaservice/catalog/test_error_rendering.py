@@ -87,7 +87,7 @@ def test_the_app_renders_catalog_errors_in_the_iceberg_model(
         app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> None:
     """The app as ``create_app`` builds it: a catalog route whose database is unavailable, an
     unknown catalog route and table, and the core API's own answers beside them."""
-    from metaservice.catalog import namespaces
+    from metaservice.catalog.namespaces import service as namespaces
 
     client = TestClient(app, raise_server_exceptions=False)
     _iceberg(client.get(f"{PREFIX}/v1/namespaces/db/tables/t"), 404, "NoSuchTableException")

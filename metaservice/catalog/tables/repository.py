@@ -28,7 +28,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from metaservice.catalog.sql_view_repository import refuse_view_name
+from metaservice.catalog.views.repository import refuse_view_name
 from metaservice.db.driver import DriverStatement
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import (

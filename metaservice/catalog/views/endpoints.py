@@ -19,9 +19,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pyiceberg.catalog.rest import ViewResponse
 
-from metaservice.catalog import pages, read_sessions
-from metaservice.catalog import sql_view_service as service
+from metaservice.catalog import pages
 from metaservice.catalog.http import PREFIX, levels, principal, site
+from metaservice.catalog.read_sessions import service as read_sessions
 from metaservice.catalog.requests import (
     CommitViewRequest,
     CreateViewRequest,
@@ -29,6 +29,7 @@ from metaservice.catalog.requests import (
     RenameTableRequest,
 )
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
+from metaservice.catalog.views import service
 from metaservice.deps import Context, DatabaseDep, ReadSession, WriteSession
 
 # The view endpoints of the specification this catalog serves, as ``config`` lists them.

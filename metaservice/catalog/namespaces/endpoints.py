@@ -6,11 +6,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from metaservice.catalog import consistent_warehouses, idempotency, namespaces, pages, read_sessions
+from metaservice.catalog import idempotency, pages
 from metaservice.catalog.http import PREFIX, levels, principal, site
+from metaservice.catalog.namespaces import service as namespaces
+from metaservice.catalog.read_sessions import consistent_warehouses
+from metaservice.catalog.read_sessions import service as read_sessions
 from metaservice.catalog.requests import CreateNamespaceRequest, UpdateNamespacePropertiesRequest
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
-from metaservice.catalog.sql_view_endpoints import ENDPOINTS as SQL_VIEW_ENDPOINTS
+from metaservice.catalog.views.endpoints import ENDPOINTS as SQL_VIEW_ENDPOINTS
 from metaservice.deps import Context, ReadSession, WriteSession
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)

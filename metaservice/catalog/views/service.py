@@ -29,10 +29,7 @@ from pydantic import ValidationError
 from pyiceberg.view.metadata import ViewMetadata
 from sqlalchemy.orm import Session
 
-from metaservice.catalog import pages, sql_views
-from metaservice.catalog import repository as repo
-from metaservice.catalog import sql_view_repository as view_repo
-from metaservice.catalog.claims import claim_locations
+from metaservice.catalog import pages
 from metaservice.catalog.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -41,7 +38,7 @@ from metaservice.catalog.errors import (
     NoSuchNamespaceError,
     RefusedError,
 )
-from metaservice.catalog.namespaces import NAMESPACE_LOCATION
+from metaservice.catalog.namespaces.service import NAMESPACE_LOCATION
 from metaservice.catalog.requests import CommitViewRequest, CreateViewRequest
 from metaservice.catalog.site import (
     CatalogSite,
@@ -49,7 +46,11 @@ from metaservice.catalog.site import (
     namespace_name,
     table_name,
 )
-from metaservice.catalog.storage import MetadataFileError, Warehouse, _Recent
+from metaservice.catalog.storage.warehouse import MetadataFileError, Warehouse, _Recent
+from metaservice.catalog.tables import repository as repo
+from metaservice.catalog.tables.claims import claim_locations
+from metaservice.catalog.views import repository as view_repo
+from metaservice.catalog.views import rules as sql_views
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergViewRow
 from metaservice.db.session import Database

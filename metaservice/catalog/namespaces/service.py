@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from sqlalchemy.orm import Session
 
 from metaservice.catalog import pages
-from metaservice.catalog import repository as repo
-from metaservice.catalog import sql_view_repository as view_repo
 from metaservice.catalog.errors import (
     AlreadyExistsError,
     NamespaceNotEmptyError,
@@ -23,6 +21,8 @@ from metaservice.catalog.site import (
     namespace_name,
     one_more,
 )
+from metaservice.catalog.tables import repository as repo
+from metaservice.catalog.views import repository as view_repo
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergNamespaceRow
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
 
-from metaservice.catalog import idempotency, pages, tables
+from metaservice.catalog import idempotency, pages
 from metaservice.catalog.http import (
     PREFIX,
     IfNoneMatch,
@@ -25,6 +25,7 @@ from metaservice.catalog.requests import (
     ReportMetricsRequest,
 )
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
+from metaservice.catalog.tables import service as tables
 from metaservice.deps import Context, DatabaseDep, ReadSession
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
