@@ -15,13 +15,13 @@ from metaservice.catalog.errors import (
     NoSuchNamespaceError,
     UnprocessableEntityError,
 )
+from metaservice.catalog.namespaces import repository as repo
 from metaservice.catalog.site import (
     CatalogSite,
     existing_namespace_name,
     namespace_name,
     one_more,
 )
-from metaservice.catalog.tables import repository as repo
 from metaservice.catalog.views import repository as view_repo
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergNamespaceRow

@@ -43,8 +43,8 @@ from metaservice.catalog.errors import (
     NoSuchTableError,
     RefusedError,
 )
+from metaservice.catalog.read_sessions import repository as repo
 from metaservice.catalog.read_sessions.consistent_warehouses import ConsistentWarehouse, CutKind
-from metaservice.catalog.tables import repository as repo
 from metaservice.context import ServiceContext
 from metaservice.core.cuts import Consistency
 from metaservice.db.models import LeaseRow, ReadSessionRow

@@ -38,6 +38,7 @@ from metaservice.catalog.errors import (
     NoSuchNamespaceError,
     RefusedError,
 )
+from metaservice.catalog.namespaces import repository as namespaces_repo
 from metaservice.catalog.namespaces.service import NAMESPACE_LOCATION
 from metaservice.catalog.requests import CommitViewRequest, CreateViewRequest
 from metaservice.catalog.site import (
@@ -155,7 +156,7 @@ def _view(session: Session, namespace: str, name: str) -> IcebergViewRow:
 
 
 def _namespace(session: Session, name: str) -> dict[str, Any]:
-    row = repo.get_namespace(session, name)
+    row = namespaces_repo.get_namespace(session, name)
     if row is None:
         raise NoSuchNamespaceError(f"namespace does not exist: {name}")
     return dict(row.properties)
