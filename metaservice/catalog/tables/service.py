@@ -164,7 +164,7 @@ def load_table_in_session(database: Database, ctx: ServiceContext, catalog: Cata
     this process served before is answered from its cut file's cached JSON.
 
     A repeat load (the table's cut fixed, the session not due a renewal) whose cut file this
-    process cached is one read statement (``read_sessions.fixed_cut``) and those bytes. It
+    process cached is one read statement (``read_sessions/service.fixed_cut``) and those bytes. It
     needs not check the file's row: the JSON is cached only once the file is written, after
     its row committed, and the row goes only with its snapshot, which the live session's lease
     keeps, or with the table, whose end takes the session's cut with it."""

@@ -10,11 +10,11 @@ warehouse, as a table is. The same trust rules hold (docs/contract.md#trust):
 - files are read and written outside any transaction; then one write transaction re-checks what
   the read saw and swaps the pointer by compare-and-swap on its version: a lost race (or a
   requirement that no longer holds) is the one 409 ``CommitFailedException``;
-- a view and a table never share a name in one namespace (``sql_view_repository``);
+- a view and a table never share a name in one namespace (``repository.py``);
 - a register of a file of a view the catalog has already (same view-uuid) is refused;
 - every other bad request is a 4xx in the Iceberg error model.
 
-What a create or a commit makes of the metadata is ``sql_views`` (pure).
+What a create or a commit makes of the metadata is ``rules.py`` (pure).
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 from sqlalchemy.exc import OperationalError
 
+from metaservice.catalog.deps import PREFIX
+from metaservice.catalog.error_rendering import iceberg_error_response
 from metaservice.catalog.errors import IcebergError, NoSuchTableError
-from metaservice.catalog.http import PREFIX, iceberg_error_response
 from metaservice.error_handlers import install_error_handlers, render_errors_under
 from metaservice.errors import UnknownJobError
 

@@ -1,4 +1,4 @@
-"""What a create or a commit makes of an Iceberg view's metadata (``catalog/sql_views.py``),
+"""What a create or a commit makes of an Iceberg view's metadata (``catalog/views/rules.py``),
 checked against what Iceberg's Java ``ViewMetadata.Builder`` does with the same changes."""
 
 from __future__ import annotations
