@@ -2,10 +2,11 @@
 
 Paths, status codes and bodies follow the Iceberg REST catalog OpenAPI specification; the
 catalog serves no ``prefix`` (``/iceberg/v1/namespaces``…). The routes live by concept:
-``namespace_endpoints`` (configuration, namespaces), ``table_endpoints``, ``commit_endpoints``,
-``sql_view_endpoints`` (Iceberg views) and ``read_session_endpoints`` (consistent warehouses).
+``namespaces/endpoints`` (configuration, namespaces), ``tables/endpoints``,
+``tables/commit_endpoints``, ``views/endpoints`` (Iceberg views) and ``read_sessions/endpoints``
+(consistent warehouses), each independent of the others.
 Every error of a request under ``/iceberg``, authentication and unknown routes included, is
-rendered in the Iceberg error model by one renderer (``http.iceberg_error_response``),
+rendered in the Iceberg error model by one renderer (``error_rendering.iceberg_error_response``),
 registered with the app's error handlers once, whichever is installed first.
 """
 
@@ -21,20 +22,18 @@ from prometheus_client.registry import Collector
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from metaservice.catalog import (
-    claims,
-    commit_endpoints,
-    namespace_endpoints,
-    read_session_endpoints,
-    table_endpoints,
-)
+from metaservice.catalog.config import ENDPOINTS
+from metaservice.catalog.deps import PREFIX
+from metaservice.catalog.error_rendering import iceberg_error_response
 from metaservice.catalog.errors import IcebergError
-from metaservice.catalog.http import PREFIX, iceberg_error_response
-from metaservice.catalog.namespace_endpoints import ENDPOINTS
-from metaservice.catalog.object_store import ObjectStores
+from metaservice.catalog.namespaces import endpoints as namespace_endpoints
+from metaservice.catalog.read_sessions import endpoints as read_session_endpoints
 from metaservice.catalog.site import CatalogSite
-from metaservice.catalog.sql_view_endpoints import sql_view_router
-from metaservice.catalog.storage import MetadataJsonCache, Warehouse
+from metaservice.catalog.storage.object_store import ObjectStores
+from metaservice.catalog.storage.warehouse import MetadataJsonCache, Warehouse
+from metaservice.catalog.tables import claims, commit_endpoints
+from metaservice.catalog.tables import endpoints as table_endpoints
+from metaservice.catalog.views import endpoints as view_endpoints
 from metaservice.error_handlers import render_errors_under
 from metaservice.settings import Settings
 
@@ -60,7 +59,7 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
         MetadataCacheCollector(app.state.catalog.warehouse.metadata_cache))
     render_errors_under(app, PREFIX, iceberg_error_response, IcebergError, ValidationError)
     for router in (read_session_endpoints.router, namespace_endpoints.router,
-                   table_endpoints.router, commit_endpoints.router, sql_view_router):
+                   table_endpoints.router, commit_endpoints.router, view_endpoints.router):
         app.include_router(router)
 
     def fill_identities() -> None:

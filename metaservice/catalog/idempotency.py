@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from metaservice.catalog import repository as repo
+from metaservice.catalog import idempotency_repository as repo
 from metaservice.catalog.errors import BadRequestError
 
 _UUID = re.compile(r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$")

@@ -36,9 +36,9 @@ from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.view import ViewVersion
 
-from metaservice.catalog import validation
 from metaservice.catalog.errors import BadRequestError
-from metaservice.catalog.sql_views import AssertViewUUID, ViewUpdate
+from metaservice.catalog.tables import validation
+from metaservice.catalog.views.rules import AssertViewUUID, ViewUpdate
 
 StrictBool = Annotated[bool, Strict()]
 

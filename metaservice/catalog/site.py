@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from metaservice.catalog import pages
 from metaservice.catalog.errors import BadRequestError, NoSuchNamespaceError, NoSuchTableError
-from metaservice.catalog.storage import Warehouse
+from metaservice.catalog.storage.warehouse import Warehouse
 from metaservice.names import NAME_PART_PATTERN, TableName
 
 

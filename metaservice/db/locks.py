@@ -10,7 +10,7 @@ by failing one of them; they queue. The order is checked as the locks are taken,
 backends: a lock out of order is a bug, logged (``lock_order_violation``) and, with
 ``METASERVICE_CHECK_LOCK_ORDER=1`` (the test suite sets it), raised as :class:`LockOrderError`.
 A catalog transaction committing to several tables takes all of its locks up front, in this
-order, before recording their barriers table by table (``catalog/commits.py``).
+order, before recording their barriers table by table (``catalog/tables/commits.py``).
 
 Table rows are locked in two modes: ``FOR UPDATE`` (:func:`lock_tables`: commits, approvals,
 topology changes, rollbacks) and ``FOR KEY SHARE`` (:func:`share_tables`: hand-outs and leases,

@@ -13,7 +13,7 @@
   to release one). The count and the new lease are one transaction under a per-principal lock
   (``repository.lock_leases_of``), so racing requests never take one lease more. A read
   session's lease is counted against ``METASERVICE_MAX_READ_SESSIONS`` instead, and lasts
-  ``METASERVICE_READ_SESSION_SECONDS`` (``catalog/read_sessions.py``).
+  ``METASERVICE_READ_SESSION_SECONDS`` (``catalog/read_sessions/service.py``).
 - A lease belongs to the principal (token) that took it, by ``POST /leases`` or by
   ``POST /versions`` with ``lease_seconds``: only that principal or an admin sees, renews or
   releases it. To anyone else it does not exist: ``404 unknown_lease``, absent from
@@ -194,8 +194,8 @@ def lease_versions(session: Session, ctx: ServiceContext, tables: Sequence[Table
 
 def open_read_session_lease(session: Session, ctx: ServiceContext, holder: str,
                             principal: Principal) -> Lease:
-    """The lease of a new read session (``catalog/read_sessions.py``), holding nothing yet: it
-    lasts ``METASERVICE_READ_SESSION_SECONDS`` and is capped with the principal's read
+    """The lease of a new read session (``catalog/read_sessions/service.py``), holding nothing
+    yet: it lasts ``METASERVICE_READ_SESSION_SECONDS`` and is capped with the principal's read
     sessions (the caller checks), not with its leases."""
     return _grant(session, ctx, holder, ctx.settings.read_session_seconds, [], principal)
 

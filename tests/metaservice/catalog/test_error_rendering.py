@@ -13,8 +13,9 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 from sqlalchemy.exc import OperationalError
 
+from metaservice.catalog.deps import PREFIX
+from metaservice.catalog.error_rendering import iceberg_error_response
 from metaservice.catalog.errors import IcebergError, NoSuchTableError
-from metaservice.catalog.http import PREFIX, iceberg_error_response
 from metaservice.error_handlers import install_error_handlers, render_errors_under
 from metaservice.errors import UnknownJobError
 
@@ -87,7 +88,7 @@ def test_the_app_renders_catalog_errors_in_the_iceberg_model(
         app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> None:
     """The app as ``create_app`` builds it: a catalog route whose database is unavailable, an
     unknown catalog route and table, and the core API's own answers beside them."""
-    from metaservice.catalog import namespaces
+    from metaservice.catalog.namespaces import service as namespaces
 
     client = TestClient(app, raise_server_exceptions=False)
     _iceberg(client.get(f"{PREFIX}/v1/namespaces/db/tables/t"), 404, "NoSuchTableException")

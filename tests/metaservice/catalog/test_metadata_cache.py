@@ -17,7 +17,7 @@ from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 
-from metaservice.catalog.storage import MetadataJsonCache, Warehouse
+from metaservice.catalog.storage.warehouse import MetadataJsonCache, Warehouse
 from tests.metaservice.catalog.test_read_sessions import read_metadata_file
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])

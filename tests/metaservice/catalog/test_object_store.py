@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from metaservice.catalog.object_store import ObjectStores, base_properties, location_properties
+from metaservice.catalog.storage.object_store import (
+    ObjectStores,
+    base_properties,
+    location_properties,
+)
 from metaservice.settings import Settings
 
 AWS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "very-secret",

@@ -20,7 +20,7 @@ from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 
-from metaservice.catalog.consistent_warehouses import cut_metadata_location
+from metaservice.catalog.read_sessions.consistent_warehouses import cut_metadata_location
 from metaservice.clock import ManualClock
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.conftest import rest_catalog

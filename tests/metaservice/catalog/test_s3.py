@@ -21,7 +21,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError, ServiceUnavailableError
 from pyiceberg.view.metadata import ViewVersion
 
-from metaservice.catalog.object_store import ObjectStores
+from metaservice.catalog.storage.object_store import ObjectStores
 from metaservice.clock import ManualClock
 from metaservice.settings import Settings
 from tests.conftest import LOOPBACK_TLS, ServerThread, started_seaweedfs

@@ -1,4 +1,4 @@
-"""What a create or a commit makes of an Iceberg view's metadata (``catalog/sql_views.py``),
+"""What a create or a commit makes of an Iceberg view's metadata (``catalog/views/rules.py``),
 checked against what Iceberg's Java ``ViewMetadata.Builder`` does with the same changes."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
-from metaservice.catalog import sql_views
-from metaservice.catalog.sql_views import CommitViewRequest, RequirementFailed, ViewRuleError
+from metaservice.catalog.views import rules as sql_views
+from metaservice.catalog.views.rules import CommitViewRequest, RequirementFailed, ViewRuleError
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), schema_id=7)
 WIDER = Schema(NestedField(1, "id", LongType(), required=False),

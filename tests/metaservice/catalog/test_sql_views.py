@@ -32,7 +32,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.view.metadata import ViewVersion
 
-from metaservice.catalog import sql_view_service
+from metaservice.catalog.views import service as sql_view_service
 from tests.metaservice.catalog.test_rest_protocol import iceberg_error
 from tests.metaservice.catalog.test_trust import Lake, refused
 from tests.metaservice.catalog.test_trust import lake_factory as lake_factory  # noqa: F401

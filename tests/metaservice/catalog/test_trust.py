@@ -519,9 +519,9 @@ def test_a_table_older_than_its_recorded_identity_gets_it_at_start(
         lake: Lake, database: Database, warehouse: Path) -> None:
     from sqlalchemy import delete, update
 
-    from metaservice.catalog.claims import fill_identities
     from metaservice.catalog.site import CatalogSite
-    from metaservice.catalog.storage import Warehouse
+    from metaservice.catalog.storage.warehouse import Warehouse
+    from metaservice.catalog.tables.claims import fill_identities
     from metaservice.db.models import CatalogLocationRow, IcebergTableRow
 
     lake.catalogs["w1"].create_namespace("db")

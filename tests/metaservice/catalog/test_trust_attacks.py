@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from metaservice.catalog.storage import Warehouse
+from metaservice.catalog.storage.warehouse import Warehouse
 from tests.metaservice.catalog import test_trust as trust
 from tests.metaservice.catalog.test_rest_protocol import iceberg_error
 from tests.metaservice.catalog.test_trust import SCHEMA, TABLES, Lake, refused, rows
@@ -197,7 +197,7 @@ def test_a_commit_staged_on_a_table_never_lands_on_another_of_its_name(
     ``a`` (ABA). ``b``'s rows are lost and two pointers share one table-uuid
     (docs/contract.md#commits-through-the-catalog: never lose an acknowledged commit; a table's
     identity is its table-uuid)."""
-    from metaservice.catalog import commits
+    from metaservice.catalog.tables import commits
 
     _two_tables_at_one_version(lake)
     original = commits._stage
@@ -224,7 +224,7 @@ def test_a_drop_and_purge_of_a_table_never_hits_another_of_its_name(
     in between makes it drop ``b`` (now named ``a``) and purge the files of ``a`` (now ``a2``,
     alive)."""
 
-    from metaservice.catalog import tables
+    from metaservice.catalog.tables import service as tables
 
     _two_tables_at_one_version(lake)
     original = tables._pointer
@@ -388,7 +388,7 @@ def test_a_commit_writes_no_metadata_file_over_the_size_cap(lake_factory: Any) -
     committed, and every server that has not cached the file (another process, a restart)
     answers 500 for the table ever after (docs/contract.md#errors-say-whether-to-retry: bad input is
     a 4xx; a table stays readable)."""
-    from metaservice.catalog.storage import Warehouse
+    from metaservice.catalog.storage.warehouse import Warehouse
 
     lake = lake_factory(max_metadata_bytes=50_000)
     lake.catalogs["w1"].create_namespace("db")

@@ -9,9 +9,9 @@ import logging
 
 from sqlalchemy.orm import Session
 
-from metaservice.catalog import repository as repo
 from metaservice.catalog.errors import TABLE_ALREADY_REGISTERED, RefusedError
 from metaservice.catalog.site import CatalogSite, table_name
+from metaservice.catalog.tables import repository as repo
 from metaservice.db.session import Database
 from metaservice.names import TableName
 

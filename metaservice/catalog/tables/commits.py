@@ -33,11 +33,7 @@ from pyiceberg.table.update import AssertCreate, update_table_metadata
 from sqlalchemy.orm import Session
 
 from metaservice.auth.service import Principal
-from metaservice.catalog import idempotency, validation
-from metaservice.catalog import repository as repo
-from metaservice.catalog.changes import StagedCommit, commit_changes
-from metaservice.catalog.claims import claim_table_locations
-from metaservice.catalog.commit_rules import apply_rules
+from metaservice.catalog import idempotency
 from metaservice.catalog.errors import (
     HEAD_NOT_FORWARD,
     BadRequestError,
@@ -45,9 +41,14 @@ from metaservice.catalog.errors import (
     NoSuchTableError,
     RefusedError,
 )
-from metaservice.catalog.namespaces import namespace_row
-from metaservice.catalog.owners import refuse_planted
+from metaservice.catalog.namespaces.service import namespace_row
 from metaservice.catalog.site import CatalogSite, table_name
+from metaservice.catalog.tables import repository as repo
+from metaservice.catalog.tables import validation
+from metaservice.catalog.tables.changes import StagedCommit, commit_changes
+from metaservice.catalog.tables.claims import claim_table_locations
+from metaservice.catalog.tables.commit_rules import apply_rules
+from metaservice.catalog.tables.owners import refuse_planted
 from metaservice.context import ServiceContext
 from metaservice.db import locks
 from metaservice.db.session import Database

@@ -23,15 +23,7 @@ from sqlalchemy.orm import Session
 from metaservice import errors as domain_errors
 from metaservice.auth.policy import Role
 from metaservice.auth.service import Principal
-from metaservice.catalog import (
-    consistent_warehouses,
-    idempotency,
-    pages,
-    read_sessions,
-    validation,
-)
-from metaservice.catalog import repository as repo
-from metaservice.catalog.claims import claim_table_locations
+from metaservice.catalog import idempotency, pages
 from metaservice.catalog.errors import (
     TABLE_IN_USE,
     AlreadyExistsError,
@@ -41,8 +33,9 @@ from metaservice.catalog.errors import (
     RefusedError,
     not_table_owner,
 )
-from metaservice.catalog.namespaces import NAMESPACE_LOCATION, namespace_row
-from metaservice.catalog.owners import acts_for_job, refuse_planted
+from metaservice.catalog.namespaces.service import NAMESPACE_LOCATION, namespace_row
+from metaservice.catalog.read_sessions import consistent_warehouses
+from metaservice.catalog.read_sessions import service as read_sessions
 from metaservice.catalog.requests import CreateTableRequest
 from metaservice.catalog.site import (
     CatalogSite,
@@ -52,7 +45,11 @@ from metaservice.catalog.site import (
     one_more,
     table_name,
 )
-from metaservice.catalog.storage import MetadataFileError
+from metaservice.catalog.storage.warehouse import MetadataFileError
+from metaservice.catalog.tables import repository as repo
+from metaservice.catalog.tables import validation
+from metaservice.catalog.tables.claims import claim_table_locations
+from metaservice.catalog.tables.owners import acts_for_job, refuse_planted
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergTableRow
 from metaservice.db.session import Database
@@ -167,7 +164,7 @@ def load_table_in_session(database: Database, ctx: ServiceContext, catalog: Cata
     this process served before is answered from its cut file's cached JSON.
 
     A repeat load (the table's cut fixed, the session not due a renewal) whose cut file this
-    process cached is one read statement (``read_sessions.fixed_cut``) and those bytes. It
+    process cached is one read statement (``read_sessions/service.fixed_cut``) and those bytes. It
     needs not check the file's row: the JSON is cached only once the file is written, after
     its row committed, and the row goes only with its snapshot, which the live session's lease
     keeps, or with the table, whose end takes the session's cut with it."""

@@ -4,8 +4,8 @@ which consistent warehouse a client's ``warehouse`` names, and a table's metadat
 ``warehouse=lake`` is the catalog's head; ``lake@strong`` a consistent warehouse in which every
 table is served at its pipeline's strong cut, fixed for the read session at the first table
 loaded from the pipeline; ``lake@barrier=<B>`` one in which every table is served at barrier B.
-Connecting to one opens a read session (``read_sessions``). Not to be confused with Iceberg
-views, the SQL objects (``sql_views``).
+Connecting to one opens a read session (``service.py``). Not to be confused with Iceberg views,
+the SQL objects (``catalog/views/``).
 
 A table at its cut is its metadata as a read session serves it: ``current-snapshot-id`` and
 ``refs.main`` name the snapshot, and only that snapshot and its ancestors are left in

@@ -1,104 +1,32 @@
-"""What every route of the catalog shares (HTTP only): its path prefix, the Iceberg error
-renderer, the app's catalog site and context, the caller, table answers with their ``ETag``,
-and mutations under an ``Idempotency-Key``."""
+"""A table mutation of the catalog under its ``Idempotency-Key`` (HTTP only; the key's rules are
+``idempotency.py``): run once, its first outcome replayed to a retry of the same request."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Callable
-from typing import Annotated
 
-from fastapi import Header, Request, Response
-from fastapi.exceptions import RequestValidationError
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
-from sqlalchemy.exc import DBAPIError, OperationalError
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from pydantic import BaseModel
 
-from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
-from metaservice.catalog import idempotency, tables
+from metaservice.catalog import idempotency
+from metaservice.catalog.deps import principal, site
+from metaservice.catalog.error_rendering import iceberg_error_response
 from metaservice.catalog.errors import (
     IDEMPOTENCY_KEY_REUSED,
     CommitFailedError,
     IcebergError,
     RefusedError,
-    iceberg_body,
 )
-from metaservice.catalog.site import CatalogSite
-from metaservice.catalog.tables import LoadedTable, NotModified, etag_matches
+from metaservice.catalog.tables import service as tables
+from metaservice.catalog.tables.answers import table_response
 from metaservice.context import ServiceContext
-from metaservice.db.engine import server_gone
 from metaservice.db.session import Database
 from metaservice.errors import MetaServiceError
 
 logger = logging.getLogger(__name__)
-
-PREFIX = "/iceberg"
-NAMESPACE_SEPARATOR = "\x1f"
-
-
-def iceberg_error_response(exc: Exception) -> JSONResponse:
-    """Any error of a catalog route, in the Iceberg error model."""
-    if isinstance(exc, IcebergError):
-        return JSONResponse(exc.to_body(), status_code=exc.status_code, headers=exc.headers)
-    if isinstance(exc, MetaServiceError):
-        refusal = RefusedError.from_domain(exc)
-        return JSONResponse(refusal.to_body(), status_code=refusal.status_code,
-                            headers=exc.headers)
-    if isinstance(exc, (RequestValidationError, ValidationError)):
-        problems = exc.errors()
-        first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return JSONResponse(iceberg_body(400, f"{where}: {first['msg']}"), status_code=400)
-    if isinstance(exc, StarletteHTTPException):
-        return JSONResponse(iceberg_body(exc.status_code, str(exc.detail)),
-                            status_code=exc.status_code, headers=exc.headers)
-    if isinstance(exc, OperationalError) or (
-            isinstance(exc, DBAPIError) and (exc.connection_invalidated or server_gone(exc.orig))):
-        logger.warning("database_error", extra={"error_class": type(exc.orig).__name__})
-        return JSONResponse(iceberg_body(503, "the database is unavailable or busy; retry later"),
-                            status_code=503, headers={"Retry-After": "1"})
-    logger.exception("unhandled_error", exc_info=exc)
-    return JSONResponse(iceberg_body(500, "internal error", "InternalServerError"),
-                        status_code=500)
-
-
-def site(request: Request) -> CatalogSite:
-    return request.app.state.catalog  # type: ignore[no-any-return]
-
-
-def context(request: Request) -> ServiceContext:
-    return request.app.state.context  # type: ignore[no-any-return]
-
-
-def levels(namespace: str) -> list[str]:
-    return namespace.split(NAMESPACE_SEPARATOR)
-
-
-def principal(request: Request) -> Principal:
-    return getattr(request.state, "principal", None) or ANONYMOUS_ADMIN
-
-
-def table_response(loaded: LoadedTable | NotModified,
-                   if_none_match: str | None = None) -> Response:
-    """A table answer with its ``ETag``; 304 with no body when ``If-None-Match`` names it. The
-    metadata's JSON comes serialised (``LoadedTable.metadata_json``): the body is put together
-    from bytes."""
-    if isinstance(loaded, NotModified):
-        return Response(status_code=304, headers={"ETag": loaded.etag})
-    tag = loaded.etag
-    if tag is not None and etag_matches(if_none_match, tag):
-        return Response(status_code=304, headers={"ETag": tag})
-    parts = [b"{"]
-    if loaded.metadata_location is not None:
-        parts += [b'"metadata-location":', json.dumps(loaded.metadata_location).encode(), b","]
-    parts += [b'"metadata":', loaded.metadata_json, b',"config":{}}']
-    return Response(b"".join(parts), media_type="application/json",
-                    headers={"ETag": tag} if tag is not None else None)
-
-
-IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", max_length=2000)]
 
 
 def idempotent(request: Request, database: Database, ctx: ServiceContext, operation: str,

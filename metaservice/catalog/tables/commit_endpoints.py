@@ -6,11 +6,15 @@ from __future__ import annotations
 from fastapi import APIRouter, BackgroundTasks, Request, Response
 from pyiceberg.table import CommitTableRequest as PyIcebergCommitTableRequest
 
-from metaservice.catalog import commits, idempotency, tables
-from metaservice.catalog.http import PREFIX, idempotent, levels, principal, site, table_response
+from metaservice.catalog import idempotency
+from metaservice.catalog.deps import PREFIX, levels, principal, site
 from metaservice.catalog.requests import CommitTableRequest, CommitTransactionRequest
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES
 from metaservice.catalog.site import namespace_name
+from metaservice.catalog.tables import commits
+from metaservice.catalog.tables import service as tables
+from metaservice.catalog.tables.answers import table_response
+from metaservice.catalog.tables.idempotent import idempotent
 from metaservice.deps import Context, DatabaseDep
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)

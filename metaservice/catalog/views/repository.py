@@ -2,7 +2,7 @@
 and a table from ever sharing a name.
 
 A commit swaps a view's pointer by compare-and-swap on ``version``, as a table's
-(``repository.swap_pointer``). Whatever gives a view or a table a name (create, register,
+(``tables/repository.swap_pointer``). Whatever gives a view or a table a name (create, register,
 rename, a commit that creates a table) first takes the name's lock, then checks that no object
 of the other kind has it: on PostgreSQL a transaction-scoped advisory lock per name, so the
 second of two racing transactions waits for the first and then sees its row; SQLite serialises

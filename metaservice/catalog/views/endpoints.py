@@ -1,13 +1,13 @@
 """The Iceberg REST routes of the catalog's Iceberg views (HTTP only), mounted under
 ``/iceberg``: list, create, load, replace (commit), rename, drop, exists and register, as the
-Iceberg REST catalog OpenAPI specification gives them (``sql_view_service`` has the rules).
+Iceberg REST catalog OpenAPI specification gives them (``service.py`` has the rules).
 
 Under a read session's prefix (``/iceberg/v1/session-<id>/…``, docs/contract.md#read-sessions) a
 view is listed, loaded and probed as at the head: its SQL then reads the session's tables at the
 session's cut; every change there is refused as any other
-(``read_session_endpoints.write_in_session``).
+(``read_sessions/endpoints.write_in_session``).
 
-The read session routes are included before ``sql_view_router``; their catch-all (the refusal
+The read session routes are included before this ``router``; their catch-all (the refusal
 of writes) matches only a session's prefix, so it takes no route of the head, and a session's
 view routes here are tried before that catch-all only for the methods they have.
 """
@@ -19,9 +19,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pyiceberg.catalog.rest import ViewResponse
 
-from metaservice.catalog import pages, read_sessions
-from metaservice.catalog import sql_view_service as service
-from metaservice.catalog.http import PREFIX, levels, principal, site
+from metaservice.catalog import pages
+from metaservice.catalog.deps import PREFIX, levels, principal, site
+from metaservice.catalog.read_sessions import service as read_sessions
 from metaservice.catalog.requests import (
     CommitViewRequest,
     CreateViewRequest,
@@ -29,21 +29,10 @@ from metaservice.catalog.requests import (
     RenameTableRequest,
 )
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
+from metaservice.catalog.views import service
 from metaservice.deps import Context, DatabaseDep, ReadSession, WriteSession
 
-# The view endpoints of the specification this catalog serves, as ``config`` lists them.
-ENDPOINTS = [
-    "GET /v1/{prefix}/namespaces/{namespace}/views",
-    "POST /v1/{prefix}/namespaces/{namespace}/views",
-    "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
-    "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
-    "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
-    "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
-    "POST /v1/{prefix}/namespaces/{namespace}/register-view",
-    "POST /v1/{prefix}/views/rename",
-]
-
-sql_view_router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
+router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
 
 def _view_response(loaded: service.LoadedView) -> Response:
     answer = ViewResponse.model_validate({"metadata-location": loaded.metadata_location,
@@ -51,7 +40,7 @@ def _view_response(loaded: service.LoadedView) -> Response:
     return Response(answer.model_dump_json(), media_type="application/json")
 
 
-@sql_view_router.get("/v1/namespaces/{namespace}/views", operation_id="iceberg_list_views")
+@router.get("/v1/namespaces/{namespace}/views", operation_id="iceberg_list_views")
 def list_views(session: ReadSession, namespace: str, page_token: PageToken = None,
                page_size: PageSize = None) -> dict[str, Any]:
     """Views in name order; with ``pageToken`` (empty to start) a page at a time."""
@@ -61,14 +50,14 @@ def list_views(session: ReadSession, namespace: str, page_token: PageToken = Non
             "next-page-token": token}
 
 
-@sql_view_router.post("/v1/namespaces/{namespace}/views", operation_id="iceberg_create_view")
+@router.post("/v1/namespaces/{namespace}/views", operation_id="iceberg_create_view")
 def create_view(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
                 body: CreateViewRequest) -> Response:
     return _view_response(service.create_view(database, ctx, site(request), levels(namespace),
                                               body))
 
 
-@sql_view_router.post("/v1/namespaces/{namespace}/register-view",
+@router.post("/v1/namespaces/{namespace}/register-view",
                       operation_id="iceberg_register_view")
 def register_view(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
                   body: RegisterViewRequest) -> Response:
@@ -77,20 +66,20 @@ def register_view(request: Request, database: DatabaseDep, ctx: Context, namespa
                                                 body.metadata_location))
 
 
-@sql_view_router.get("/v1/namespaces/{namespace}/views/{view}",
+@router.get("/v1/namespaces/{namespace}/views/{view}",
                      operation_id="iceberg_load_view")
 def load_view(request: Request, database: DatabaseDep, namespace: str, view: str) -> Response:
     return _view_response(service.load_view(database, site(request), levels(namespace), view))
 
 
-@sql_view_router.head("/v1/namespaces/{namespace}/views/{view}", status_code=204,
+@router.head("/v1/namespaces/{namespace}/views/{view}", status_code=204,
                       operation_id="iceberg_view_exists")
 def view_exists(session: ReadSession, namespace: str, view: str) -> Response:
     service.view_exists(session, levels(namespace), view)
     return Response(status_code=204)
 
 
-@sql_view_router.post("/v1/namespaces/{namespace}/views/{view}",
+@router.post("/v1/namespaces/{namespace}/views/{view}",
                       operation_id="iceberg_replace_view")
 def replace_view(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
                  view: str, body: CommitViewRequest) -> Response:
@@ -99,14 +88,14 @@ def replace_view(request: Request, database: DatabaseDep, ctx: Context, namespac
                                               view, body))
 
 
-@sql_view_router.delete("/v1/namespaces/{namespace}/views/{view}", status_code=204,
+@router.delete("/v1/namespaces/{namespace}/views/{view}", status_code=204,
                         operation_id="iceberg_drop_view")
 def drop_view(session: WriteSession, namespace: str, view: str) -> Response:
     service.drop_view(session, levels(namespace), view)
     return Response(status_code=204)
 
 
-@sql_view_router.post("/v1/views/rename", status_code=204, operation_id="iceberg_rename_view")
+@router.post("/v1/views/rename", status_code=204, operation_id="iceberg_rename_view")
 def rename_view(request: Request, session: WriteSession, ctx: Context,
                 body: RenameTableRequest) -> Response:
     source, destination = body.source, body.destination
@@ -123,7 +112,7 @@ def _in_session(database: DatabaseDep, request: Request, ctx: Context, prefix: s
         read_sessions.ensure_live(session, ctx, prefix, principal(request))
 
 
-@sql_view_router.get("/v1/{prefix}/namespaces/{namespace}/views",
+@router.get("/v1/{prefix}/namespaces/{namespace}/views",
                      operation_id="iceberg_session_list_views")
 def list_views_in_session(request: Request, database: DatabaseDep, ctx: Context, prefix: str,
                           namespace: str, page_token: PageToken = None,
@@ -133,7 +122,7 @@ def list_views_in_session(request: Request, database: DatabaseDep, ctx: Context,
         return list_views(session, namespace, page_token, page_size)
 
 
-@sql_view_router.get("/v1/{prefix}/namespaces/{namespace}/views/{view}",
+@router.get("/v1/{prefix}/namespaces/{namespace}/views/{view}",
                      operation_id="iceberg_session_load_view")
 def load_view_in_session(request: Request, database: DatabaseDep, ctx: Context, prefix: str,
                          namespace: str, view: str) -> Response:
@@ -141,7 +130,7 @@ def load_view_in_session(request: Request, database: DatabaseDep, ctx: Context, 
     return load_view(request, database, namespace, view)
 
 
-@sql_view_router.head("/v1/{prefix}/namespaces/{namespace}/views/{view}", status_code=204,
+@router.head("/v1/{prefix}/namespaces/{namespace}/views/{view}", status_code=204,
                       operation_id="iceberg_session_view_exists")
 def view_exists_in_session(request: Request, database: DatabaseDep, ctx: Context, prefix: str,
                            namespace: str, view: str) -> Response:

@@ -20,15 +20,15 @@ from metaservice import errors as domain_errors
 from metaservice.auth.policy import Role
 from metaservice.auth.service import Principal
 from metaservice.barriers import service as barriers_service
-from metaservice.catalog import repository as repo
-from metaservice.catalog.changes import CommitChanges, StagedCommit
 from metaservice.catalog.errors import (
     HEAD_NOT_FORWARD,
     BadRequestError,
     RefusedError,
     not_table_owner,
 )
-from metaservice.catalog.owners import acts_for_job, owns_job
+from metaservice.catalog.tables import repository as repo
+from metaservice.catalog.tables.changes import CommitChanges, StagedCommit
+from metaservice.catalog.tables.owners import acts_for_job, owns_job
 from metaservice.context import ServiceContext
 from metaservice.db.models import TableRow
 from metaservice.names import TableName

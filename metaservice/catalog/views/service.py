@@ -10,11 +10,11 @@ warehouse, as a table is. The same trust rules hold (docs/contract.md#trust):
 - files are read and written outside any transaction; then one write transaction re-checks what
   the read saw and swaps the pointer by compare-and-swap on its version: a lost race (or a
   requirement that no longer holds) is the one 409 ``CommitFailedException``;
-- a view and a table never share a name in one namespace (``sql_view_repository``);
+- a view and a table never share a name in one namespace (``repository.py``);
 - a register of a file of a view the catalog has already (same view-uuid) is refused;
 - every other bad request is a 4xx in the Iceberg error model.
 
-What a create or a commit makes of the metadata is ``sql_views`` (pure).
+What a create or a commit makes of the metadata is ``rules.py`` (pure).
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ from pydantic import ValidationError
 from pyiceberg.view.metadata import ViewMetadata
 from sqlalchemy.orm import Session
 
-from metaservice.catalog import pages, sql_views
-from metaservice.catalog import repository as repo
-from metaservice.catalog import sql_view_repository as view_repo
-from metaservice.catalog.claims import claim_locations
+from metaservice.catalog import pages
 from metaservice.catalog.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -41,7 +38,8 @@ from metaservice.catalog.errors import (
     NoSuchNamespaceError,
     RefusedError,
 )
-from metaservice.catalog.namespaces import NAMESPACE_LOCATION
+from metaservice.catalog.namespaces import repository as namespaces_repo
+from metaservice.catalog.namespaces.service import NAMESPACE_LOCATION
 from metaservice.catalog.requests import CommitViewRequest, CreateViewRequest
 from metaservice.catalog.site import (
     CatalogSite,
@@ -49,7 +47,11 @@ from metaservice.catalog.site import (
     namespace_name,
     table_name,
 )
-from metaservice.catalog.storage import MetadataFileError, Warehouse, _Recent
+from metaservice.catalog.storage.warehouse import MetadataFileError, Warehouse, _Recent
+from metaservice.catalog.tables import repository as repo
+from metaservice.catalog.tables.claims import claim_locations
+from metaservice.catalog.views import repository as view_repo
+from metaservice.catalog.views import rules as sql_views
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergViewRow
 from metaservice.db.session import Database
@@ -154,7 +156,7 @@ def _view(session: Session, namespace: str, name: str) -> IcebergViewRow:
 
 
 def _namespace(session: Session, name: str) -> dict[str, Any]:
-    row = repo.get_namespace(session, name)
+    row = namespaces_repo.get_namespace(session, name)
     if row is None:
         raise NoSuchNamespaceError(f"namespace does not exist: {name}")
     return dict(row.properties)

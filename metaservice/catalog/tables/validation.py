@@ -78,7 +78,7 @@ def table_update(base: TableMetadata | None, metadata: TableMetadata, warehouse:
     """A commit's result (``base`` None: the commit creates the table): its locations are
     ones the warehouse's FileIO reaches, and every partition spec and sort order the commit adds
     names columns of the current schema, as Iceberg's own metadata builder requires. (The
-    schemas it adds were measured while its body was read, ``requests.py``.)"""
+    schemas it adds were measured while its body was read, ``catalog/requests.py``.)"""
     _check_locations(metadata, warehouse)
     known_specs = {spec.spec_id for spec in base.partition_specs} if base is not None else set()
     known_orders = {order.order_id for order in base.sort_orders} if base is not None else set()

@@ -19,21 +19,23 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from starlette.convertors import Convertor, register_url_convertor
 
-from metaservice.catalog import read_sessions, tables
+from metaservice.catalog.deps import PREFIX, IfNoneMatch, levels, principal, site
 from metaservice.catalog.errors import ForbiddenError
-from metaservice.catalog.http import PREFIX, IfNoneMatch, levels, principal, site, table_response
-from metaservice.catalog.namespace_endpoints import (
+from metaservice.catalog.namespaces.answers import (
     list_namespaces,
     load_namespace,
     namespace_exists,
 )
+from metaservice.catalog.read_sessions import service as read_sessions
 from metaservice.catalog.requests import ReportMetricsRequest
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
-from metaservice.catalog.table_endpoints import (
+from metaservice.catalog.tables import service as tables
+from metaservice.catalog.tables.answers import (
     Snapshots,
     list_tables,
     report_metrics,
     table_exists,
+    table_response,
 )
 from metaservice.deps import Context, DatabaseDep, ReadSession
 

@@ -37,14 +37,14 @@ from sqlalchemy.orm import Session
 
 from metaservice import errors
 from metaservice.auth.service import Principal
-from metaservice.catalog import repository as repo
-from metaservice.catalog.consistent_warehouses import ConsistentWarehouse, CutKind
 from metaservice.catalog.errors import (
     TOO_MANY_READ_SESSIONS,
     NoSuchReadSessionError,
     NoSuchTableError,
     RefusedError,
 )
+from metaservice.catalog.read_sessions import repository as repo
+from metaservice.catalog.read_sessions.consistent_warehouses import ConsistentWarehouse, CutKind
 from metaservice.context import ServiceContext
 from metaservice.core.cuts import Consistency
 from metaservice.db.models import LeaseRow, ReadSessionRow

@@ -1,5 +1,5 @@
-"""All SQL of the catalog: namespace rows, table pointers, the read sessions of its consistent
-warehouses and the cut files they serve.
+"""The SQL of the catalog's tables: their pointers, the locations each table claims, MetaService's
+table rows as the catalog changes them, and the cut files read sessions serve.
 
 A pointer swap is a compare-and-swap on ``version`` (``UPDATE … WHERE version = :expected``;
 zero rows means another commit won). On PostgreSQL the losing UPDATE waits for the winner's row
@@ -8,13 +8,11 @@ lock and then finds the new version; on SQLite write transactions are serialised
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from sqlalchemy import (
     Connection,
     String,
-    and_,
     bindparam,
     delete,
     func,
@@ -28,21 +26,16 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from metaservice.catalog.sql_view_repository import refuse_view_name
+from metaservice.catalog.views.repository import refuse_view_name
 from metaservice.db.driver import DriverStatement
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import (
     BarrierRow,
     CatalogLocationRow,
     CutFileRow,
-    IcebergNamespaceRow,
     IcebergTableRow,
-    IdempotencyKeyRow,
     JobRow,
     JobTableRow,
-    LeaseRow,
-    ReadSessionCutRow,
-    ReadSessionRow,
     TableRow,
 )
 from metaservice.names import TableName
@@ -50,46 +43,6 @@ from metaservice.names import TableName
 
 def _insert(session: Session):  # type: ignore[no-untyped-def]
     return pg_insert if on_postgres(session) else sqlite_insert
-
-
-# -- namespaces ------------------------------------------------------------------------------
-
-
-def get_namespace(session: Session, name: str) -> IcebergNamespaceRow | None:
-    return session.get(IcebergNamespaceRow, name)
-
-
-def list_namespaces(session: Session, after: str | None = None,
-                    limit: int | None = None) -> list[str]:
-    """Namespace names in order, after ``after``, at most ``limit``."""
-    statement = select(IcebergNamespaceRow.name).order_by(IcebergNamespaceRow.name)
-    if after is not None:
-        statement = statement.where(IcebergNamespaceRow.name > after)
-    return list(session.scalars(statement.limit(limit)))
-
-
-def create_namespace(session: Session, name: str, properties: dict[str, str],
-                     now_ms: int) -> bool:
-    """Insert the namespace; False when it exists (race-safe)."""
-    stmt = _insert(session)(IcebergNamespaceRow).values(
-        name=name, properties=properties, created_at=now_ms,
-    ).on_conflict_do_nothing(index_elements=["name"]).returning(IcebergNamespaceRow.name)
-    return session.execute(stmt).first() is not None
-
-
-def set_namespace_properties(session: Session, name: str, properties: dict[str, str]) -> None:
-    session.execute(update(IcebergNamespaceRow).where(IcebergNamespaceRow.name == name)
-                    .values(properties=properties))
-
-
-def drop_namespace(session: Session, name: str) -> bool:
-    return session.execute(delete(IcebergNamespaceRow).where(IcebergNamespaceRow.name == name)
-                           .returning(IcebergNamespaceRow.name)).first() is not None
-
-
-def count_tables(session: Session, namespace: str) -> int:
-    return session.scalar(select(func.count()).select_from(IcebergTableRow)
-                          .where(IcebergTableRow.namespace == namespace)) or 0
 
 
 # -- table pointers ----------------------------------------------------------------------------
@@ -284,25 +237,6 @@ def delete_table_row(session: Session, table_id: int) -> None:
     session.execute(delete(TableRow).where(TableRow.id == table_id))
 
 
-def count_live_read_sessions(session: Session, principal: str | None, now_ms: int) -> int:
-    return session.scalar(
-        select(func.count()).select_from(ReadSessionRow)
-        .join(LeaseRow, LeaseRow.id == ReadSessionRow.id)
-        .where(LeaseRow.principal.is_(None) if principal is None
-               else LeaseRow.principal == principal,
-               LeaseRow.expires_at > now_ms)) or 0
-
-
-def lock_read_sessions_of(session: Session, principal: str | None) -> None:
-    """Serialise the opening of one principal's read sessions (their count is capped)."""
-    if on_postgres(session):
-        session.execute(text("SELECT pg_advisory_xact_lock(:a, hashtext(:p))"),
-                        {"a": _READ_SESSIONS_LOCK, "p": principal or ""})
-
-
-_READ_SESSIONS_LOCK = 0x4D5352  # "MSR"
-
-
 def running_jobs_of(session: Session, table_id: int) -> list[str]:
     """Running jobs that read or write the table."""
     return list(session.scalars(
@@ -326,96 +260,6 @@ def take_over_barriers(session: Session, table_id: int, *, replaced: int,
         TableRow.id == table_id, TableRow.latest_snapshot_id == replaced,
     ).values(latest_snapshot_id=replacement))
     return moved
-
-
-# -- read sessions of consistent warehouses (docs/contract.md#read-sessions) -----------------------
-
-
-def insert_read_session(session: Session, session_id: str, kind: str, barrier: int | None,
-                        now_ms: int) -> None:
-    session.add(ReadSessionRow(id=session_id, kind=kind, barrier=barrier, created_at=now_ms))
-    session.flush()
-
-
-def get_read_session(session: Session, session_id: str, *,
-                     lock: bool) -> tuple[ReadSessionRow, LeaseRow] | None:
-    """The read session and its lease; ``lock``: locked, so that a session's loads that fix a
-    cut are serialised and two tables of one pipeline loaded at once still get one cut."""
-    statement = (select(ReadSessionRow, LeaseRow)
-                 .join(LeaseRow, LeaseRow.id == ReadSessionRow.id)
-                 .where(ReadSessionRow.id == session_id))
-    if lock:
-        statement = statement.with_for_update().execution_options(populate_existing=True)
-    row = session.execute(statement).first()
-    return None if row is None else (row[0], row[1])
-
-
-_tables, _cuts = TableRow.__table__.c, ReadSessionCutRow.__table__.c
-_sessions, _leases = ReadSessionRow.__table__.c, LeaseRow.__table__.c
-_pointers = IcebergTableRow.__table__.c
-
-# A repeat load of a table in a read session, in one statement: the session's lease (its
-# owner and term), the table's cut in the session if fixed, and the table's pointer; every
-# join is by a key.
-_FIXED_CUT = (
-    select(_leases.principal, _leases.expires_at, _leases.ttl_ms, _sessions.view,
-           _cuts.barrier, _cuts.snapshot_id, _pointers.metadata_location)
-    .select_from(ReadSessionRow.__table__)
-    .join(LeaseRow.__table__, _leases.id == _sessions.id)
-    .outerjoin(TableRow.__table__, and_(_tables.catalog == bindparam("catalog"),
-                                        _tables.database == bindparam("database"),
-                                        _tables.name == bindparam("table")))
-    .outerjoin(ReadSessionCutRow.__table__, and_(_cuts.session_id == _sessions.id,
-                                                 _cuts.table_id == _tables.id))
-    .outerjoin(IcebergTableRow.__table__, and_(_pointers.namespace == bindparam("namespace"),
-                                               _pointers.name == bindparam("pointer")))
-    .where(_sessions.id == bindparam("session_id")))
-
-
-@dataclass(frozen=True)
-class FixedCut:
-    """What a repeat load of a table in a read session reads: the session's lease (owner,
-    expiry, term) and kind, the table's cut if the session fixed one, and the table's current
-    metadata file (None: no such table)."""
-
-    principal: str | None
-    expires_at: int
-    ttl_ms: int
-    kind: str
-    barrier: int | None
-    snapshot_id: int | None
-    head_location: str | None
-
-
-def fixed_cut(session: Session | Connection, session_id: str,
-              name: TableName) -> FixedCut | None:
-    """The read session ``session_id`` and the cut it fixed for ``name`` (read without a
-    lock); None when there is no such session."""
-    row = session.execute(_FIXED_CUT, {
-        "session_id": session_id, "catalog": name.catalog, "database": name.database,
-        "table": name.table, "namespace": name.database, "pointer": name.table}).first()
-    return None if row is None else FixedCut(*row)
-
-
-_READ_SESSION_CUTS = (
-    select(_tables.catalog, _tables.database, _tables.name, _cuts.table_id, _cuts.barrier,
-           _cuts.snapshot_id)
-    .join_from(ReadSessionCutRow.__table__, TableRow.__table__, _tables.id == _cuts.table_id)
-    .where(_cuts.session_id == bindparam("session_id")))
-
-
-def read_session_cuts(session: Session, session_id: str) -> dict[str, tuple[int, int, int]]:
-    """``{table name: (table_id, barrier, snapshot_id)}`` of the tables the session fixed."""
-    rows = session.execute(_READ_SESSION_CUTS, {"session_id": session_id})
-    return {f"{c}.{d}.{t}": (table_id, barrier, snapshot_id)
-            for c, d, t, table_id, barrier, snapshot_id in rows}
-
-
-def add_read_session_cut(session: Session, session_id: str, table_id: int, barrier: int,
-                         snapshot_id: int) -> None:
-    session.add(ReadSessionCutRow(session_id=session_id, table_id=table_id, barrier=barrier,
-                                  snapshot_id=snapshot_id))
-    session.flush()
 
 
 # -- cut files of read sessions (docs/contract.md#a-table-at-a-cut) --------------------------------
@@ -446,35 +290,3 @@ def take_cut_files(session: Session, table_uuid: str,
     if snapshot_ids is not None:
         statement = statement.where(CutFileRow.snapshot_id.in_(snapshot_ids))
     return sorted(session.scalars(statement.returning(CutFileRow.location)))
-
-
-# -- Idempotency-Key ---------------------------------------------------------------------------
-
-
-def claim_key(session: Session, principal: str, key: str, operation: str, target: str,
-              request_digest: str, now_ms: int, expires_at: int) -> bool:
-    """Insert the key, bound to its request, unless it exists (race-safe: a racing insert waits
-    for the first transaction on PostgreSQL, then finds the row); True when this request
-    claimed it."""
-    stmt = _insert(session)(IdempotencyKeyRow).values(
-        principal=principal, key=key, operation=operation, target=target,
-        request_digest=request_digest, created_at=now_ms, expires_at=expires_at,
-    ).on_conflict_do_nothing(index_elements=["principal", "key"]).returning(
-        IdempotencyKeyRow.key)
-    return session.execute(stmt).first() is not None
-
-
-def finish_key(session: Session, principal: str, key: str, status: int,
-               outcome: dict[str, object]) -> None:
-    session.execute(update(IdempotencyKeyRow).where(
-        IdempotencyKeyRow.principal == principal, IdempotencyKeyRow.key == key,
-    ).values(status=status, outcome=outcome))
-
-
-def get_key(session: Session, principal: str, key: str) -> IdempotencyKeyRow | None:
-    return session.get(IdempotencyKeyRow, (principal, key))
-
-
-def delete_expired_keys(session: Session, principal: str, now_ms: int) -> None:
-    session.execute(delete(IdempotencyKeyRow).where(
-        IdempotencyKeyRow.principal == principal, IdempotencyKeyRow.expires_at <= now_ms))

@@ -9,20 +9,20 @@ from collections.abc import Sequence
 from sqlalchemy.orm import Session
 
 from metaservice.catalog import pages
-from metaservice.catalog import repository as repo
-from metaservice.catalog import sql_view_repository as view_repo
 from metaservice.catalog.errors import (
     AlreadyExistsError,
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
     UnprocessableEntityError,
 )
+from metaservice.catalog.namespaces import repository as repo
 from metaservice.catalog.site import (
     CatalogSite,
     existing_namespace_name,
     namespace_name,
     one_more,
 )
+from metaservice.catalog.views import repository as view_repo
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergNamespaceRow
 

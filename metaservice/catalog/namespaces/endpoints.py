@@ -6,35 +6,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from metaservice.catalog import consistent_warehouses, idempotency, namespaces, pages, read_sessions
-from metaservice.catalog.http import PREFIX, levels, principal, site
+from metaservice.catalog import idempotency
+from metaservice.catalog.config import ENDPOINTS
+from metaservice.catalog.deps import PREFIX, levels, principal, site
+from metaservice.catalog.namespaces import answers
+from metaservice.catalog.namespaces import service as namespaces
+from metaservice.catalog.read_sessions import consistent_warehouses
+from metaservice.catalog.read_sessions import service as read_sessions
 from metaservice.catalog.requests import CreateNamespaceRequest, UpdateNamespacePropertiesRequest
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
-from metaservice.catalog.sql_view_endpoints import ENDPOINTS as SQL_VIEW_ENDPOINTS
 from metaservice.deps import Context, ReadSession, WriteSession
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
-
-# Every endpoint of the specification this catalog serves, as ``config`` lists them.
-ENDPOINTS = [
-    "GET /v1/{prefix}/namespaces",
-    "POST /v1/{prefix}/namespaces",
-    "GET /v1/{prefix}/namespaces/{namespace}",
-    "HEAD /v1/{prefix}/namespaces/{namespace}",
-    "DELETE /v1/{prefix}/namespaces/{namespace}",
-    "POST /v1/{prefix}/namespaces/{namespace}/properties",
-    "GET /v1/{prefix}/namespaces/{namespace}/tables",
-    "POST /v1/{prefix}/namespaces/{namespace}/tables",
-    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
-    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
-    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
-    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
-    "POST /v1/{prefix}/namespaces/{namespace}/register",
-    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
-    "POST /v1/{prefix}/tables/rename",
-    "POST /v1/{prefix}/transactions/commit",
-    *SQL_VIEW_ENDPOINTS,
-]
 
 
 @router.get("/v1/config", operation_id="iceberg_get_config")
@@ -62,9 +45,7 @@ def list_namespaces(session: ReadSession,
                     page_token: PageToken = None, page_size: PageSize = None,
                     ) -> dict[str, Any]:
     """Namespaces in name order; with ``pageToken`` (empty to start) a page at a time."""
-    found, token = namespaces.list_namespaces(
-        session, levels(parent) if parent else None, pages.page(page_token, page_size))
-    return {"namespaces": found, "next-page-token": token}
+    return answers.list_namespaces(session, parent, page_token, page_size)
 
 
 @router.post("/v1/namespaces", operation_id="iceberg_create_namespace")
@@ -77,15 +58,13 @@ def create_namespace(request: Request, session: WriteSession, ctx: Context,
 
 @router.get("/v1/namespaces/{namespace}", operation_id="iceberg_load_namespace")
 def load_namespace(session: ReadSession, namespace: str) -> dict[str, Any]:
-    return {"namespace": levels(namespace),
-            "properties": namespaces.load_namespace(session, levels(namespace))}
+    return answers.load_namespace(session, namespace)
 
 
 @router.head("/v1/namespaces/{namespace}", status_code=204,
              operation_id="iceberg_namespace_exists")
 def namespace_exists(session: ReadSession, namespace: str) -> Response:
-    namespaces.load_namespace(session, levels(namespace))
-    return Response(status_code=204)
+    return answers.namespace_exists(session, namespace)
 
 
 @router.delete("/v1/namespaces/{namespace}", status_code=204,

@@ -7,17 +7,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
 
-from metaservice.catalog import idempotency, pages, tables
-from metaservice.catalog.http import (
-    PREFIX,
-    IfNoneMatch,
-    context,
-    idempotent,
-    levels,
-    principal,
-    site,
-    table_response,
-)
+from metaservice.catalog import idempotency
+from metaservice.catalog.deps import PREFIX, IfNoneMatch, context, levels, principal, site
 from metaservice.catalog.requests import (
     CreateTableRequest,
     RegisterTableRequest,
@@ -25,21 +16,20 @@ from metaservice.catalog.requests import (
     ReportMetricsRequest,
 )
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
+from metaservice.catalog.tables import answers
+from metaservice.catalog.tables import service as tables
+from metaservice.catalog.tables.answers import Snapshots, table_response
+from metaservice.catalog.tables.idempotent import idempotent
 from metaservice.deps import Context, DatabaseDep, ReadSession
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
-
-Snapshots = Annotated[str, Query(pattern="^(all|refs)$")]
 
 
 @router.get("/v1/namespaces/{namespace}/tables", operation_id="iceberg_list_tables")
 def list_tables(session: ReadSession, namespace: str, page_token: PageToken = None,
                 page_size: PageSize = None) -> dict[str, Any]:
     """Tables in name order; with ``pageToken`` (empty to start) a page at a time."""
-    names, token = tables.list_tables(session, levels(namespace),
-                                      pages.page(page_token, page_size))
-    return {"identifiers": [{"namespace": levels(namespace), "name": name} for name in names],
-            "next-page-token": token}
+    return answers.list_tables(session, namespace, page_token, page_size)
 
 
 @router.post("/v1/namespaces/{namespace}/tables", operation_id="iceberg_create_table")
@@ -70,8 +60,7 @@ def load_table(request: Request, database: DatabaseDep, namespace: str, table: s
 @router.head("/v1/namespaces/{namespace}/tables/{table}", status_code=204,
              operation_id="iceberg_table_exists")
 def table_exists(session: ReadSession, namespace: str, table: str) -> Response:
-    tables.table_exists(session, levels(namespace), table)
-    return Response(status_code=204)
+    return answers.table_exists(session, namespace, table)
 
 
 @router.delete("/v1/namespaces/{namespace}/tables/{table}", status_code=204,
@@ -116,7 +105,4 @@ def rename_table(request: Request, database: DatabaseDep, ctx: Context,
 def report_metrics(request: Request, namespace: str, table: str,
                    body: ReportMetricsRequest) -> Response:
     """Metrics reports are counted by kind and otherwise dropped; never an error."""
-    kind = str(body.report_type if body.report_type is not None else "unknown")[:40]
-    request.app.state.catalog_metrics.labels(
-        kind if kind in ("scan-report", "commit-report") else "other").inc()
-    return Response(status_code=204)
+    return answers.report_metrics(request, namespace, table, body)

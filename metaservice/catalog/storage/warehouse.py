@@ -47,13 +47,13 @@ from pyiceberg.serializers import Compressor, FromByteStream
 from pyiceberg.table.locations import SimpleLocationProvider
 from pyiceberg.table.metadata import TableMetadata
 
-from metaservice.catalog import consistent_warehouses
 from metaservice.catalog.errors import (
     BadRequestError,
     ServiceUnavailableError,
     outside_warehouse,
 )
-from metaservice.catalog.object_store import (
+from metaservice.catalog.read_sessions import consistent_warehouses
+from metaservice.catalog.storage.object_store import (
     ObjectStores,
     StoreUnavailableError,
     is_object_store,

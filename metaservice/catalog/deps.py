@@ -1,0 +1,35 @@
+"""What a catalog route reads of its request (HTTP only): the catalog's path prefix, the app's
+catalog site and service context, the caller, a namespace's levels, the ``If-None-Match``
+header."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Header, Request
+
+from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
+from metaservice.catalog.site import CatalogSite
+from metaservice.context import ServiceContext
+
+PREFIX = "/iceberg"
+NAMESPACE_SEPARATOR = "\x1f"
+
+
+def site(request: Request) -> CatalogSite:
+    return request.app.state.catalog  # type: ignore[no-any-return]
+
+
+def context(request: Request) -> ServiceContext:
+    return request.app.state.context  # type: ignore[no-any-return]
+
+
+def levels(namespace: str) -> list[str]:
+    return namespace.split(NAMESPACE_SEPARATOR)
+
+
+def principal(request: Request) -> Principal:
+    return getattr(request.state, "principal", None) or ANONYMOUS_ADMIN
+
+
+IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", max_length=2000)]

@@ -1,0 +1,2 @@
+"""The catalog's namespaces (one level each, a MetaService database) and its configuration
+route."""

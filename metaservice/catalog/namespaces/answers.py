@@ -1,0 +1,31 @@
+"""The head's answers to the namespace reads (HTTP only) that a read session's routes give as
+well (list, load, exists), shared by ``endpoints.py`` and ``read_sessions/endpoints.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Response
+from sqlalchemy.orm import Session
+
+from metaservice.catalog import pages
+from metaservice.catalog.deps import levels
+from metaservice.catalog.namespaces import service as namespaces
+
+
+def list_namespaces(session: Session, parent: str | None = None, page_token: str | None = None,
+                    page_size: int | None = None) -> dict[str, Any]:
+    """Namespaces in name order; with ``pageToken`` (empty to start) a page at a time."""
+    found, token = namespaces.list_namespaces(
+        session, levels(parent) if parent else None, pages.page(page_token, page_size))
+    return {"namespaces": found, "next-page-token": token}
+
+
+def load_namespace(session: Session, namespace: str) -> dict[str, Any]:
+    return {"namespace": levels(namespace),
+            "properties": namespaces.load_namespace(session, levels(namespace))}
+
+
+def namespace_exists(session: Session, namespace: str) -> Response:
+    namespaces.load_namespace(session, levels(namespace))
+    return Response(status_code=204)

@@ -1,0 +1,1 @@
+"""The catalog's consistent warehouses and the read sessions that serve them."""

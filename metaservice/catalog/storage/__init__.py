@@ -1,0 +1,1 @@
+"""Metadata files in the warehouse, and the object stores that hold them."""

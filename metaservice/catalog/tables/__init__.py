@@ -1,0 +1,1 @@
+"""The catalog's tables: list, load, create, register, drop, rename, and their commits."""

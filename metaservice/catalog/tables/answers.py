@@ -1,0 +1,60 @@
+"""The catalog's table answers (HTTP only): a table's metadata with its ``ETag``, and the head's
+answers to the table reads that a read session's routes give as well (list, exists, metrics
+reports), shared by ``endpoints.py`` and ``read_sessions/endpoints.py``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import Query, Request, Response
+from sqlalchemy.orm import Session
+
+from metaservice.catalog import pages
+from metaservice.catalog.deps import levels
+from metaservice.catalog.requests import ReportMetricsRequest
+from metaservice.catalog.tables import service as tables
+from metaservice.catalog.tables.service import LoadedTable, NotModified, etag_matches
+
+Snapshots = Annotated[str, Query(pattern="^(all|refs)$")]
+
+
+def table_response(loaded: LoadedTable | NotModified,
+                   if_none_match: str | None = None) -> Response:
+    """A table answer with its ``ETag``; 304 with no body when ``If-None-Match`` names it. The
+    metadata's JSON comes serialised (``LoadedTable.metadata_json``): the body is put together
+    from bytes."""
+    if isinstance(loaded, NotModified):
+        return Response(status_code=304, headers={"ETag": loaded.etag})
+    tag = loaded.etag
+    if tag is not None and etag_matches(if_none_match, tag):
+        return Response(status_code=304, headers={"ETag": tag})
+    parts = [b"{"]
+    if loaded.metadata_location is not None:
+        parts += [b'"metadata-location":', json.dumps(loaded.metadata_location).encode(), b","]
+    parts += [b'"metadata":', loaded.metadata_json, b',"config":{}}']
+    return Response(b"".join(parts), media_type="application/json",
+                    headers={"ETag": tag} if tag is not None else None)
+
+
+def list_tables(session: Session, namespace: str, page_token: str | None = None,
+                page_size: int | None = None) -> dict[str, Any]:
+    """Tables in name order; with ``pageToken`` (empty to start) a page at a time."""
+    names, token = tables.list_tables(session, levels(namespace),
+                                      pages.page(page_token, page_size))
+    return {"identifiers": [{"namespace": levels(namespace), "name": name} for name in names],
+            "next-page-token": token}
+
+
+def table_exists(session: Session, namespace: str, table: str) -> Response:
+    tables.table_exists(session, levels(namespace), table)
+    return Response(status_code=204)
+
+
+def report_metrics(request: Request, namespace: str, table: str,
+                   body: ReportMetricsRequest) -> Response:
+    """Metrics reports are counted by kind and otherwise dropped; never an error."""
+    kind = str(body.report_type if body.report_type is not None else "unknown")[:40]
+    request.app.state.catalog_metrics.labels(
+        kind if kind in ("scan-report", "commit-report") else "other").inc()
+    return Response(status_code=204)
