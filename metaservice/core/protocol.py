@@ -5,7 +5,8 @@ The services read the state under their locks, ask these rules, and write what t
 (``barriers/service.py``, ``jobs/service.py``; the catalog's commits reach them through
 ``barriers/service.py`` too). Nothing here touches a database, the settings or the clock, so
 each refusal is tested on values in milliseconds (``tests/metaservice/core/test_rulebook.py``)
-and the decisions over thousands of generated cases (``tests/metaservice/protocol/``).
+and the decisions over thousands of generated cases
+(``tests/metaservice/core/test_protocol.py``).
 
 Read it top to bottom: each request's rules are asked in the order written, and the first
 that refuses answers.
@@ -323,7 +324,7 @@ def refuse_held_by_catalog(table: TableHead, snapshot_id: int, *, held: bool,
 
 def refuse_fenced(table: TableHead, checks: CommitChecks) -> None:
     """``rollback_in_progress``: nothing is written to a table an applied rollback plan fences
-    until the plan is completed (docs/contract.md#rollback)."""
+    until the plan is completed (docs/contract.md#rollback-plans)."""
     if checks.fence_plan is not None:
         raise errors.RollbackInProgressError(
             f"{table.name} is being rolled back (plan {checks.fence_plan}); "
