@@ -85,6 +85,8 @@ def pytest_configure(config: pytest.Config) -> None:
             lambda name, **_: name == "slow")
     if not hasattr(config, "workerinput"):  # the run's own process, not a pytest-xdist worker
         _provide_postgres(config)
+        if hasattr(config.option, "loadscopereorder"):  # files in COSTLIEST_FILES's order
+            config.option.loadscopereorder = False
 
 
 _STARTED_POSTGRES = pytest.StashKey["object"]()
@@ -140,11 +142,51 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 # -- running in parallel: pytest -n auto --dist loadfile --------------------------------------
-# pytest-xdist spreads the tests over workers file by file (the largest files first): a file's
-# tests run on one worker, so a module's costly fixture (the demo's run, a Spark session, a
-# cluster) starts once. Databases, ports and directories are per test session or per test.
-# (pytest-xdist's named groups, --dist loadgroup, are not in force under pytest 9.2: they
-# rename node ids through an attribute pytest 9.2 no longer reads.)
+# pytest-xdist spreads the tests over workers file by file: a file's tests run on one worker, so
+# a module's costly fixture (the demo's run, a Spark session, a cluster) starts once. Databases,
+# ports and directories are per test session or per test. (pytest-xdist's named groups,
+# --dist loadgroup, are not in force under pytest 9.2: they rename node ids through an attribute
+# pytest 9.2 no longer reads.)
+#
+# The files go out costliest first, so that the last file handed out is a short one and no
+# worker idles while another finishes the soak: xdist's own order (the files with the most tests
+# first) handed out the single-test files that take minutes last. COSTLIEST_FILES is that order,
+# measured by a CI run (`pytest --junitxml`, each file's summed test time); a file not listed
+# comes after them, in collection order. A stale order costs minutes, never a result.
+COSTLIEST_FILES = (
+    "tests/spark_plugin/test_streaming_exactly_once.py",
+    "tests/soak/test_soak.py",
+    "tests/test_readme.py",
+    "tests/spark_plugin/test_builtin_catalog.py",
+    "tests/metaservice/catalog/test_spark.py",
+    "tests/metaservice/test_api_fuzz.py",
+    "tests/metaservice/protocol/test_machine.py",
+    "tests/test_packaging.py",
+    "tests/spark_plugin/test_standalone_cluster.py",
+    "tests/spark_plugin/test_demo.py",
+    "tests/metaservice/ui/test_dashboard_browser.py",
+    "tests/metaservice/test_races.py",
+    "tests/spark_plugin/test_examples.py",
+    "tests/metaservice/catalog/test_s3.py",
+    "tests/spark_plugin/test_streaming.py",
+    "tests/spark_plugin/test_batch_job.py",
+    "tests/metaservice/test_lock_order_races.py",
+    "tests/benchmarks/test_streaming_benchmark.py",
+    "tests/soak/test_patroni.py",
+    "tests/metaservice/catalog/test_read_sessions.py",
+    "tests/spark_plugin/test_spark_io.py",
+    "tests/metaservice/catalog/test_durability.py",
+    "tests/metaservice/test_cli.py",
+    "tests/metaservice/catalog/test_sql_views.py",
+    "tests/metaservice/catalog/test_trust_attacks.py",
+    "tests/metaservice/barriers/test_group_commit.py",
+)
+
+
+def _costliest_first(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(COSTLIEST_FILES)}
+    unlisted = len(rank)
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], unlisted))  # stable
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
@@ -153,6 +195,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (any(item.get_closest_marker(name) for name in SLOW_MARKERS)
                 or any(name in getattr(item, "fixturenames", ()) for name in SLOW_FIXTURES)):
             item.add_marker(pytest.mark.slow)
+    _costliest_first(items)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
