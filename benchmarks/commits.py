@@ -33,7 +33,7 @@ from benchmarks._report import Result, percentile
 TABLES = 1000
 BASE_BARRIER = 1_700_000_000_000
 
-# The statements of a root report (metaservice/barriers/repository.py, the commit path), in
+# The statements of a root report (metaservice/repositories/barriers.py, the commit path), in
 # order, with the same parameters: find the table, lock its row, read the fence, the row at the
 # barrier and whether the snapshot was recorded already, insert the barrier row, move
 # ``latest(T)`` forward (compare-and-swap). The barrier is the next after ``latest(T)`` here;

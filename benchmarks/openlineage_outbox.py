@@ -87,7 +87,7 @@ def sender_process(database_url: str, openlineage_url: str) -> Iterator[None]:
 def pending(database_url: str) -> int:
     from metaservice.db.engine import build_engine
     from metaservice.db.session import Database
-    from metaservice.lineage import repository
+    from metaservice.repositories import lineage as repository
 
     database = Database(build_engine(database_url))
     try:

@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from metaservice import __version__, lean_routes
+from metaservice.auth.dependencies import authorize
 from metaservice.auth.endpoints import router as auth_router
 from metaservice.auth.service import TokenCache, ensure_bootstrap_admin
 from metaservice.barriers.endpoints import router as barriers_router
@@ -19,7 +20,7 @@ from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
 from metaservice.db.session import Database
 from metaservice.delay.endpoints import router as delay_router
-from metaservice.deps import authorize, refuse_unstorable_input
+from metaservice.deps import refuse_unstorable_input
 from metaservice.error_handlers import install_error_handlers
 from metaservice.health.endpoints import router as health_router
 from metaservice.jobs.endpoints import router as jobs_router
@@ -30,6 +31,7 @@ from metaservice.observability.endpoints import router as observability_router
 from metaservice.observability.metrics import install_metrics
 from metaservice.retention.expirations.endpoints import router as expirations_router
 from metaservice.retention.leases.endpoints import router as leases_router
+from metaservice.retention.leases.endpoints import versions_router as leased_versions_router
 from metaservice.rollback.endpoints import router as rollback_router
 from metaservice.schemas import ERROR_RESPONSES
 from metaservice.settings import Settings, get_settings
@@ -111,8 +113,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     install_error_handlers(app)
     _document_security(app, settings)
     for router in (health_router, auth_router, jobs_router, barriers_router, versions_router,
-                   lineage_router, delay_router, rollback_router, leases_router, expirations_router,
-                   observability_router, ui_router):
+                   leased_versions_router, lineage_router, delay_router, rollback_router,
+                   leases_router, expirations_router, observability_router, ui_router):
         app.include_router(router)
     install_catalog(app, settings)
     if settings.lean_routes:

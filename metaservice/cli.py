@@ -212,8 +212,8 @@ def cmd_lineage(args: argparse.Namespace) -> None:
     """Where the OpenLineage outbox stands: events waiting, jobs whose delivery failed, and per
     job the next event to deliver."""
     from metaservice.clock import SystemClock
-    from metaservice.lineage import repository as outbox_repo
     from metaservice.lineage.sender import configured_in_environment
+    from metaservice.repositories import lineage as outbox_repo
 
     settings = _settings(args)
     try:

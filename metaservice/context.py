@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from metaservice.clock import Clock, SystemClock
-from metaservice.lineage.openlineage import Naming
+from metaservice.openlineage import Naming
+from metaservice.repositories.topology import TopologyCache
 from metaservice.settings import Settings
-from metaservice.topology.repository import TopologyCache
 
 
 @dataclass

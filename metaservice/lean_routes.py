@@ -69,14 +69,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, NoMatchFound, get_route_path
 from starlette.types import Receive, Scope, Send
 
-from metaservice.deps import (
-    authorize,
-    get_context,
-    get_database,
-    get_root_reports,
-    get_transactions,
-    refuse_unstorable_input,
-)
+from metaservice.auth.dependencies import authorize
+from metaservice.barriers.dependencies import get_root_reports
+from metaservice.deps import get_context, get_database, get_transactions, refuse_unstorable_input
 
 PROVIDED: dict[Callable[..., Any], Callable[[Request], Awaitable[Any]]] = {
     get_context: get_context, get_database: get_database,

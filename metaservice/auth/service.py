@@ -4,7 +4,7 @@ Only a token's SHA-256 is stored. A request is allowed when its principal's role
 route's (``auth/policy.py``), a writer acts only on jobs it registered, and the optional rate
 limit lets it through. With ``METASERVICE_AUTH=disabled`` (allowed on loopback only) every
 caller is an anonymous admin. The FastAPI dependency that applies these rules to each request is
-``metaservice.deps.authorize``.
+``metaservice.auth.dependencies.authorize``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy.orm import Session
 
 from metaservice import errors
-from metaservice.auth import repository as auth_repo
 from metaservice.auth.policy import Role
 from metaservice.auth.tokens import hash_token, new_token
 from metaservice.db.models import ApiTokenRow
+from metaservice.repositories import auth as auth_repo
 
 if TYPE_CHECKING:  # limits.py also holds an ASGI middleware: no web framework here
     from metaservice.limits import TokenBucket

@@ -8,6 +8,7 @@ import orjson
 from fastapi import APIRouter, Body, Query, Response
 
 from metaservice.barriers import service
+from metaservice.barriers.dependencies import RootReports
 from metaservice.barriers.schemas import (
     AbortIn,
     AbortOut,
@@ -23,7 +24,7 @@ from metaservice.barriers.schemas import (
     TableBarriersOut,
     position_answer,
 )
-from metaservice.deps import Context, ReadSession, RootReports, TransactionsDep, WriteSession
+from metaservice.deps import Context, ReadSession, TransactionsDep, WriteSession
 from metaservice.names import TableName
 from metaservice.path_params import BarrierPath, CatalogPath, DatabasePath, JobPath, TablePath
 from metaservice.schemas import INT64_MAX, TextInt

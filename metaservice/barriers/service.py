@@ -18,7 +18,6 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from metaservice import errors
-from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
 from metaservice.core import protocol
 from metaservice.core.cuts import tables_not_exact
@@ -35,11 +34,12 @@ from metaservice.core.protocol import (
 from metaservice.db import locks
 from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow
 from metaservice.history.service import DatabaseHistory
-from metaservice.jobs import repository as jobs_repo
 from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
+from metaservice.repositories import barriers as barriers_repo
+from metaservice.repositories import jobs as jobs_repo
+from metaservice.repositories import tables as tables_repo
 from metaservice.retention import handout
-from metaservice.tables import repository as tables_repo
 from metaservice.versions.catching_up import rejoin_if_caught_up
 
 logger = logging.getLogger(__name__)
@@ -262,7 +262,7 @@ def _record_root_reports(session: Session, ctx: ServiceContext,
 
 Job = JobRow | barriers_repo.JobState
 """A job row held locked: the ORM's in a start (which changes the row itself), else the lean
-state ``next`` reads (``barriers/repository.py``)."""
+state ``next`` reads (``repositories/barriers.py``)."""
 
 Source = barriers_repo.EdgeTable
 

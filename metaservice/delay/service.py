@@ -13,9 +13,9 @@ from metaservice.context import ServiceContext
 from metaservice.core import delay_formulas as formulas
 from metaservice.core.delay_formulas import JobDelayInput, Percentiles
 from metaservice.core.graph import Topology
-from metaservice.delay import repository as delay_repo
 from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
+from metaservice.repositories import delay as delay_repo
+from metaservice.repositories import tables as tables_repo
 from metaservice.versions import service as versions
 
 DEFAULT_WINDOW_SECONDS = 3600.0

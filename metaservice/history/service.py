@@ -15,10 +15,10 @@ from metaservice.core.cuts import TableState
 from metaservice.core.exactness import Completion
 from metaservice.core.graph import Topology
 from metaservice.db.engine import on_postgres
-from metaservice.history import repository as history_repo
 from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
-from metaservice.tables.repository import CutState
+from metaservice.repositories import history as history_repo
+from metaservice.repositories import tables as tables_repo
+from metaservice.repositories.tables import CutState
 
 # The newest rows read per table up front. Cuts trail ``latest`` by a few barriers at most;
 # anything older is one more seek.

@@ -6,17 +6,11 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query
 
+from metaservice.auth.dependencies import CurrentPrincipal
 from metaservice.auth.service import Principal
 from metaservice.barriers.schemas import position_answer
 from metaservice.context import ServiceContext
-from metaservice.deps import (
-    Context,
-    CurrentPrincipal,
-    ReadSession,
-    Transactions,
-    TransactionsDep,
-    WriteSession,
-)
+from metaservice.deps import Context, ReadSession, Transactions, TransactionsDep, WriteSession
 from metaservice.jobs import service
 from metaservice.jobs.schemas import JobList, JobOut, StartIn, StartOut
 from metaservice.jobs.service import Role

@@ -11,7 +11,6 @@ from typing import Literal
 from sqlalchemy.orm import Session
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal, ensure_may_act_on_job
-from metaservice.barriers import repository as barriers_repo
 from metaservice.barriers.service import next_barrier, pinned_position, start_position
 from metaservice.context import ServiceContext
 from metaservice.core import protocol
@@ -19,11 +18,12 @@ from metaservice.core.graph import JobEdges, Topology
 from metaservice.core.positions import Position
 from metaservice.db import locks
 from metaservice.db.models import JobRow
-from metaservice.jobs import repository as jobs_repo
 from metaservice.lineage import emission as lineage_emission
 from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
-from metaservice.topology.repository import load_running_topology
+from metaservice.repositories import barriers as barriers_repo
+from metaservice.repositories import jobs as jobs_repo
+from metaservice.repositories import tables as tables_repo
+from metaservice.repositories.topology import load_running_topology
 from metaservice.versions.catching_up import refresh_after_topology_change, tables_to_refresh
 
 logger = logging.getLogger(__name__)

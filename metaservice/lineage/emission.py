@@ -15,12 +15,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from metaservice.barriers import repository as barriers_repo
+from metaservice import openlineage as ol
 from metaservice.context import ServiceContext
 from metaservice.db.models import JobRow
-from metaservice.jobs import repository as jobs_repo
-from metaservice.lineage import openlineage as ol
-from metaservice.lineage import repository as outbox_repo
+from metaservice.repositories import barriers as barriers_repo
+from metaservice.repositories import jobs as jobs_repo
+from metaservice.repositories import lineage as outbox_repo
 
 
 def _reads(snapshots: dict[str, Any] | None,

@@ -7,9 +7,10 @@ from typing import Annotated, Literal
 import orjson
 from fastapi import APIRouter, Query, Request, Response
 
+from metaservice import openlineage
 from metaservice.core.graph import Neighbourhood
 from metaservice.deps import Context, ReadSession
-from metaservice.lineage import openlineage, service
+from metaservice.lineage import service
 from metaservice.lineage.schemas import LineageOut, SnapshotLineage, TableLineageOut
 from metaservice.lineage.sender import naming_from
 from metaservice.names import TableName

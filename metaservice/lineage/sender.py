@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from metaservice import __version__
+from metaservice import openlineage as ol
 from metaservice.clock import Clock, SystemClock
 from metaservice.db.session import Database
-from metaservice.lineage import openlineage as ol
-from metaservice.lineage import repository as outbox_repo
+from metaservice.repositories import lineage as outbox_repo
 from metaservice.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -8,13 +8,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from metaservice import errors
-from metaservice.barriers import repository as barriers_repo
 from metaservice.context import ServiceContext
 from metaservice.core.graph import Edge, Topology
-from metaservice.history import repository as history_repo
 from metaservice.lineage.schemas import SnapshotLineage
 from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
+from metaservice.repositories import barriers as barriers_repo
+from metaservice.repositories import history as history_repo
+from metaservice.repositories import tables as tables_repo
 
 
 def describe(session: Session, topology: Topology, tables: dict[str, int | None],

@@ -34,9 +34,9 @@ from metaservice.context import ServiceContext
 from metaservice.core import delay_formulas as formulas
 from metaservice.db.models import LeaseRow, LeaseSnapshotRow, RollbackFenceRow
 from metaservice.db.session import Database
-from metaservice.delay import repository as delay_repo
-from metaservice.lineage import repository as outbox_repo
 from metaservice.lineage.sender import OutboxSender
+from metaservice.repositories import delay as delay_repo
+from metaservice.repositories import lineage as outbox_repo
 
 logger = logging.getLogger(__name__)
 

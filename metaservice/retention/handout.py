@@ -4,7 +4,7 @@ out or leased again.
 
 A path that *commits to* snapshots (a lease, a pinned barrier) first calls :func:`hold` on
 their tables, then checks with :func:`refuse_approved` / :func:`approved` (a pinned barrier
-reads the same check in the statement that reads its snapshots, ``barriers/repository.py``'s
+reads the same check in the statement that reads its snapshots, ``repositories/barriers.py``'s
 ``pin_reads``, and refuses with :func:`raise_expired`): the hold orders it
 against approvals of those tables (see ``expirations/repository.py``), so either the approval
 comes first and the check sees it, or the hand-out comes first and the approval sees the lease
@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from metaservice import errors
 from metaservice.db.models import BarrierRow
-from metaservice.retention.expirations import repository as repo
+from metaservice.repositories import expirations as repo
 
 
 def hold(session: Session, table_ids: Iterable[int]) -> None:

@@ -14,7 +14,7 @@ A snapshot is protected, with one reason per rule that holds it:
   lease, docs/contract.md#leases).
 
 Every rule reads only committed rows; the caller orders itself against commits, pins and leases
-by locking the table row (``retention/expirations/repository.py``).
+by locking the table row (``repositories/expirations.py``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from sqlalchemy.orm import Session
 
 from metaservice.context import ServiceContext
 from metaservice.db.models import TableRow
-from metaservice.history import repository as history_repo
-from metaservice.retention.expirations import repository as repo
-from metaservice.retention.leases import repository as leases_repo
+from metaservice.repositories import expirations as repo
+from metaservice.repositories import history as history_repo
+from metaservice.repositories import leases as leases_repo
 from metaservice.versions.service import strong_cut_of_component
 
 LATEST = "latest"

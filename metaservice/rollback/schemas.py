@@ -62,23 +62,5 @@ class RollbackPlanOut(BaseModel):
     jobs: list[PlanJobOut]
 
 
-class PlanTarget(BaseModel):
-    """What a stored plan document says of one of its tables' targets (the rest of the entry,
-    :class:`PlanTableOut`, is ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    table: str
-    target: SnapOut | None = None
-
-
-class PlanTargets(BaseModel):
-    """The tables of a stored plan document, as far as their targets go."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    tables: list[PlanTarget] = []
-
-
 class RollbackPlanList(BaseModel):
     plans: list[RollbackPlanOut]

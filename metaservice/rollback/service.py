@@ -27,12 +27,12 @@ from metaservice.core.graph import Topology
 from metaservice.core.rollback_planning import JobFacts, Snap, TableFacts
 from metaservice.db import locks
 from metaservice.db.models import RollbackPlanRow, TableRow
-from metaservice.history import repository as history_repo
 from metaservice.names import TableName
-from metaservice.rollback import repository as rollback_repo
+from metaservice.repositories import history as history_repo
+from metaservice.repositories import rollback as rollback_repo
+from metaservice.repositories import tables as tables_repo
+from metaservice.repositories.topology import load_running_topology
 from metaservice.rollback.schemas import PlanJobOut, PlanTableOut, RollbackPlanOut, SnapOut
-from metaservice.tables import repository as tables_repo
-from metaservice.topology.repository import load_running_topology
 from metaservice.versions.catching_up import refresh_after_topology_change, tables_to_refresh
 
 logger = logging.getLogger(__name__)

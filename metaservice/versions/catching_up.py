@@ -19,7 +19,7 @@ from metaservice.core.cuts import floors_after_join
 from metaservice.core.exactness import Exactness
 from metaservice.core.graph import Topology
 from metaservice.history.service import DatabaseHistory
-from metaservice.tables import repository as tables_repo
+from metaservice.repositories import tables as tables_repo
 from metaservice.versions.service import component_cut
 
 

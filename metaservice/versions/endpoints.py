@@ -1,19 +1,16 @@
-"""HTTP only: consistent versions of one or many tables."""
+"""HTTP only: the consistent version of one table. ``POST /versions`` (many tables, leased when
+asked) is served from ``retention/leases/endpoints.py``: leasing sits above the versions."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 
 from metaservice.core.cuts import Consistency
-from metaservice.deps import Context, CurrentPrincipal, ReadSession, TransactionsDep
+from metaservice.deps import Context, ReadSession
 from metaservice.names import TableName
 from metaservice.path_params import CatalogPath, DatabasePath, TablePath
-from metaservice.retention.leases import service as leases
 from metaservice.versions import service
-from metaservice.versions.schemas import TableHoldOut, VersionOut, VersionsIn, VersionsOut
+from metaservice.versions.schemas import TableHoldOut, VersionOut
 
 router = APIRouter(tags=["versions"])
 
@@ -32,37 +29,4 @@ def get_version(consistency: Consistency, catalog: CatalogPath, database: Databa
     if version.held_back_by:
         answer.held_back_by = [TableHoldOut.model_validate(h.details())
                                for h in version.held_back_by]
-    return answer
-
-
-@router.post("/versions", response_model=VersionsOut, operation_id="get_versions")
-def get_versions(body: VersionsIn, transactions: TransactionsDep, ctx: Context,
-                 principal: CurrentPrincipal) -> JSONResponse:
-    """Versions of many tables that reflect the same barrier per component. With
-    ``lease_seconds`` they are leased in the same (write) transaction; plain reads stay on a
-    read transaction. Either way the transaction ends before the response is sent."""
-    names = [TableName.parse(t) for t in body.tables]
-    lease = None
-    with transactions.transaction(write=body.lease_seconds is not None) as session:
-        if body.lease_seconds is None:
-            versions = service.resolve(session, ctx, names, body.consistency, body.barrier)
-        else:
-            versions, lease = leases.lease_versions(session, ctx, names, body.consistency,
-                                                    body.barrier, body.lease_seconds, body.holder,
-                                                    principal)
-    # Rendered directly in VersionsOut's shape (``None`` fields left out): this is the hot read
-    # path, and validating the answer built from stored data again cost a tenth of its CPU.
-    answer: dict[str, Any] = {
-        "consistency": "barrier" if body.barrier is not None else body.consistency.value,
-        "versions": {n: _version(v) for n, v in versions.items()}}
-    if lease is not None:
-        answer |= {"lease_id": lease.lease_id, "expires_at": lease.expires_at}
-    return JSONResponse(answer)
-
-
-def _version(v: service.Version) -> dict[str, Any]:
-    answer: dict[str, Any] = {"barrier": v.barrier, "snapshot_id": v.snapshot_id,
-                              "snapshot_barrier": v.snapshot_barrier}
-    if v.held_back_by:
-        answer["held_back_by"] = [h.details() for h in v.held_back_by]
     return answer

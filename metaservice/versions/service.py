@@ -29,11 +29,11 @@ from metaservice.core.cuts import (
     tables_not_exact,
 )
 from metaservice.core.exactness import Exactness
-from metaservice.history import repository as history_repo
 from metaservice.history.service import DatabaseHistory
-from metaservice.jobs import repository as jobs_repo
 from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
+from metaservice.repositories import history as history_repo
+from metaservice.repositories import jobs as jobs_repo
+from metaservice.repositories import tables as tables_repo
 
 
 @dataclass(frozen=True)

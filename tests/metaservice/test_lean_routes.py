@@ -21,11 +21,12 @@ from starlette.routing import Mount
 from benchmarks._environment import ServerThread
 from metaservice import lean_routes
 from metaservice.app import LEAN_OPERATIONS, create_app
+from metaservice.auth.dependencies import authorize
 from metaservice.auth.policy import Role
 from metaservice.auth.service import create_token
 from metaservice.clock import ManualClock
 from metaservice.db.session import Database
-from metaservice.deps import ReadSession, authorize, refuse_unstorable_input
+from metaservice.deps import ReadSession, refuse_unstorable_input
 from metaservice.settings import Settings
 from tests.conftest import wipe
 

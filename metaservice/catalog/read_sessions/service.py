@@ -49,9 +49,9 @@ from metaservice.context import ServiceContext
 from metaservice.core.cuts import Consistency
 from metaservice.db.models import LeaseRow, ReadSessionRow
 from metaservice.names import TableName
+from metaservice.repositories import tables as tables_repo
 from metaservice.retention import handout
 from metaservice.retention.leases import service as leases_service
-from metaservice.tables import repository as tables_repo
 from metaservice.versions import service as versions
 
 logger = logging.getLogger(__name__)

@@ -32,9 +32,9 @@ from metaservice.catalog.tables.owners import acts_for_job, owns_job
 from metaservice.context import ServiceContext
 from metaservice.db.models import TableRow
 from metaservice.names import TableName
+from metaservice.repositories import rollback as rollback_repo
+from metaservice.repositories import tables as tables_repo
 from metaservice.retention.expirations import service as expirations_service
-from metaservice.rollback import repository as rollback_repo
-from metaservice.tables import repository as tables_repo
 
 logger = logging.getLogger(__name__)
 

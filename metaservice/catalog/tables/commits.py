@@ -53,7 +53,7 @@ from metaservice.context import ServiceContext
 from metaservice.db import locks
 from metaservice.db.session import Database
 from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
+from metaservice.repositories import tables as tables_repo
 
 logger = logging.getLogger(__name__)
 

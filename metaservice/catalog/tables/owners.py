@@ -11,7 +11,7 @@ from metaservice.auth.service import Principal
 from metaservice.catalog.errors import not_table_owner
 from metaservice.db.models import JobRow
 from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
+from metaservice.repositories import tables as tables_repo
 
 
 def acts_for_job(session: Session, principal: Principal, job: str) -> bool:

@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from metaservice.deps import Context, CurrentPrincipal, ReadSession, WriteSession
+from metaservice.auth.dependencies import CurrentPrincipal
+from metaservice.deps import Context, ReadSession, WriteSession
 from metaservice.names import TableName
 from metaservice.path_params import CatalogPath, DatabasePath, TablePath
 from metaservice.retention.expirations import service

@@ -28,11 +28,11 @@ from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
 from metaservice.context import ServiceContext
 from metaservice.db.models import ExpirationRow, SnapshotExpirationRow, TableRow
 from metaservice.names import TableName
-from metaservice.retention.expirations import repository as repo
+from metaservice.repositories import expirations as repo
+from metaservice.repositories import tables as tables_repo
 from metaservice.retention.leases import service as leases
 from metaservice.retention.protection import LEASE, Protected, protected_snapshots
 from metaservice.retention.protection import lease as lease_reason
-from metaservice.tables import repository as tables_repo
 
 logger = logging.getLogger(__name__)
 

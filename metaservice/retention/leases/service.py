@@ -48,10 +48,10 @@ from metaservice.context import ServiceContext
 from metaservice.core.cuts import Consistency
 from metaservice.db.models import LeaseRow
 from metaservice.names import TableName
+from metaservice.repositories import expirations as expirations_repo
+from metaservice.repositories import leases as repo
+from metaservice.repositories import tables as tables_repo
 from metaservice.retention import handout
-from metaservice.retention.expirations import repository as expirations_repo
-from metaservice.retention.leases import repository as repo
-from metaservice.tables import repository as tables_repo
 from metaservice.versions import service as versions
 
 logger = logging.getLogger(__name__)

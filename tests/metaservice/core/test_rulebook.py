@@ -276,7 +276,7 @@ def test_every_refusal_is_raised_by_the_rulebook_only() -> None:
     # Those five are raised elsewhere too, for requests outside the protocol (validation, job
     # and table lookups of the readers, a load of an expired snapshot, lease rules).
     for path in ("metaservice/barriers/service.py", "metaservice/jobs/service.py",
-                 "metaservice/barriers/repository.py"):
+                 "metaservice/repositories/barriers.py"):
         text = (ROOT / path).read_text()
         raised = set(re.findall(r"raise errors\.(\w+Error)", text))
         assert not raised & classes, f"{path} raises {raised & classes} itself"

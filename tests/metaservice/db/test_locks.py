@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from metaservice.barriers import repository as barriers_repo
 from metaservice.db import locks
 from metaservice.db.session import Database
-from metaservice.jobs import repository as jobs_repo
 from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
+from metaservice.repositories import barriers as barriers_repo
+from metaservice.repositories import jobs as jobs_repo
+from metaservice.repositories import tables as tables_repo
 
 
 def _tables(database: Database) -> list[int]:
@@ -68,7 +68,7 @@ def test_a_lock_out_of_order_is_refused(database: Database, out_of_order: str) -
 
 def test_the_lean_locks_of_the_commit_path_are_twins_of_the_orm_locks(database: Database) -> None:
     """The commit path locks a table and a job with statements of its own that read only what
-    its rules need (``barriers/repository.py``: ``lock_table``, ``lock_job_state``), beside the
+    its rules need (``repositories/barriers.py``: ``lock_table``, ``lock_job_state``), beside the
     ORM's locks (``db/locks.py``) that the rest of the server writes through. They stay two for
     speed; here they read the same values and take their place in one lock order."""
     ids = _tables(database)

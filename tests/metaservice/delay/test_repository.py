@@ -7,7 +7,7 @@ import random
 from metaservice.core.delay_formulas import Percentiles
 from metaservice.db.models import BarrierRow, JobProgressRow, JobRow, TableRow
 from metaservice.db.session import Database
-from metaservice.delay import repository as delay_repo
+from metaservice.repositories import delay as delay_repo
 
 
 def test_percentiles_in_sql_match_the_formula(database: Database) -> None:

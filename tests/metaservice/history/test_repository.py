@@ -1,4 +1,4 @@
-"""history/repository.py and history/service.py against the barrier rows they read: ``snap(T, B)``
+"""repositories/history.py and history/service.py against the barrier rows they read: ``snap(T, B)``
 one at a time and many at once (with the expiration flag), each table's newest rows, the first
 change after a barrier — the database's answers equal the rows' on both backends."""
 
@@ -9,8 +9,8 @@ import random
 from metaservice.core.graph import JobEdges, Topology
 from metaservice.db.models import BarrierRow, ExpirationRow, SnapshotExpirationRow, TableRow
 from metaservice.db.session import Database
-from metaservice.history import repository as history_repo
 from metaservice.history.service import TAIL_DEPTH, DatabaseHistory
+from metaservice.repositories import history as history_repo
 
 Rows = dict[int, list[tuple[int, int, bool]]]  # table id -> (barrier, snapshot, rolled back)
 

@@ -11,7 +11,7 @@ import pytest
 
 from metaservice.clock import ManualClock
 from metaservice.db.session import Database
-from metaservice.jobs import repository as jobs_repo
+from metaservice.repositories import jobs as jobs_repo
 
 
 def register(client: httpx.Client, job: str, role: str, table: str) -> httpx.Response:

@@ -13,8 +13,8 @@ from metaservice.context import ServiceContext
 from metaservice.db.session import Database
 from metaservice.jobs import service as jobs
 from metaservice.names import TableName
+from metaservice.repositories import tables as tables_repo
 from metaservice.settings import Settings
-from metaservice.tables import repository as tables_repo
 
 A, B, C = (TableName("lake", "db", n) for n in "abc")
 ALICE = Principal("alice", Role.writer)

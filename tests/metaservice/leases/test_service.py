@@ -13,7 +13,7 @@ from metaservice.context import ServiceContext
 from metaservice.db.models import BarrierRow, ExpirationRow, SnapshotExpirationRow, TableRow
 from metaservice.db.session import Database
 from metaservice.names import TableName
-from metaservice.retention.leases import repository as leases_repo
+from metaservice.repositories import leases as leases_repo
 from metaservice.retention.leases import service as leases
 from metaservice.retention.protection import protected_snapshots
 from metaservice.settings import Settings

@@ -18,9 +18,9 @@ import pytest
 
 from benchmarks._environment import free_port
 from metaservice.db.session import Database
-from metaservice.lineage import repository as outbox_repo
-from tests.metaservice.lineage.openlineage_checks import Receiver
+from metaservice.repositories import lineage as outbox_repo
 from tests.metaservice.lineage.test_openlineage_events import EXPECTED, run_pipeline, shape
+from tests.metaservice.lineage.openlineage_checks import Receiver
 
 pytestmark = pytest.mark.slow  # a server process, killed and restarted
 

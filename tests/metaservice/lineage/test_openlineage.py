@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from metaservice.lineage import openlineage as ol
+from metaservice import openlineage as ol
 from tests.metaservice.lineage.openlineage_checks import check_with_client_models
 
 NAMING = ol.Naming(job_namespace="prod", catalog_name="lake",

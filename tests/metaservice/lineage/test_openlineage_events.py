@@ -16,11 +16,11 @@ import pytest
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
 
+from metaservice import openlineage as ol
 from metaservice.app import create_app
 from metaservice.clock import ManualClock
 from metaservice.db.models import IcebergTableRow
 from metaservice.db.session import Database
-from metaservice.lineage import openlineage as ol
 from metaservice.settings import Settings
 from tests.conftest import ServerThread, missing
 from tests.metaservice.jobs.test_jobs import plan
@@ -91,7 +91,7 @@ def deliver_all(app: Any) -> None:
 
 
 def outbox_count(database: Database) -> int:
-    from metaservice.lineage import repository
+    from metaservice.repositories import lineage as repository
 
     with database.transaction(write=False) as session:
         return repository.standing(session).pending

@@ -20,9 +20,9 @@ from metaservice.clock import ManualClock
 from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
 from metaservice.db.session import Database
-from metaservice.lineage import repository as outbox_repo
 from metaservice.lineage.sender import OutboxSender, naming_from
 from metaservice.names import TableName
+from metaservice.repositories import lineage as outbox_repo
 from metaservice.settings import Settings
 from tests.conftest import ServerThread
 from tests.metaservice.test_cli import run_cli

@@ -1,4 +1,4 @@
-"""tables/repository.py against the rows it reads: get-or-create, look-ups and cut states."""
+"""repositories/tables.py against the rows it reads: get-or-create, look-ups and cut states."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from sqlalchemy import func, select, text
 from metaservice.db.models import TableRow
 from metaservice.db.session import Database
 from metaservice.names import TableName
-from metaservice.tables import repository as tables_repo
-from metaservice.tables.repository import CutState
+from metaservice.repositories import tables as tables_repo
+from metaservice.repositories.tables import CutState
 
 
 def _random_tables(database: Database, rng: random.Random, count: int) -> list[TableRow]:

@@ -1,4 +1,4 @@
-"""topology/repository.py: the graph loaded from stored edges is the in-memory graph of the
+"""repositories/topology.py: the graph loaded from stored edges is the in-memory graph of the
 same edges, and the topology version orders changes and caches."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from sqlalchemy import update
 from metaservice.core.graph import JobEdges, Topology
 from metaservice.db.models import JobRow, JobTableRow, TableRow
 from metaservice.db.session import Database
-from metaservice.topology import repository as topology_repo
+from metaservice.repositories import topology as topology_repo
 
 
 def _store_random_jobs(database: Database, seed: int) -> list[JobEdges]:

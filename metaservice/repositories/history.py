@@ -1,7 +1,7 @@
 """All SQL reading the barrier history: ``snap(T, B)``, many of them at once, each table's
 newest rows and the first change after a barrier. Read by the versions' answers, the barrier
 protocol, retention, rollback and lineage (through :mod:`metaservice.history.service` where they
-decide on exactness); written only by the barrier protocol (``barriers/repository.py``). Every
+decide on exactness); written only by the barrier protocol (``repositories/barriers.py``). Every
 lookup is an indexed seek on ``(table_id, barrier)``: an answer never scans barrier history."""
 
 from __future__ import annotations

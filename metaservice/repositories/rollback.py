@@ -17,7 +17,6 @@ from metaservice.db.models import (
     SnapshotExpirationRow,
     TableRow,
 )
-from metaservice.rollback.schemas import PlanTargets
 
 INVALID_BARRIERS_LISTED = 1000
 
@@ -108,9 +107,10 @@ def fence_target(session: Session, table_id: int, table: str) -> int | None:
     plan = get_plan(session, plan_id) if plan_id is not None else None
     if plan is None:
         return None
-    for entry in PlanTargets.model_validate(plan.document).tables:
-        if entry.table == table and entry.target is not None:
-            return entry.target.snapshot_id
+    for entry in plan.document.get("tables", []):  # the plan as stored (rollback/schemas.py)
+        target = entry.get("target")
+        if entry.get("table") == table and target is not None:
+            return int(target["snapshot_id"])
     return None
 
 

@@ -20,7 +20,7 @@ from metaservice.db.engine import on_postgres
 from metaservice.db.models import IcebergTableRow, LineageOutboxJobRow, LineageOutboxRow
 from metaservice.names import TableName
 
-# Written on the commit path: plain Core statements built once (as barriers/repository.py's).
+# Written on the commit path: plain Core statements built once (as repositories/barriers.py's).
 _ADD_EVENT = insert(LineageOutboxRow.__table__)
 _ADD_JOB = {
     "postgresql": postgresql.insert(LineageOutboxJobRow.__table__).on_conflict_do_nothing(),

@@ -1,6 +1,6 @@
 """All SQL of the barrier protocol: recording completed barriers (the commit path under the
 table lock), job progress, sink commits, fences. The reads of the barrier history that others
-decide on (``snap(T, B)``, tails, first changes) are ``history/repository.py``'s. Every lookup is
+decide on (``snap(T, B)``, tails, first changes) are ``repositories/history.py``'s. Every lookup is
 an indexed seek on ``(table_id, barrier)``: an answer never scans barrier history."""
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""Iceberg tables known to the service, and their completed barriers."""
