@@ -19,8 +19,8 @@ import pytest
 from benchmarks._environment import free_port
 from metaservice.db.session import Database
 from metaservice.repositories import lineage as outbox_repo
-from tests.metaservice.lineage.test_openlineage_events import EXPECTED, run_pipeline, shape
 from tests.metaservice.lineage.openlineage_checks import Receiver
+from tests.metaservice.lineage.test_openlineage_events import EXPECTED, run_pipeline, shape
 
 pytestmark = pytest.mark.slow  # a server process, killed and restarted
 
