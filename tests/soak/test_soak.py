@@ -33,7 +33,7 @@ def test_a_short_soak_on_postgresql_loses_nothing_and_breaks_nothing(
         missing(str(exc), required_by="METASERVICE_REQUIRE_POSTGRES")
 
     outcome = Soak(SoakConfig(minutes=MINUTES, seed=SEED, backend="postgresql",
-                              state=tmp_path / "state", drain_timeout=120,
+                              state=tmp_path / "state", drain_timeout=240,
                               stop_timeout=90)).run()
     report = build(outcome)
     text = render(report)

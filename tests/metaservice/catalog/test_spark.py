@@ -1,5 +1,7 @@
 """Spark 3.5 with the stock Apache Iceberg runtime (1.10) against the catalog, over loopback,
-on both backends (docs/contract.md#the-built-in-catalog, docs/contract.md#consistent-warehouses):
+on PostgreSQL, the production store (docs/contract.md#the-built-in-catalog,
+docs/contract.md#consistent-warehouses; what the database does in a catalog commit is tried on
+both backends by the pyiceberg, DuckDB and race tests: Spark adds the engine, not the store):
 Spark creates the tables, a job's Spark writes carry its barrier, Spark reads back and time-travels,
 and its snapshot expiration is refused for protected snapshots; in a strong read session
 (``warehouse=lake@strong``) Spark SQL joins the tables of a running pipeline at one barrier, where
@@ -27,7 +29,7 @@ from tests.metaservice.catalog.pipeline import FanOut
 from tests.metaservice.catalog.test_pyiceberg import barriers
 from tests.metaservice.jobs.test_jobs import plan
 
-pytestmark = pytest.mark.spark_jvm
+pytestmark = [pytest.mark.spark_jvm, pytest.mark.backends("postgresql")]
 
 COLUMNS = "id long, amount long"
 _catalogs = itertools.count()
