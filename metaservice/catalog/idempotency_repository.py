@@ -4,16 +4,10 @@ principal, bound to its request, and the outcome recorded with it."""
 from __future__ import annotations
 
 from sqlalchemy import delete, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from metaservice.db.engine import on_postgres
+from metaservice.db.engine import dialect_insert
 from metaservice.db.models import IdempotencyKeyRow
-
-
-def _insert(session: Session):  # type: ignore[no-untyped-def]
-    return pg_insert if on_postgres(session) else sqlite_insert
 
 
 def claim_key(session: Session, principal: str, key: str, operation: str, target: str,
@@ -21,7 +15,7 @@ def claim_key(session: Session, principal: str, key: str, operation: str, target
     """Insert the key, bound to its request, unless it exists (race-safe: a racing insert waits
     for the first transaction on PostgreSQL, then finds the row); True when this request
     claimed it."""
-    stmt = _insert(session)(IdempotencyKeyRow).values(
+    stmt = dialect_insert(session)(IdempotencyKeyRow).values(
         principal=principal, key=key, operation=operation, target=target,
         request_digest=request_digest, created_at=now_ms, expires_at=expires_at,
     ).on_conflict_do_nothing(index_elements=["principal", "key"]).returning(

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
@@ -50,6 +52,12 @@ def is_sqlite(engine: Engine) -> bool:
 def on_postgres(session: Session) -> bool:
     """Whether the session's database is PostgreSQL (for statements written per dialect)."""
     return session.get_bind().dialect.name == "postgresql"
+
+
+def dialect_insert(session: Session) -> Any:
+    """The ``insert`` of the session's dialect (PostgreSQL's or SQLite's), for the statements
+    that upsert or skip conflicts: ``on_conflict_do_nothing`` / ``do_update``."""
+    return pg_insert if on_postgres(session) else sqlite_insert
 
 
 def build_engine(url: str, *, sqlite_busy_timeout_ms: int = 30_000, **kwargs: Any) -> Engine:

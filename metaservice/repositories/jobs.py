@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from metaservice.db import locks
-from metaservice.db.engine import on_postgres
+from metaservice.db.engine import dialect_insert
 from metaservice.db.models import JobRow, JobTableRow, TableRow
 from metaservice.names import TableName
 
@@ -21,7 +19,7 @@ def get_job(session: Session, name: str, *, for_update: bool = False) -> JobRow 
 
 def create_planned_job(session: Session, name: str, now_ms: int, owner: str | None) -> None:
     """Insert a planned job unless one exists (two registrations racing both succeed)."""
-    insert = pg_insert if on_postgres(session) else sqlite_insert
+    insert = dialect_insert(session)
     session.execute(
         insert(JobRow).values(name=name, state="planned", run=0, owner=owner,
                               registered_at=now_ms, updated_at=now_ms)

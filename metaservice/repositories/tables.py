@@ -8,12 +8,10 @@ from functools import cache
 from typing import NamedTuple
 
 from sqlalchemy import Select, and_, bindparam, or_, select, text, tuple_, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from metaservice.db import locks
-from metaservice.db.engine import on_postgres
+from metaservice.db.engine import dialect_insert, on_postgres
 from metaservice.db.models import TableRow, TopologyState
 from metaservice.db.rows import named_rows
 from metaservice.names import TableName
@@ -26,7 +24,7 @@ def ensure_tables(session: Session, names: Iterable[TableName],
     wanted = sorted(set(names))
     if not wanted:
         return {}
-    insert = pg_insert if on_postgres(session) else sqlite_insert
+    insert = dialect_insert(session)
     stmt = insert(TableRow).values(
         [
             {"catalog": n.catalog, "database": n.database, "name": n.table, "created_at": now_ms}

@@ -4,16 +4,10 @@ properties."""
 from __future__ import annotations
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from metaservice.db.engine import on_postgres
+from metaservice.db.engine import dialect_insert
 from metaservice.db.models import IcebergNamespaceRow, IcebergTableRow
-
-
-def _insert(session: Session):  # type: ignore[no-untyped-def]
-    return pg_insert if on_postgres(session) else sqlite_insert
 
 
 def get_namespace(session: Session, name: str) -> IcebergNamespaceRow | None:
@@ -32,7 +26,7 @@ def list_namespaces(session: Session, after: str | None = None,
 def create_namespace(session: Session, name: str, properties: dict[str, str],
                      now_ms: int) -> bool:
     """Insert the namespace; False when it exists (race-safe)."""
-    stmt = _insert(session)(IcebergNamespaceRow).values(
+    stmt = dialect_insert(session)(IcebergNamespaceRow).values(
         name=name, properties=properties, created_at=now_ms,
     ).on_conflict_do_nothing(index_elements=["name"]).returning(IcebergNamespaceRow.name)
     return session.execute(stmt).first() is not None

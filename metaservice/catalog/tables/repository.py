@@ -22,13 +22,11 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from metaservice.catalog.views.repository import refuse_view_name
 from metaservice.db.driver import DriverStatement
-from metaservice.db.engine import on_postgres
+from metaservice.db.engine import dialect_insert, on_postgres
 from metaservice.db.models import (
     BarrierRow,
     CatalogLocationRow,
@@ -39,11 +37,6 @@ from metaservice.db.models import (
     TableRow,
 )
 from metaservice.names import TableName
-
-
-def _insert(session: Session):  # type: ignore[no-untyped-def]
-    return pg_insert if on_postgres(session) else sqlite_insert
-
 
 # -- table pointers ----------------------------------------------------------------------------
 
@@ -103,7 +96,7 @@ def insert_pointer(session: Session, namespace: str, name: str, metadata_locatio
     """Create the pointer at version 1; False when the table exists (race-safe). A name a
     view has is refused (409). ``location`` is the table location's key (``Warehouse.key``)."""
     refuse_view_name(session, namespace, name)
-    stmt = _insert(session)(IcebergTableRow).values(
+    stmt = dialect_insert(session)(IcebergTableRow).values(
         namespace=namespace, name=name, metadata_location=metadata_location, version=1,
         created_at=now_ms, updated_at=now_ms, table_uuid=table_uuid, location=location,
     ).on_conflict_do_nothing(index_elements=["namespace", "name"]).returning(
@@ -188,7 +181,7 @@ def table_with_uuid(session: Session, table_uuid: str) -> str | None:
 def add_claims(session: Session, table_uuid: str, locations: list[str], now_ms: int) -> None:
     """Claim ``locations`` for the table (those it claims already are left as they are)."""
     for location in locations:
-        session.execute(_insert(session)(CatalogLocationRow).values(
+        session.execute(dialect_insert(session)(CatalogLocationRow).values(
             location=location, table_uuid=table_uuid, created_at=now_ms,
         ).on_conflict_do_nothing(index_elements=["location"]))
 
@@ -276,7 +269,7 @@ def cut_file_recorded(session: Session, location: str) -> bool:
 def record_cut_file(session: Session, location: str, table_uuid: str, snapshot_id: int,
                     now_ms: int) -> None:
     """Record a served cut file unless it is recorded (race-safe)."""
-    session.execute(_insert(session)(CutFileRow).values(
+    session.execute(dialect_insert(session)(CutFileRow).values(
         location=location, table_uuid=table_uuid, snapshot_id=snapshot_id,
         created_at=now_ms,
     ).on_conflict_do_nothing(index_elements=["location"]))

@@ -12,12 +12,10 @@ every writer already.
 from __future__ import annotations
 
 from sqlalchemy import delete, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from metaservice.catalog.errors import AlreadyExistsError
-from metaservice.db.engine import on_postgres
+from metaservice.db.engine import dialect_insert, on_postgres
 from metaservice.db.models import IcebergViewRow
 
 _NAMES_LOCK = 0x4D534E  # "MSN"
@@ -37,10 +35,6 @@ def refuse_view_name(session: Session, namespace: str, name: str) -> None:
     if get_view(session, namespace, name) is not None:
         raise AlreadyExistsError(f"a view named {namespace}.{name} exists: a table and a view "
                                  "never share a name")
-
-
-def _insert(session: Session):  # type: ignore[no-untyped-def]
-    return pg_insert if on_postgres(session) else sqlite_insert
 
 
 def get_view(session: Session, namespace: str, name: str) -> IcebergViewRow | None:
@@ -73,7 +67,7 @@ def insert_view(session: Session, namespace: str, name: str, metadata_location: 
                 view_uuid: str, now_ms: int) -> bool:
     """Create the view's pointer at version 1; False when the name or the view-uuid is taken
     (race-safe)."""
-    stmt = _insert(session)(IcebergViewRow).values(
+    stmt = dialect_insert(session)(IcebergViewRow).values(
         namespace=namespace, name=name, metadata_location=metadata_location, version=1,
         view_uuid=view_uuid, created_at=now_ms, updated_at=now_ms,
     ).on_conflict_do_nothing().returning(IcebergViewRow.version)
