@@ -36,7 +36,7 @@ def commit_table(request: Request, database: DatabaseDep, ctx: Context, namespac
         _delete_removed_cut_files(request, background, [staged])
         return table_response(tables.loaded(site(request), staged.metadata_location))
 
-    return idempotent(request, database, ctx, "commitTable", 200, run, body)
+    return idempotent(request, database, ctx, "commitTable", 200, run, body, run_reads_key=True)
 
 
 @router.post("/v1/transactions/commit", status_code=204,
@@ -56,7 +56,8 @@ def commit_transaction(request: Request, database: DatabaseDep, ctx: Context,
         _delete_removed_cut_files(request, background, staged)
         return Response(status_code=204)
 
-    return idempotent(request, database, ctx, "commitTransaction", 204, run, body)
+    return idempotent(request, database, ctx, "commitTransaction", 204, run, body,
+                      run_reads_key=True)
 
 
 def _delete_removed_cut_files(request: Request, background: BackgroundTasks,
