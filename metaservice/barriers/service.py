@@ -23,7 +23,7 @@ from metaservice.core import protocol
 from metaservice.core.cuts import tables_not_exact
 from metaservice.core.delay_formulas import hop_latency
 from metaservice.core.exactness import Exactness
-from metaservice.core.positions import Position, wall_clock_barrier
+from metaservice.core.positions import Position
 from metaservice.core.protocol import (
     OtherJob,
     SinkCommit,
@@ -111,7 +111,7 @@ def write_completed_barrier(session: Session, ctx: ServiceContext,
 
 def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> int:
     """``max(now_ms, latest(T) + 1)``."""
-    return wall_clock_barrier(ctx.clock.now_ms(), table.latest_barrier)
+    return protocol.wall_clock_barrier(ctx.clock.now_ms(), table.latest_barrier)
 
 
 def refuse_barrier_in_future(ctx: ServiceContext, barrier: int | str | None) -> None:
