@@ -25,6 +25,7 @@ from metaservice.auth.policy import Role
 from metaservice.auth.service import Principal
 from metaservice.catalog import idempotency, pages
 from metaservice.catalog.errors import (
+    METADATA_TOO_LARGE,
     TABLE_IN_USE,
     AlreadyExistsError,
     BadRequestError,
@@ -45,7 +46,7 @@ from metaservice.catalog.site import (
     one_more,
     table_name,
 )
-from metaservice.catalog.storage.warehouse import MetadataFileError
+from metaservice.catalog.storage.warehouse import MetadataFileError, MetadataTooLargeError
 from metaservice.catalog.tables import repository as repo
 from metaservice.catalog.tables import validation
 from metaservice.catalog.tables.claims import claim_table_locations
@@ -311,6 +312,9 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         namespace_row(session, namespace)
     try:
         metadata = catalog.warehouse.read(metadata_location)
+    except MetadataTooLargeError as exc:
+        raise RefusedError(METADATA_TOO_LARGE, f"cannot register {metadata_location}: {exc}",
+                           {"limit": catalog.warehouse.max_metadata_bytes}) from None
     except MetadataFileError as exc:
         raise BadRequestError(f"cannot register {metadata_location}: {exc}") from None
     validation.table_metadata(metadata, catalog.warehouse.root)

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from metaservice.catalog import pages
 from metaservice.catalog.errors import (
+    METADATA_TOO_LARGE,
     AlreadyExistsError,
     BadRequestError,
     CommitFailedError,
@@ -47,7 +48,12 @@ from metaservice.catalog.site import (
     namespace_name,
     table_name,
 )
-from metaservice.catalog.storage.warehouse import MetadataFileError, Warehouse, _Recent
+from metaservice.catalog.storage.warehouse import (
+    MetadataFileError,
+    MetadataTooLargeError,
+    Warehouse,
+    _Recent,
+)
 from metaservice.catalog.tables import repository as repo
 from metaservice.catalog.tables.claims import claim_locations
 from metaservice.catalog.views import repository as view_repo
@@ -313,6 +319,9 @@ def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     try:
         metadata = read_file(catalog.warehouse, metadata_location)
         view_uuid = sql_views.check(metadata).view_uuid
+    except MetadataTooLargeError as exc:
+        raise RefusedError(METADATA_TOO_LARGE, f"cannot register {metadata_location[:300]}: {exc}",
+                           {"limit": catalog.warehouse.max_metadata_bytes}) from None
     except (MetadataFileError, sql_views.ViewRuleError) as exc:
         raise BadRequestError(f"cannot register {metadata_location[:300]}: {exc}") from None
     keys = _confine(catalog.warehouse, metadata)
