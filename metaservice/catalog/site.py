@@ -38,7 +38,7 @@ def existing_namespace_name(levels: Sequence[str]) -> str:
     """The namespace a read names; one this catalog cannot hold does not exist (404), as engines
     expect when they probe for metadata tables (``db\x1ftable``)."""
     if len(levels) != 1 or not _NAME_PART.match(levels[0]):
-        raise NoSuchNamespaceError(f"namespace does not exist: {'.'.join(levels)}")
+        raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(levels)}")
     return levels[0]
 
 
@@ -46,7 +46,7 @@ def existing_table_namespace(levels: Sequence[str], table: str) -> str:
     """The namespace of a table a read names; one this catalog cannot hold has no tables
     (404)."""
     if len(levels) != 1 or not _NAME_PART.match(levels[0]):
-        raise NoSuchTableError(f"table does not exist: {'.'.join([*levels, table])}")
+        raise NoSuchTableError(f"Table does not exist: {'.'.join([*levels, table])}")
     return levels[0]
 
 

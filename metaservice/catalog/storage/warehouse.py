@@ -49,6 +49,7 @@ from pyiceberg.table.metadata import TableMetadata
 
 from metaservice.catalog.errors import (
     METADATA_TOO_LARGE,
+    BadRequestError,
     RefusedError,
     ServiceUnavailableError,
     outside_warehouse,
@@ -254,9 +255,16 @@ class Warehouse:
         return key
 
     def confine(self, location: str, what: str = "location") -> str:
-        """``location`` normalised (``..`` and duplicate separators gone, no trailing ``/``),
-        once it is known to lie inside the warehouse."""
+        """``location`` once it is known to lie inside the warehouse: as the client spelled it
+        (``file:/p``, ``file:///p`` and ``/p`` alike, as Iceberg's own catalogs keep it) but for
+        a trailing ``/``, unless it has ``.``/``..`` segments or duplicate separators, which
+        are normalised away."""
         self.key(location, what)
+        trimmed = location.rstrip("/")
+        path = urlparse(trimmed).path if _has_scheme(trimmed) else trimmed
+        segments = path.split("/")[1:] if path.startswith("/") else path.split("/")
+        if trimmed and not any(part in ("", ".", "..") for part in segments):
+            return trimmed
         local = _local_path(location)
         if local is not None:
             normal = os.path.normpath(os.path.abspath(local))
@@ -326,9 +334,15 @@ class Warehouse:
 
         Raises:
             RefusedError: ``metadata_too_large``, larger than ``max_metadata_bytes``.
+            BadRequestError: a format version pyiceberg cannot write (3).
         """
         self.key(location, "metadata location")
-        content = metadata.model_dump_json().encode("utf-8")
+        try:
+            content = metadata.model_dump_json().encode("utf-8")
+        except NotImplementedError as exc:  # pyiceberg writes format versions 1 and 2 only
+            raise BadRequestError(
+                f"format-version {metadata.format_version} table metadata cannot be written "
+                f"here: {exc}") from None
         if len(content) > self.max_metadata_bytes:
             raise RefusedError(
                 METADATA_TOO_LARGE,

@@ -33,7 +33,18 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import CommitTableRequest
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV1
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
-from pyiceberg.table.update import AssertCreate, update_table_metadata
+from pyiceberg.table.update import (
+    AssertCreate,
+    AssertCurrentSchemaId,
+    AssertDefaultSortOrderId,
+    AssertDefaultSpecId,
+    AssertLastAssignedFieldId,
+    AssertLastAssignedPartitionId,
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    TableRequirement,
+    update_table_metadata,
+)
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
@@ -94,13 +105,13 @@ def _stage(catalog: CatalogSite, name: TableName, pointer: repo.Pointer | None,
     """Steps 1 and 2 of a commit, outside any transaction."""
     creating = any(isinstance(r, AssertCreate) for r in request.requirements)
     if pointer is None and not creating:
-        raise NoSuchTableError(f"table does not exist: {name.database}.{name.table}")
+        raise NoSuchTableError(f"Table does not exist: {name.database}.{name.table}")
     base = catalog.warehouse.read(pointer.metadata_location) if pointer is not None else None
-    try:
-        for requirement in request.requirements:
+    for requirement in request.requirements:
+        try:
             requirement.validate(base)
-    except CommitFailedException as exc:
-        raise CommitFailedError(f"requirement failed for {name}: {exc}") from exc
+        except CommitFailedException as exc:
+            raise CommitFailedError(f"{_failed(requirement, base) or exc} ({name})") from exc
     if pointer is not None and base is not None and not request.updates:
         return StagedCommit(name, base, pointer.version, base, pointer.metadata_location, False)
     try:
@@ -128,6 +139,50 @@ def _stage(catalog: CatalogSite, name: TableName, pointer: repo.Pointer | None,
                         location, True, claims if moved else None)
 
 
+def _failed(requirement: TableRequirement, base: TableMetadata | None) -> str | None:
+    """Why ``requirement`` failed on ``base``, in the words of Iceberg's own REST catalogs
+    (``UpdateRequirement`` in Java, which clients and their tests match); None where pyiceberg's
+    own words are all there is (no table to check against)."""
+    if isinstance(requirement, AssertCreate):
+        return "Requirement failed: table already exists"
+    if base is None:
+        return None
+    if isinstance(requirement, AssertRefSnapshotId):
+        ref = base.refs.get(requirement.ref)
+        if ref is None:
+            return (f"Requirement failed: branch or tag {requirement.ref} is missing, expected "
+                    f"{requirement.snapshot_id}")
+        kind = "branch" if ref.snapshot_ref_type == SnapshotRefType.BRANCH else "tag"
+        if requirement.snapshot_id is None:
+            return f"Requirement failed: {kind} {requirement.ref} was created concurrently"
+        return (f"Requirement failed: {kind} {requirement.ref} has changed: expected id "
+                f"{requirement.snapshot_id} != {ref.snapshot_id}")
+    checked = _CHECKED.get(type(requirement))
+    if checked is None:
+        return None
+    what, asked, held = checked
+    expected, found = getattr(requirement, asked), getattr(base, held)
+    if isinstance(requirement, AssertTableUUID):
+        return f"Requirement failed: {what}: expected {expected} != {found}"
+    return f"Requirement failed: {what}: expected id {expected} != {found}"
+
+
+# What each requirement checks, in Iceberg's words: (what changed, the requirement's field, the
+# metadata's field).
+_CHECKED: dict[type[TableRequirement], tuple[str, str, str]] = {
+    AssertTableUUID: ("UUID does not match", "uuid", "table_uuid"),
+    AssertLastAssignedFieldId: ("last assigned field id changed", "last_assigned_field_id",
+                                "last_column_id"),
+    AssertCurrentSchemaId: ("current schema changed", "current_schema_id", "current_schema_id"),
+    AssertLastAssignedPartitionId: ("last assigned partition id changed",
+                                    "last_assigned_partition_id", "last_partition_id"),
+    AssertDefaultSpecId: ("default partition spec changed", "default_spec_id",
+                          "default_spec_id"),
+    AssertDefaultSortOrderId: ("default sort order changed", "default_sort_order_id",
+                               "default_sort_order_id"),
+}
+
+
 def _swap(session: Session, ctx: ServiceContext, staged: StagedCommit) -> None:
     name, now = staged.name, ctx.clock.now_ms()
     uuid = str(staged.metadata.table_uuid)
@@ -137,7 +192,7 @@ def _swap(session: Session, ctx: ServiceContext, staged: StagedCommit) -> None:
         if not repo.insert_pointer(session, name.database, name.table,
                                    staged.metadata_location, now, table_uuid=uuid,
                                    location=location):
-            raise CommitFailedError(f"table already exists: {name.database}.{name.table}")
+            raise CommitFailedError(f"Table already exists: {name.database}.{name.table}")
     elif not repo.swap_pointer(session, name.database, name.table,
                                expected_version=staged.base_version,
                                metadata_location=staged.metadata_location, now_ms=now,

@@ -211,7 +211,7 @@ def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str,
                    now_ms: int) -> bool:
     """Move the pointer to its new name. Its version moves too: a commit or a drop that read
     the table under one name never lands on another table that takes that name meanwhile."""
-    refuse_view_name(session, *target)
+    refuse_view_name(session, *target, renaming=".".join(source))
     result = session.execute(
         update(IcebergTableRow)
         .where(IcebergTableRow.namespace == source[0], IcebergTableRow.name == source[1])
