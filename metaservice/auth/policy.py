@@ -59,6 +59,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("GET", "/iceberg/v1/namespaces/{namespace}"): Role.reader,
     ("GET", "/iceberg/v1/namespaces/{namespace}/tables"): Role.reader,
     ("GET", "/iceberg/v1/namespaces/{namespace}/tables/{table}"): Role.reader,
+    ("GET", "/iceberg/v1/namespaces/{namespace}/tables/{table}/credentials"): Role.reader,
     ("POST", "/iceberg/v1/namespaces/{namespace}/tables/{table}/metrics"): Role.reader,
     ("POST", "/iceberg/v1/namespaces"): Role.writer,
     ("POST", "/iceberg/v1/namespaces/{namespace}/properties"): Role.writer,

@@ -14,16 +14,18 @@ from metaservice.catalog import pages
 from metaservice.catalog.deps import levels
 from metaservice.catalog.requests import ReportMetricsRequest
 from metaservice.catalog.tables import service as tables
+from metaservice.catalog.tables.delegation import StorageAccess
 from metaservice.catalog.tables.service import LoadedTable, NotModified, etag_matches
 
 Snapshots = Annotated[str, Query(pattern="^(all|refs)$")]
 
 
 def table_response(loaded: LoadedTable | NotModified,
-                   if_none_match: str | None = None) -> Response:
+                   if_none_match: str | None = None,
+                   access: StorageAccess | None = None) -> Response:
     """A table answer with its ``ETag``; 304 with no body when ``If-None-Match`` names it. The
     metadata's JSON comes serialised (``LoadedTable.metadata_json``): the body is put together
-    from bytes."""
+    from bytes. ``access``: vended credentials, in ``config`` and ``storage-credentials``."""
     if isinstance(loaded, NotModified):
         return Response(status_code=304, headers={"ETag": loaded.etag})
     tag = loaded.etag
@@ -32,7 +34,12 @@ def table_response(loaded: LoadedTable | NotModified,
     parts = [b"{"]
     if loaded.metadata_location is not None:
         parts += [b'"metadata-location":', json.dumps(loaded.metadata_location).encode(), b","]
-    parts += [b'"metadata":', loaded.metadata_json, b',"config":{}}']
+    parts += [b'"metadata":', loaded.metadata_json]
+    if access is None or not access.storage_credentials:
+        parts.append(b',"config":{}}')
+    else:
+        parts += [b',"config":', json.dumps(access.config).encode(), b',"storage-credentials":',
+                  json.dumps(access.storage_credentials).encode(), b"}"]
     return Response(b"".join(parts), media_type="application/json",
                     headers={"ETag": tag} if tag is not None else None)
 

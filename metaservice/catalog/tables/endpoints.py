@@ -8,7 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
 
 from metaservice.catalog import idempotency
-from metaservice.catalog.deps import PREFIX, IfNoneMatch, context, levels, principal, site
+from metaservice.catalog.deps import (
+    PREFIX,
+    AccessDelegation,
+    IfNoneMatch,
+    context,
+    levels,
+    principal,
+    site,
+)
 from metaservice.catalog.requests import (
     CreateTableRequest,
     RegisterTableRequest,
@@ -16,10 +24,13 @@ from metaservice.catalog.requests import (
     ReportMetricsRequest,
 )
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
-from metaservice.catalog.tables import answers
+from metaservice.catalog.storage.credentials import CredentialsUnavailableError
+from metaservice.catalog.tables import answers, delegation
 from metaservice.catalog.tables import service as tables
 from metaservice.catalog.tables.answers import Snapshots, table_response
+from metaservice.catalog.tables.delegation import StorageAccess, wants_vended_credentials
 from metaservice.catalog.tables.idempotent import idempotent
+from metaservice.catalog.tables.service import LoadedTable, NotModified
 from metaservice.deps import Context, DatabaseDep, ReadSession
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
@@ -32,29 +43,69 @@ def list_tables(session: ReadSession, namespace: str, page_token: PageToken = No
     return answers.list_tables(session, namespace, page_token, page_size)
 
 
+def _access(request: Request, database: DatabaseDep, namespace: str, table: str,
+            loaded: LoadedTable | NotModified,
+            access_delegation: str | None) -> StorageAccess | None:
+    """The credentials a table answer carries: when asked for, and STS gives them (when it
+    does not, the answer goes without, logged; ``…/credentials`` answers 503)."""
+    if (not wants_vended_credentials(access_delegation) or not isinstance(loaded, LoadedTable)
+            or loaded.metadata_location is None):
+        return None
+    try:
+        return delegation.storage_access(database, site(request), principal(request),
+                                         levels(namespace), table, loaded.metadata_location)
+    except CredentialsUnavailableError:
+        return None
+
+
 @router.post("/v1/namespaces/{namespace}/tables", operation_id="iceberg_create_table")
 def create_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
-                 body: CreateTableRequest) -> Response:
-    return idempotent(request, database, ctx, "createTable", 200, lambda guard: (
-        table_response(tables.create_table(database, ctx, site(request), levels(namespace),
-                                           body, principal(request), guard))), body)
+                 body: CreateTableRequest,
+                 access_delegation: AccessDelegation = None) -> Response:
+    def run(guard: idempotency.Guard | None) -> Response:
+        loaded = tables.create_table(database, ctx, site(request), levels(namespace), body,
+                                     principal(request), guard)
+        return table_response(loaded, access=_access(request, database, namespace, body.name,
+                                                      loaded, access_delegation))
+
+    return idempotent(request, database, ctx, "createTable", 200, run, body)
 
 
 @router.post("/v1/namespaces/{namespace}/register", operation_id="iceberg_register_table")
 def register_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
-                   body: RegisterTableRequest) -> Response:
-    return idempotent(request, database, ctx, "registerTable", 200, lambda guard: (
-        table_response(tables.register_table(
+                   body: RegisterTableRequest,
+                   access_delegation: AccessDelegation = None) -> Response:
+    def run(guard: idempotency.Guard | None) -> Response:
+        loaded = tables.register_table(
             database, ctx, site(request), levels(namespace), body.name,
-            body.metadata_location, body.overwrite, principal(request), guard))), body)
+            body.metadata_location, body.overwrite, principal(request), guard)
+        return table_response(loaded, access=_access(request, database, namespace, body.name,
+                                                      loaded, access_delegation))
+
+    return idempotent(request, database, ctx, "registerTable", 200, run, body)
 
 
 @router.get("/v1/namespaces/{namespace}/tables/{table}", operation_id="iceberg_load_table")
 def load_table(request: Request, database: DatabaseDep, namespace: str, table: str,
-               snapshots: Snapshots = "all", if_none_match: IfNoneMatch = None) -> Response:
-    """The table's metadata with its ``ETag``; 304 when ``If-None-Match`` names it."""
-    return table_response(tables.load_table(database, site(request), levels(namespace), table,
-                                            snapshots, if_none_match))
+               snapshots: Snapshots = "all", if_none_match: IfNoneMatch = None,
+               access_delegation: AccessDelegation = None) -> Response:
+    """The table's metadata with its ``ETag``; 304 when ``If-None-Match`` names it. With
+    ``X-Iceberg-Access-Delegation: vended-credentials``, credentials for its files."""
+    loaded = tables.load_table(database, site(request), levels(namespace), table, snapshots,
+                               if_none_match)
+    return table_response(loaded, access=_access(request, database, namespace, table, loaded,
+                                                  access_delegation))
+
+
+@router.get("/v1/namespaces/{namespace}/tables/{table}/credentials",
+            operation_id="iceberg_load_credentials")
+def load_credentials(request: Request, database: DatabaseDep, namespace: str,
+                     table: str) -> dict[str, Any]:
+    """Fresh credentials for the table's files (none when the catalog vends none); 503 when
+    STS fails."""
+    access = delegation.storage_access(database, site(request), principal(request),
+                                       levels(namespace), table)
+    return {"storage-credentials": access.storage_credentials}
 
 
 @router.head("/v1/namespaces/{namespace}/tables/{table}", status_code=204,
