@@ -187,6 +187,12 @@ class Settings(BaseSettings):
         default=3600, ge=900, le=43_200,
         description="the lifetime asked of STS for vended credentials (STS's bounds: 900 s "
                     "to 12 h; the store may cut it shorter, and the answer says when they end)")
+    remote_signing: bool = Field(
+        default=False,
+        description="serve the Iceberg S3 signer (POST /iceberg/v1/aws/s3/sign): clients asking "
+                    "for access delegation, when no credentials are vended (no role, or STS "
+                    "failed), are told to have each request signed by the catalog, which signs "
+                    "only requests inside a table the caller may read, or write")
     sts_endpoint: str | None = Field(
         default=None, pattern=r"^https?://[^\s]+$",
         description="where STS answers; default: the store's endpoint (AWS_ENDPOINT_URL: "

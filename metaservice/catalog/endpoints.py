@@ -29,7 +29,7 @@ from metaservice.catalog.errors import IcebergError
 from metaservice.catalog.namespaces import endpoints as namespace_endpoints
 from metaservice.catalog.read_sessions import endpoints as read_session_endpoints
 from metaservice.catalog.site import CatalogSite
-from metaservice.catalog.storage.credentials import CredentialVendor
+from metaservice.catalog.storage.credentials import CredentialVendor, RequestSigner
 from metaservice.catalog.storage.object_store import ObjectStores, is_object_store
 from metaservice.catalog.storage.warehouse import MetadataJsonCache, Warehouse
 from metaservice.catalog.tables import claims, commit_endpoints
@@ -52,7 +52,9 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
         max_metadata_bytes=settings.max_metadata_bytes,
         read_seconds=settings.metadata_read_seconds,
         metadata_cache_bytes=settings.metadata_cache_bytes,
-        stores=stores), credential_vendor(settings, stores))
+        stores=stores), credential_vendor(settings, stores), request_signer(settings, stores),
+        (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
+        + PREFIX)
     app.state.catalog_metrics = Counter(
         "metaservice_iceberg_metrics_reports",
         "Iceberg metrics reports received by the catalog, by report type.",
@@ -88,6 +90,14 @@ def credential_vendor(settings: Settings, stores: ObjectStores) -> CredentialVen
                             stores.properties(settings.warehouse),
                             sts_endpoint=settings.sts_endpoint,
                             client_endpoint=settings.vended_endpoint)
+
+
+def request_signer(settings: Settings, stores: ObjectStores) -> RequestSigner | None:
+    """What signs clients' requests to the warehouse's store: with
+    ``METASERVICE_REMOTE_SIGNING`` on an ``s3://`` warehouse, else nothing."""
+    if not settings.remote_signing or not is_object_store(settings.warehouse):
+        return None
+    return RequestSigner(stores.properties(settings.warehouse), settings.vended_endpoint)
 
 
 class MetadataCacheCollector(Collector):

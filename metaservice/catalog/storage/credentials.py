@@ -192,3 +192,116 @@ class CredentialVendor:
         properties[FORCE_VIRTUAL_ADDRESSING] = virtual
         properties[PATH_STYLE_ACCESS] = "false" if virtual == "true" else "true"
         return properties
+
+
+# -- remote signing (the Iceberg S3 signer API, ``POST /v1/aws/s3/sign``) ----------------------
+
+REMOTE_SIGNING_ENABLED = "s3.remote-signing-enabled"
+SIGNER = "s3.signer"
+SIGNER_URI = "s3.signer.uri"
+SIGNER_ENDPOINT = "s3.signer.endpoint"
+SIGN_PATH = "v1/aws/s3/sign"
+
+READ_METHODS = frozenset({"GET", "HEAD"})
+WRITE_METHODS = frozenset({"PUT", "POST", "DELETE"})
+# Headers the signature sets, or that name another object (a copy reads its source).
+_RESIGNED = frozenset({"authorization", "x-amz-date", "x-amz-security-token",
+                       "x-amz-content-sha256", "host"})
+_REFUSED_HEADERS = frozenset({"x-amz-copy-source", "x-amz-copy-source-range"})
+
+
+class UnsignableRequestError(ValueError):
+    """A request the signer does not sign: outside the store, another object's copy, a bucket
+    operation other than a listing, or a key with ``.`` or ``..`` segments."""
+
+
+@dataclass(frozen=True)
+class S3Target:
+    """What a request to the store touches: an object (``key``), or a listing under
+    ``key`` (a prefix)."""
+
+    bucket: str
+    key: str
+    listing: bool = False
+
+
+class RequestSigner:
+    """Signs S3 requests for clients with the server's keys (``server_properties``), after the
+    catalog checked the object lies in a table the caller may read (or write)."""
+
+    def __init__(self, server_properties: Mapping[str, str],
+                 client_endpoint: str | None = None) -> None:
+        self._server = dict(server_properties)
+        self._endpoint = client_endpoint or self._server.get(ENDPOINT)
+        self._virtual = self._server.get(FORCE_VIRTUAL_ADDRESSING, "true") == "true"
+        quiet_botocore()
+
+    def client_properties(self, signer_uri: str) -> dict[str, str]:
+        """What a client needs to send its requests through the signer."""
+        properties = {REMOTE_SIGNING_ENABLED: "true", SIGNER: "S3V4RestSigner",
+                      SIGNER_URI: signer_uri, SIGNER_ENDPOINT: SIGN_PATH,
+                      FORCE_VIRTUAL_ADDRESSING: "true" if self._virtual else "false",
+                      PATH_STYLE_ACCESS: "false" if self._virtual else "true"}
+        if self._endpoint:
+            properties[ENDPOINT] = self._endpoint
+        if REGION in self._server:
+            properties[REGION] = self._server[REGION]
+        return properties
+
+    def target(self, method: str, uri: str, headers: Mapping[str, Sequence[str]]) -> S3Target:
+        """The bucket and key (or listed prefix) ``uri`` addresses on this store.
+
+        Raises:
+            UnsignableRequestError: see the class.
+        """
+        from urllib.parse import parse_qs, unquote, urlsplit
+
+        if any(name.lower() in _REFUSED_HEADERS for name in headers):
+            raise UnsignableRequestError("a copy reads another object: not signed")
+        parsed = urlsplit(uri)
+        if self._endpoint:
+            endpoint = urlsplit(self._endpoint)
+            host_ok = (parsed.scheme == endpoint.scheme and (
+                parsed.netloc == endpoint.netloc if not self._virtual
+                else parsed.netloc.split(".", 1)[-1] == endpoint.netloc))
+            if not host_ok:
+                raise UnsignableRequestError("not a request to the warehouse's store")
+        path = unquote(parsed.path)
+        if self._virtual:
+            bucket, key = (parsed.hostname or "").split(".", 1)[0], path.lstrip("/")
+        else:
+            bucket, _, key = path.lstrip("/").partition("/")
+        if not bucket or any(part in (".", "..") for part in key.split("/")):
+            raise UnsignableRequestError("no bucket, or a key with . or .. segments")
+        query = parse_qs(parsed.query, keep_blank_values=True)
+        if key:
+            return S3Target(bucket, key)
+        if method == "GET" and not {"uploads", "delete", "location", "policy", "acl"} & set(query):
+            prefix = query.get("prefix", [""])[0]
+            return S3Target(bucket, prefix, listing=True)
+        raise UnsignableRequestError("a bucket operation other than a listing: not signed")
+
+    def sign(self, method: str, uri: str,
+             headers: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+        """The request's headers, signed (SigV4) with the server's keys; the payload's hash is
+        the client's ``x-amz-content-sha256`` (``UNSIGNED-PAYLOAD`` without one)."""
+        from botocore.auth import S3SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+
+        payload = next((", ".join(values) for name, values in headers.items()
+                        if name.lower() == "x-amz-content-sha256"), "UNSIGNED-PAYLOAD")
+
+        class _ClientPayload(S3SigV4Auth):
+            def payload(self, request: Any) -> str:
+                return payload
+
+        request = AWSRequest(method=method, url=uri, headers={
+            name: ", ".join(values) for name, values in headers.items()
+            if name.lower() not in _RESIGNED})
+        server = self._server
+        _ClientPayload(Credentials(server.get(ACCESS_KEY_ID, ""),
+                                   server.get(SECRET_ACCESS_KEY, ""),
+                                   server.get(SESSION_TOKEN)),
+                       "s3", server.get(REGION, "us-east-1")).add_auth(request)
+        return {name: [value] for name, value in request.headers.items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from metaservice.catalog import idempotency
 from metaservice.catalog.deps import (
@@ -22,15 +23,13 @@ from metaservice.catalog.requests import (
     RegisterTableRequest,
     RenameTableRequest,
     ReportMetricsRequest,
+    S3SignRequest,
 )
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
-from metaservice.catalog.storage.credentials import CredentialsUnavailableError
 from metaservice.catalog.tables import answers, delegation
 from metaservice.catalog.tables import service as tables
-from metaservice.catalog.tables.answers import Snapshots, table_response
-from metaservice.catalog.tables.delegation import StorageAccess, wants_vended_credentials
+from metaservice.catalog.tables.answers import Snapshots, table_response, vended_access
 from metaservice.catalog.tables.idempotent import idempotent
-from metaservice.catalog.tables.service import LoadedTable, NotModified
 from metaservice.deps import Context, DatabaseDep, ReadSession
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
@@ -43,21 +42,6 @@ def list_tables(session: ReadSession, namespace: str, page_token: PageToken = No
     return answers.list_tables(session, namespace, page_token, page_size)
 
 
-def _access(request: Request, database: DatabaseDep, namespace: str, table: str,
-            loaded: LoadedTable | NotModified,
-            access_delegation: str | None) -> StorageAccess | None:
-    """The credentials a table answer carries: when asked for, and STS gives them (when it
-    does not, the answer goes without, logged; ``…/credentials`` answers 503)."""
-    if (not wants_vended_credentials(access_delegation) or not isinstance(loaded, LoadedTable)
-            or loaded.metadata_location is None):
-        return None
-    try:
-        return delegation.storage_access(database, site(request), principal(request),
-                                         levels(namespace), table, loaded.metadata_location)
-    except CredentialsUnavailableError:
-        return None
-
-
 @router.post("/v1/namespaces/{namespace}/tables", operation_id="iceberg_create_table")
 def create_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
                  body: CreateTableRequest,
@@ -65,8 +49,8 @@ def create_table(request: Request, database: DatabaseDep, ctx: Context, namespac
     def run(guard: idempotency.Guard | None) -> Response:
         loaded = tables.create_table(database, ctx, site(request), levels(namespace), body,
                                      principal(request), guard)
-        return table_response(loaded, access=_access(request, database, namespace, body.name,
-                                                      loaded, access_delegation))
+        return table_response(loaded, access=vended_access(
+            request, database, namespace, body.name, loaded, access_delegation))
 
     return idempotent(request, database, ctx, "createTable", 200, run, body)
 
@@ -79,8 +63,8 @@ def register_table(request: Request, database: DatabaseDep, ctx: Context, namesp
         loaded = tables.register_table(
             database, ctx, site(request), levels(namespace), body.name,
             body.metadata_location, body.overwrite, principal(request), guard)
-        return table_response(loaded, access=_access(request, database, namespace, body.name,
-                                                      loaded, access_delegation))
+        return table_response(loaded, access=vended_access(
+            request, database, namespace, body.name, loaded, access_delegation))
 
     return idempotent(request, database, ctx, "registerTable", 200, run, body)
 
@@ -93,8 +77,8 @@ def load_table(request: Request, database: DatabaseDep, namespace: str, table: s
     ``X-Iceberg-Access-Delegation: vended-credentials``, credentials for its files."""
     loaded = tables.load_table(database, site(request), levels(namespace), table, snapshots,
                                if_none_match)
-    return table_response(loaded, access=_access(request, database, namespace, table, loaded,
-                                                  access_delegation))
+    return table_response(loaded, access=vended_access(request, database, namespace, table,
+                                                        loaded, access_delegation))
 
 
 @router.get("/v1/namespaces/{namespace}/tables/{table}/credentials",
@@ -103,9 +87,7 @@ def load_credentials(request: Request, database: DatabaseDep, namespace: str,
                      table: str) -> dict[str, Any]:
     """Fresh credentials for the table's files (none when the catalog vends none); 503 when
     STS fails."""
-    access = delegation.storage_access(database, site(request), principal(request),
-                                       levels(namespace), table)
-    return {"storage-credentials": access.storage_credentials}
+    return answers.load_credentials(request, database, namespace, table)
 
 
 @router.head("/v1/namespaces/{namespace}/tables/{table}", status_code=204,
@@ -157,3 +139,13 @@ def report_metrics(request: Request, namespace: str, table: str,
                    body: ReportMetricsRequest) -> Response:
     """Metrics reports are counted by kind and otherwise dropped; never an error."""
     return answers.report_metrics(request, namespace, table, body)
+
+
+@router.post("/v1/aws/s3/sign", operation_id="iceberg_sign_s3_request")
+def sign_s3_request(request: Request, database: DatabaseDep, body: S3SignRequest) -> Response:
+    """The Iceberg S3 signer: a request to a table's files signed with the server's keys, when
+    the caller may make it (``delegation.signed_headers``); 403 otherwise."""
+    headers = delegation.signed_headers(database, site(request), principal(request),
+                                        body.method, body.uri, body.headers)
+    return JSONResponse({"uri": body.uri, "headers": headers},
+                        headers={"Cache-Control": "no-cache"})

@@ -297,3 +297,89 @@ def test_no_secret_is_logged_or_answered(lake_factory: Callable[..., Lake],
     for secret in secrets:
         assert secret not in logged
         assert secret not in failed.text
+
+
+def test_a_read_sessions_credentials_read_the_cut_and_never_write(lake: Lake) -> None:
+    two_tables(lake)
+    # the writer's read session: its credentials read only, as its routes refuse every write
+    served = lake.catalog("writer", warehouse="lake@strong").load_table("db.a")
+    assert served.scan().to_arrow().num_rows == ROWS.num_rows  # the vended keys, nothing else
+    config = served.io.properties
+    assert config["s3.access-key-id"] != lake.store.access_key_id
+    prefix = config["client.refresh-credentials-endpoint"].split("/")[1]
+    assert prefix.startswith("session-")
+    s3 = s3_client(config)
+    assert status_of(lambda: s3.put_object(
+        Bucket="lake", Key=f"{lake.prefix}/db/a/data/x", Body=b"x")) == 403
+    assert status_of(lambda: s3.list_objects_v2(Bucket="lake", Prefix=f"{lake.prefix}/db/b/")) \
+        == 403
+    fresh = lake.http["writer"].get(
+        f"/iceberg/v1/{prefix}/namespaces/db/tables/a/credentials")
+    assert fresh.status_code == 200, fresh.text
+    [credential] = fresh.json()["storage-credentials"]
+    again = s3_client(credential["config"])
+    assert status_of(lambda: again.list_objects_v2(Bucket="lake",
+                                                   Prefix=f"{lake.prefix}/db/a/")) == 200
+    assert status_of(lambda: again.put_object(
+        Bucket="lake", Key=f"{lake.prefix}/db/a/data/x", Body=b"x")) == 403
+    # another token's session is not found
+    other = lake.http["reader"].get(f"/iceberg/v1/{prefix}/namespaces/db/tables/a/credentials")
+    assert other.status_code == 404
+
+
+def sign(lake: Lake, role: str, method: str, uri: str,
+         headers: dict[str, list[str]] | None = None) -> httpx.Response:
+    return lake.http[role].post("/iceberg/v1/aws/s3/sign", json={
+        "region": "us-east-1", "uri": uri, "method": method,
+        "headers": {"x-amz-content-sha256": ["UNSIGNED-PAYLOAD"], **(headers or {})}})
+
+
+def send(method: str, uri: str, signed: httpx.Response, body: bytes = b"") -> httpx.Response:
+    assert signed.status_code == 200, signed.text
+    headers = {name: ", ".join(values) for name, values in signed.json()["headers"].items()}
+    return httpx.request(method, signed.json()["uri"], headers=headers, content=body)
+
+
+def test_remote_signing_signs_only_requests_inside_a_table_for_the_callers_rights(
+        lake_factory: Callable[..., Lake]) -> None:
+    lake = lake_factory(vended_credentials_role_arn=None, remote_signing=True)
+    admin = lake.catalog("admin", **lake.store.file_io_properties())  # keys of its own
+    admin.create_namespace("db")
+    for name in ("a", "b"):
+        admin.create_table(f"db.{name}", schema=ROWS.schema).append(ROWS)
+    load = lake.http["reader"].get("/iceberg/v1/namespaces/db/tables/a", headers=DELEGATION)
+    config = load.json()["config"]
+    assert config["s3.remote-signing-enabled"] == "true"
+    assert config["s3.signer.uri"].endswith("/iceberg")
+    assert config["s3.signer.endpoint"] == "v1/aws/s3/sign"
+    assert "s3.access-key-id" not in config and "storage-credentials" not in load.json()
+
+    root = f"{lake.store.endpoint}/lake/{lake.prefix}"
+    a, b = f"{root}/db/a/data/signed", f"{root}/db/b/data/signed"
+    assert send("PUT", a, sign(lake, "writer", "PUT", a), b"x").status_code == 200
+    assert send("GET", a, sign(lake, "reader", "GET", a)).content == b"x"
+    # as S3 clients send it: the prefix's / encoded
+    listing = f"{lake.store.endpoint}/lake?list-type=2&prefix={lake.prefix}%2Fdb%2Fa%2F"
+    listed = send("GET", listing, sign(lake, "reader", "GET", listing))
+    assert listed.status_code == 200, listed.text
+    # a signature covers its one request: a's does not open b
+    signed_a = sign(lake, "writer", "PUT", a)
+    headers = {k: ", ".join(v) for k, v in signed_a.json()["headers"].items()}
+    assert httpx.put(b, headers=headers, content=b"x").status_code == 403
+
+    refused = [
+        sign(lake, "reader", "PUT", a),  # a reader writes nothing
+        sign(lake, "reader", "DELETE", a),
+        sign(lake, "writer", "GET", f"{root}/db/elsewhere"),  # in no table
+        sign(lake, "writer", "GET", f"{root}/db/a/../b/data/signed"),
+        sign(lake, "writer", "GET", f"{lake.store.endpoint}/lake?list-type=2"),
+        sign(lake, "writer", "GET", f"{lake.store.endpoint}/lake?list-type=2&prefix="
+                                     f"{lake.prefix}/db/a"),  # would list db/ab's keys too
+        sign(lake, "writer", "PUT", a, {"x-amz-copy-source": [f"/lake/{lake.prefix}/db/b/x"]}),
+        sign(lake, "writer", "GET", f"http://127.0.0.1:1/lake/{lake.prefix}/db/a/x"),
+    ]
+    assert [r.status_code for r in refused] == [403] * len(refused), [r.text for r in refused]
+    assert lake.store.secret_access_key not in "".join(r.text for r in refused)
+
+    off = lake_factory(prefix=lake.prefix, vended_credentials_role_arn=None)
+    assert sign(off, "admin", "GET", a).status_code == 403
