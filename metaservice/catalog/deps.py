@@ -1,6 +1,6 @@
 """What a catalog route reads of its request (HTTP only): the catalog's path prefix, the app's
 catalog site and service context, the caller, a namespace's levels, the ``If-None-Match``
-header."""
+and ``X-Iceberg-Access-Delegation`` headers."""
 
 from __future__ import annotations
 
@@ -33,3 +33,5 @@ def principal(request: Request) -> Principal:
 
 
 IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", max_length=2000)]
+AccessDelegation = Annotated[str | None, Header(alias="X-Iceberg-Access-Delegation",
+                                                max_length=200)]

@@ -9,17 +9,22 @@ from dataclasses import dataclass
 
 from metaservice.catalog import pages
 from metaservice.catalog.errors import BadRequestError, NoSuchNamespaceError, NoSuchTableError
+from metaservice.catalog.storage.credentials import CredentialVendor, RequestSigner
 from metaservice.catalog.storage.warehouse import Warehouse
 from metaservice.names import NAME_PART_PATTERN, TableName
 
 
 @dataclass(frozen=True)
 class CatalogSite:
-    """The catalog's identity and storage: its name (the first part of every table name) and
-    its warehouse."""
+    """The catalog's identity and storage: its name (the first part of every table name), its
+    warehouse, what vends credentials for its tables' files and what signs requests to them
+    (None: nothing does), and the signer's URL as clients reach it."""
 
     name: str
     warehouse: Warehouse
+    credentials: CredentialVendor | None = None
+    signer: RequestSigner | None = None
+    signer_uri: str = ""
 
 
 def namespace_name(levels: Sequence[str]) -> str:

@@ -172,6 +172,20 @@ def claims_overlapping(session: Session, location: str,
             for claim, ns, name in session.execute(statement)]
 
 
+def table_claiming(session: Session, location: str) -> tuple[str, str] | None:
+    """``(namespace, name)`` of the table (not a view) whose claim equals or contains
+    ``location``: no two claims overlap, so at most one."""
+    column = CatalogLocationRow.location
+    row = session.execute(
+        select(IcebergTableRow.namespace, IcebergTableRow.name)
+        .select_from(CatalogLocationRow)
+        .join(IcebergTableRow, IcebergTableRow.table_uuid == CatalogLocationRow.table_uuid)
+        .where(or_(column == location,
+                   func.substr(literal(location), 1, func.length(column) + 1) == column + "/"))
+        .limit(1)).first()
+    return None if row is None else (row[0], row[1])
+
+
 def table_with_uuid(session: Session, table_uuid: str) -> str | None:
     row = session.execute(select(IcebergTableRow.namespace, IcebergTableRow.name).where(
         IcebergTableRow.table_uuid == table_uuid)).first()

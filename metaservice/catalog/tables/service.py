@@ -124,6 +124,15 @@ def _metadata_location(session: Session | Connection, namespace: str, table: str
     return location
 
 
+def current_metadata_location(session: Session | Connection, namespace: str, table: str) -> str:
+    """The metadata file the table's pointer names now.
+
+    Raises:
+        NoSuchTableError: no such table.
+    """
+    return _metadata_location(session, namespace, table)
+
+
 def read_metadata(catalog: CatalogSite, location: str) -> TableMetadata:
     """A table's own metadata file (its pointer names it)."""
     return catalog.warehouse.read(location)
