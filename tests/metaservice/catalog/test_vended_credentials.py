@@ -383,3 +383,38 @@ def test_remote_signing_signs_only_requests_inside_a_table_for_the_callers_right
 
     off = lake_factory(prefix=lake.prefix, vended_credentials_role_arn=None)
     assert sign(off, "admin", "GET", a).status_code == 403
+
+
+DUCKDB_CLIENT = textwrap.dedent("""
+    import sys
+    from metaservice.duckdb_offline import connect
+
+    uri, token, delegation = sys.argv[1], sys.argv[2], sys.argv[3]
+    duck = connect()
+    duck.execute(f"ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{uri}', TOKEN '{token}', "
+                 f"ACCESS_DELEGATION_MODE '{delegation}')")
+    print(duck.sql("SELECT sum(id) FROM lake.db.t").fetchone()[0])
+""")
+
+
+def test_duckdb_with_only_the_catalogs_uri_and_a_token_reads_a_table_on_s3(
+        lake: Lake, tmp_path: Path) -> None:
+    """DuckDB's iceberg extension (httpfs for S3), in a process with no AWS variables or files,
+    asks for vended credentials and reads a table on S3 with a reader's token; without them it
+    has nothing that reaches the store."""
+    writer = lake.catalog("admin")
+    writer.create_namespace("db")
+    writer.create_table("db.t", schema=ROWS.schema).append(ROWS)
+    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
+                   "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+    def read(delegation: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", DUCKDB_CLIENT, f"{lake.url}/iceberg",
+                               lake.tokens["reader"], delegation], env=environment,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=180)
+
+    vended = read("vended_credentials")
+    assert vended.returncode == 0, vended.stderr[-3000:]
+    assert vended.stdout.strip().splitlines()[-1] == "6"
+    bare = read("none")
+    assert bare.returncode != 0, bare.stdout
