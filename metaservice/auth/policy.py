@@ -71,6 +71,9 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("POST", "/iceberg/v1/transactions/commit"): Role.writer,
     ("DELETE", "/iceberg/v1/namespaces/{namespace}"): Role.admin,
     ("DELETE", "/iceberg/v1/namespaces/{namespace}/tables/{table}"): Role.admin,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/tables/{table}/unregister"): Role.admin,
+    ("GET", "/iceberg/v1/namespaces/{namespace}/functions"): Role.reader,
+    ("GET", "/iceberg/v1/namespaces/{namespace}/functions/{function}"): Role.reader,
     # Read sessions of its consistent warehouses (docs/contract.md#read-sessions) are read-only: a
     # reader reads them, and a write is refused (403) whoever asks.
     ("GET", "/iceberg/v1/{prefix}/namespaces"): Role.reader,

@@ -46,6 +46,11 @@ class NoSuchTableError(IcebergError):
     type = "NoSuchTableException"
 
 
+class NoSuchFunctionError(IcebergError):
+    status_code = 404
+    type = "NoSuchFunctionException"
+
+
 class ForbiddenError(IcebergError):
     status_code = 403
     type = "ForbiddenException"

@@ -1,4 +1,5 @@
-"""The catalog's configuration and namespace routes (HTTP only), under ``/iceberg``."""
+"""The catalog's configuration and namespace routes (HTTP only), under ``/iceberg``, and a
+namespace's functions (the catalog holds none: an empty list, a 404 for each name)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,20 @@ def update_namespace_properties(request: Request, session: WriteSession, namespa
     return namespaces.update_namespace_properties(
         session, site(request), levels(namespace), list(body.removals or []),
         dict(body.updates or {}))
+
+
+
+@router.get("/v1/namespaces/{namespace}/functions", operation_id="iceberg_list_functions")
+def list_functions(session: ReadSession, namespace: str, page_token: PageToken = None,
+                   page_size: PageSize = None) -> dict[str, Any]:
+    """The namespace's functions: none (the catalog holds no function); 404 for a namespace
+    that does not exist."""
+    return answers.list_functions(session, namespace, page_token, page_size)
+
+
+@router.get("/v1/namespaces/{namespace}/functions/{function}",
+            operation_id="iceberg_load_function")
+def load_function(session: ReadSession, namespace: str, function: str) -> dict[str, Any]:
+    """404 ``NoSuchFunctionException`` (the catalog holds no function), or
+    ``NoSuchNamespaceException`` for a namespace that does not exist."""
+    return answers.load_function(session, namespace, function)

@@ -12,6 +12,7 @@ from metaservice.catalog import pages
 from metaservice.catalog.errors import (
     AlreadyExistsError,
     NamespaceNotEmptyError,
+    NoSuchFunctionError,
     NoSuchNamespaceError,
     UnprocessableEntityError,
 )
@@ -63,6 +64,21 @@ def create_namespace(session: Session, ctx: ServiceContext, catalog: CatalogSite
 
 def load_namespace(session: Session, levels: Sequence[str]) -> dict[str, str]:
     return dict(namespace_row(session, existing_namespace_name(levels)).properties)
+
+
+def list_functions(session: Session, levels: Sequence[str], wanted: pages.Page) -> list[str]:
+    """A namespace's functions (the Iceberg REST specification's ``listFunctions``): the
+    catalog holds none, so every page of an existing namespace is empty."""
+    namespace_row(session, existing_namespace_name(levels))
+    del wanted  # a valid token or size is accepted; there is nothing to page through
+    return []
+
+
+def load_function(session: Session, levels: Sequence[str], function: str) -> None:
+    """``loadFunction``: 404 ``NoSuchNamespaceException`` for a namespace that does not
+    exist, else ``NoSuchFunctionException`` (the catalog holds no function)."""
+    namespace = namespace_row(session, existing_namespace_name(levels)).name
+    raise NoSuchFunctionError(f"Function does not exist: {namespace}.{function[:300]}")
 
 
 def drop_namespace(session: Session, levels: Sequence[str]) -> None:

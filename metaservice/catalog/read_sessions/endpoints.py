@@ -29,7 +29,9 @@ from metaservice.catalog.deps import (
 )
 from metaservice.catalog.errors import ForbiddenError
 from metaservice.catalog.namespaces.answers import (
+    list_functions,
     list_namespaces,
+    load_function,
     load_namespace,
     namespace_exists,
 )
@@ -94,6 +96,22 @@ def namespace_exists_in_session(request: Request, session: ReadSession, ctx: Con
                                 namespace: str) -> Response:
     _in_session(session, request, ctx, prefix)
     return namespace_exists(session, namespace)
+
+
+@router.get("/namespaces/{namespace}/functions", operation_id="iceberg_session_list_functions")
+def list_functions_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                              namespace: str, page_token: PageToken = None,
+                              page_size: PageSize = None) -> dict[str, Any]:
+    _in_session(session, request, ctx, prefix)
+    return list_functions(session, namespace, page_token, page_size)
+
+
+@router.get("/namespaces/{namespace}/functions/{function}",
+            operation_id="iceberg_session_load_function")
+def load_function_in_session(request: Request, session: ReadSession, ctx: Context, prefix: str,
+                             namespace: str, function: str) -> dict[str, Any]:
+    _in_session(session, request, ctx, prefix)
+    return load_function(session, namespace, function)
 
 
 @router.get("/namespaces/{namespace}/tables", operation_id="iceberg_session_list_tables")

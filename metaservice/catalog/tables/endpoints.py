@@ -1,5 +1,5 @@
 """The catalog's table routes (HTTP only), under ``/iceberg``: list, create, register, load,
-exists, drop, rename, and metrics reports. Commits are ``commit_endpoints.py``."""
+exists, drop, unregister, rename, and metrics reports. Commits are ``commit_endpoints.py``."""
 
 from __future__ import annotations
 
@@ -112,6 +112,19 @@ def drop_table(request: Request, database: DatabaseDep, namespace: str, table: s
         return Response(status_code=204)
 
     return idempotent(request, database, context(request), "dropTable", 204, run)
+
+
+@router.post("/v1/namespaces/{namespace}/tables/{table}/unregister",
+             operation_id="iceberg_unregister_table")
+def unregister_table(request: Request, database: DatabaseDep, namespace: str,
+                     table: str) -> Response:
+    """Forget the table without deleting any file (refused where a drop is); answers its last
+    metadata location and metadata, for another catalog to register."""
+    def run(guard: idempotency.Guard | None) -> Response:
+        return table_response(tables.unregister_table(
+            database, site(request), levels(namespace), table, principal(request), guard))
+
+    return idempotent(request, database, context(request), "unregisterTable", 200, run)
 
 
 @router.post("/v1/tables/rename", status_code=204, operation_id="iceberg_rename_table")

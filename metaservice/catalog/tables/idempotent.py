@@ -1,5 +1,6 @@
-"""A table mutation of the catalog under its ``Idempotency-Key`` (HTTP only; the key's rules are
-``idempotency.py``): run once, its first outcome replayed to a retry of the same request."""
+"""A table or view mutation of the catalog under its ``Idempotency-Key`` (HTTP only; the key's
+rules are ``idempotency.py``): run once, its first outcome replayed to a retry of the same
+request."""
 
 from __future__ import annotations
 
@@ -32,14 +33,16 @@ logger = logging.getLogger(__name__)
 
 def idempotent(request: Request, database: Database, ctx: ServiceContext, operation: str,
                status: int, run: Callable[[idempotency.Guard | None], Response],
-               body: BaseModel | None = None, *, run_reads_key: bool = False) -> Response:
+               body: BaseModel | None = None, *, run_reads_key: bool = False,
+               load: Callable[[str], Response] | None = None) -> Response:
     """Run a mutation under its ``Idempotency-Key`` (if the request has one): a key already
     finished answers its first outcome to the same request (operation, path, query and
     ``body``, the request's validated body), and refuses any other use of it (422).
 
     The key is read here first, unless ``run_reads_key``: the mutation (a commit) reads it in
     its own read phase (``Guard.look``), and records a final refusal in its own write
-    transaction (``Guard.keep_refusal``)."""
+    transaction (``Guard.keep_refusal``). ``load``: the answer of an outcome's
+    ``metadata-location`` (a view's; a table's by default)."""
     key = request.headers.get("idempotency-key")
     if key is None:
         return run(None)
@@ -52,14 +55,14 @@ def idempotent(request: Request, database: Database, ctx: ServiceContext, operat
         now_ms=ctx.clock.now_ms(), lifetime_seconds=ctx.settings.idempotency_key_seconds,
         status=status, final_refusal=_final_refusal)
     if not run_reads_key:
-        replayed = replay(request, database, one)
+        replayed = replay(request, database, one, load)
         if replayed is not None:
             return replayed
     try:
         response = run(one)
     except idempotency.Replay as claimed:
-        replayed = (answer(request, one, claimed.stored) if claimed.stored is not None
-                    else replay(request, database, one))
+        replayed = (answer(request, one, claimed.stored, load) if claimed.stored is not None
+                    else replay(request, database, one, load))
         if replayed is None:  # claimed, then expired in between: nothing to answer with
             raise CommitFailedError("the Idempotency-Key expired while in use; retry with a "
                                     "new key") from None
@@ -68,7 +71,7 @@ def idempotent(request: Request, database: Database, ctx: ServiceContext, operat
         # A request racing the key's first use can read the table after that use committed:
         # its requirements then fail before it ever claims the key. The key's outcome, if it
         # has one now, is the answer; a lost race of a key nobody finished is not final.
-        replayed = replay(request, database, one)
+        replayed = replay(request, database, one, load)
         if replayed is not None:
             return replayed
         raise
@@ -95,15 +98,18 @@ def _final_refusal(exc: Exception) -> tuple[int, dict[str, Any]] | None:
     return rendered.status_code, json.loads(bytes(rendered.body))
 
 
-def replay(request: Request, database: Database, one: idempotency.Guard) -> Response | None:
+def replay(request: Request, database: Database, one: idempotency.Guard,
+           load: Callable[[str], Response] | None = None) -> Response | None:
     """The answer of the key's outcome, read now; None when it has none."""
     with database.transaction(write=False) as session:
         found = idempotency.stored(session, one)
-    return None if found is None else answer(request, one, found)
+    return None if found is None else answer(request, one, found, load)
 
 
-def answer(request: Request, one: idempotency.Guard, found: idempotency.Stored) -> Response:
-    """The key's outcome as the answer to ``one``'s request.
+def answer(request: Request, one: idempotency.Guard, found: idempotency.Stored,
+           load: Callable[[str], Response] | None = None) -> Response:
+    """The key's outcome as the answer to ``one``'s request (``load``: the answer of its
+    ``metadata-location``, a table's by default).
 
     Raises:
         RefusedError: the key was used for another request (422).
@@ -123,4 +129,6 @@ def answer(request: Request, one: idempotency.Guard, found: idempotency.Stored) 
     location = found.outcome.get("metadata-location")
     if location is None:
         return Response(status_code=found.status)
+    if load is not None:
+        return load(location)
     return table_response(tables.loaded(site(request), location))

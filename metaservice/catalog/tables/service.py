@@ -489,3 +489,35 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     if not repo.rename_pointer(session, (source.database, source.table),
                                (target.database, target.table), ctx.clock.now_ms()):
         raise NoSuchTableError(f"Table does not exist: {source.database}.{source.table}")
+
+
+def unregister_table(database: Database, catalog: CatalogSite, levels: Sequence[str],
+                     table: str, principal: Principal,
+                     guard: idempotency.Guard | None = None) -> LoadedTable:
+    """Forget the table as a drop does (refused where a drop is: a table a running job reads
+    or writes), deleting no file: answers its last metadata, read before the pointer goes
+    (``registerTable``'s opposite; the files stay for another catalog to register). The
+    pointer goes only if it still names that file, so the answer holds every commit."""
+    namespace = namespace_name(levels)
+    name = table_name(catalog, namespace, table)
+    with database.transaction(write=False) as session:
+        pointer = _pointer(session, namespace, table)
+        version, metadata_location = pointer.version, pointer.metadata_location
+        table_uuid = pointer.table_uuid
+    last = loaded(catalog, metadata_location)
+    if table_uuid is None:  # a row older than its identity: the file tells
+        table_uuid = str(read_metadata(catalog, metadata_location).table_uuid)
+    with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
+        gone = repo.delete_pointer(session, namespace, table, expected_version=version)
+        if gone is None:
+            raise CommitFailedError(f"{name} changed concurrently, or is gone; retry")
+        if gone.table_uuid is None:
+            gone.table_uuid = table_uuid
+        end_table(session, name, principal, gone)
+        if guard is not None:
+            guard.finish(session, {"metadata-location": metadata_location})
+    logger.info("catalog_table_unregistered",
+                extra={"namespace": namespace, "table": table, "location": metadata_location})
+    return last

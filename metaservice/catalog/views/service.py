@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from pyiceberg.view.metadata import ViewMetadata
 from sqlalchemy.orm import Session
 
-from metaservice.catalog import pages
+from metaservice.catalog import idempotency, pages
 from metaservice.catalog.errors import (
     METADATA_TOO_LARGE,
     AlreadyExistsError,
@@ -56,6 +56,7 @@ from metaservice.catalog.storage.warehouse import (
 )
 from metaservice.catalog.tables import repository as repo
 from metaservice.catalog.tables.claims import claim_locations
+from metaservice.catalog.tables.service import NotModified, etag, etag_matches
 from metaservice.catalog.views import repository as view_repo
 from metaservice.catalog.views import rules as sql_views
 from metaservice.context import ServiceContext
@@ -77,6 +78,16 @@ class NoSuchViewError(IcebergError):
 class LoadedView:
     metadata: ViewMetadata
     metadata_location: str
+
+    @property
+    def etag(self) -> str:
+        return view_etag(self.metadata_location)
+
+
+def view_etag(metadata_location: str) -> str:
+    """A view answer's ``ETag``: its metadata file never changes once written, so its location
+    names the answer (never a table answer's tag: ``view:`` comes first)."""
+    return etag(metadata_location, "view")
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -203,15 +214,27 @@ def view_exists(session: Session, levels: Sequence[str], view: str) -> None:
 
 
 def load_view(database: Database, catalog: CatalogSite, levels: Sequence[str],
-              view: str) -> LoadedView:
+              view: str, if_none_match: str | None = None) -> LoadedView | NotModified:
+    """The view's current metadata, or ``NotModified`` (its file left unread) when
+    ``if_none_match`` names its ``ETag``."""
     namespace = _existing_view_namespace(levels, view)
     with database.transaction(write=False) as session:
         location = _view(session, namespace, view).metadata_location
+    tag = view_etag(location)
+    if etag_matches(if_none_match, tag):
+        return NotModified(tag)
+    return LoadedView(read_file(catalog.warehouse, location), location)
+
+
+def loaded(catalog: CatalogSite, location: str) -> LoadedView:
+    """The answer of the view metadata file at ``location`` (an ``Idempotency-Key``'s
+    replay)."""
     return LoadedView(read_file(catalog.warehouse, location), location)
 
 
 def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
-                levels: Sequence[str], request: CreateViewRequest) -> LoadedView:
+                levels: Sequence[str], request: CreateViewRequest,
+                guard: idempotency.Guard | None = None) -> LoadedView:
     """Create a view: its first metadata file, then its pointer."""
     namespace = namespace_name(levels)
     name = table_name(catalog, namespace, request.name).table
@@ -234,6 +257,8 @@ def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     metadata_location = sql_views.metadata_file_location(metadata, None)
     write_file(warehouse, metadata, metadata_location)
     with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
         repo.lock_locations(session)  # before the name's lock, as a table's create takes them
         view_repo.lock_name(session, namespace, name)
         _namespace(session, namespace)
@@ -243,14 +268,16 @@ def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         if not view_repo.insert_view(session, namespace, name, metadata_location,
                                      metadata.view_uuid, ctx.clock.now_ms()):
             raise AlreadyExistsError(f"View already exists: {namespace}.{name}")
+        if guard is not None:
+            guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_view_created", extra={"view": f"{namespace}.{name}",
                                                "location": metadata_location})
     return LoadedView(metadata, metadata_location)
 
 
 def commit_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
-                levels: Sequence[str], view: str,
-                request: CommitViewRequest) -> LoadedView:
+                levels: Sequence[str], view: str, request: CommitViewRequest,
+                guard: idempotency.Guard | None = None) -> LoadedView:
     """Apply a commit's updates to the view's current metadata, once its requirements hold:
     read and write files first, then swap the pointer by compare-and-swap."""
     namespace = _existing_view_namespace(levels, view)
@@ -267,13 +294,17 @@ def commit_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     except (sql_views.ViewRuleError, ValidationError) as exc:
         raise BadRequestError(f"invalid update of view {namespace}.{view}: "
                               f"{_reason(exc)}") from exc
-    if updated is None:
+    if updated is None:  # nothing changes: the key's outcome is recorded on its own
+        if guard is not None:
+            guard.outcome = {"metadata-location": location}
         return LoadedView(base, location)
     keys = _confine(catalog.warehouse, updated)
     moved = set(keys) != set(_confine(catalog.warehouse, base))
     new_location = sql_views.metadata_file_location(updated, location)
     write_file(catalog.warehouse, updated, new_location)
     with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
         if moved:
             _claim(session, f"{namespace}.{view}", keys, str(updated.view_uuid),
                    ctx.clock.now_ms())
@@ -281,6 +312,8 @@ def commit_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                                    metadata_location=new_location, now_ms=ctx.clock.now_ms()):
             raise CommitFailedError(f"view {namespace}.{view} was changed by a concurrent "
                                     "commit, or dropped; refresh and retry")
+        if guard is not None:
+            guard.finish(session, {"metadata-location": new_location})
     logger.info("catalog_view_commit", extra={"view": f"{namespace}.{view}",
                                               "location": new_location})
     return LoadedView(updated, new_location)
@@ -288,7 +321,10 @@ def commit_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
 
 def rename_view(session: Session, ctx: ServiceContext, catalog: CatalogSite,
                 source_levels: Sequence[str], source: str,
-                target_levels: Sequence[str], target: str) -> None:
+                target_levels: Sequence[str], target: str,
+                guard: idempotency.Guard | None = None) -> None:
+    if guard is not None:
+        guard.claim(session)
     source_namespace = _existing_view_namespace(source_levels, source)
     target_namespace = namespace_name(target_levels)
     target = table_name(catalog, target_namespace, target).table
@@ -299,23 +335,31 @@ def rename_view(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     if not view_repo.rename_view(session, (source_namespace, source),
                                  (target_namespace, target), ctx.clock.now_ms()):
         raise NoSuchViewError(f"View does not exist: {source_namespace}.{source}")
+    if guard is not None:
+        guard.finish(session, {})
     logger.info("catalog_view_renamed", extra={"view": f"{source_namespace}.{source}",
                                                "target": f"{target_namespace}.{target}"})
 
 
-def drop_view(session: Session, levels: Sequence[str], view: str) -> None:
+def drop_view(session: Session, levels: Sequence[str], view: str,
+              guard: idempotency.Guard | None = None) -> None:
     """Forget the view (its metadata files stay where they are)."""
+    if guard is not None:
+        guard.claim(session)
     namespace = _existing_view_namespace(levels, view)
     row = _view(session, namespace, view)
     view_uuid = str(row.view_uuid)
     if not view_repo.delete_view(session, namespace, view):
         raise NoSuchViewError(f"View does not exist: {namespace}.{view}")
     repo.release_claims(session, view_uuid)
+    if guard is not None:
+        guard.finish(session, {})
     logger.info("catalog_view_dropped", extra={"view": f"{namespace}.{view}"})
 
 
 def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
-                  levels: Sequence[str], name: str, metadata_location: str) -> LoadedView:
+                  levels: Sequence[str], name: str, metadata_location: str,
+                  guard: idempotency.Guard | None = None) -> LoadedView:
     """Point a new view at an existing metadata file inside the warehouse. The file is read
     before any transaction; a file of a view the catalog has already (same view-uuid) is
     refused."""
@@ -334,6 +378,8 @@ def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         raise BadRequestError(f"cannot register {metadata_location[:300]}: {exc}") from None
     keys = _confine(catalog.warehouse, metadata)
     with database.transaction(write=True) as session:
+        if guard is not None:
+            guard.claim(session)
         repo.lock_locations(session)  # before the name's lock, as a table's create takes them
         view_repo.lock_name(session, namespace, name)
         _namespace(session, namespace)
@@ -348,6 +394,8 @@ def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                 VIEW_ALREADY_REGISTERED,
                 f"the catalog already has this view (view-uuid {view_uuid}) as {holder}",
                 {"view": holder}, status_code=409, type_="AlreadyExistsException")
+        if guard is not None:
+            guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_view_registered", extra={"view": f"{namespace}.{name}",
                                                   "location": metadata_location})
     return LoadedView(metadata, metadata_location)
