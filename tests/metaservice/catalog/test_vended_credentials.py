@@ -397,6 +397,7 @@ DUCKDB_CLIENT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.backends("postgresql")  # an engine against the store: the database is not tried
 def test_duckdb_with_only_the_catalogs_uri_and_a_token_reads_a_table_on_s3(
         lake: Lake, tmp_path: Path) -> None:
     """DuckDB's iceberg extension (httpfs for S3), in a process with no AWS variables or files,
@@ -421,6 +422,7 @@ def test_duckdb_with_only_the_catalogs_uri_and_a_token_reads_a_table_on_s3(
 
 
 @pytest.mark.spark_jvm
+@pytest.mark.backends("postgresql")  # an engine against the store: the database is not tried
 def test_spark_sql_through_icebergs_runtime_writes_and_reads_s3_with_vended_credentials(
         lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Spark 3.5 with Apache Iceberg's runtime and its AWS bundle (S3FileIO), configured with
