@@ -8,7 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
 
 from metaservice.catalog import idempotency
-from metaservice.catalog.deps import PREFIX, IfNoneMatch, context, levels, principal, site
+from metaservice.catalog.deps import (
+    PREFIX,
+    IfNoneMatch,
+    context,
+    levels,
+    principal,
+    purges,
+    site,
+)
 from metaservice.catalog.requests import (
     CreateTableRequest,
     RegisterTableRequest,
@@ -70,12 +78,13 @@ def drop_table(request: Request, database: DatabaseDep, namespace: str, table: s
                purge_requested: Annotated[bool, Query(alias="purgeRequested")] = False,
                ) -> Response:
     def run(guard: idempotency.Guard | None) -> Response:
+        worker = purges(request) if purge_requested else None
         dropped = tables.drop_table(database, site(request), levels(namespace), table,
-                                    principal(request), guard)
-        if purge_requested:  # after the drop committed (the response is sent after it)
-            warehouse = site(request).warehouse
-            background.add_task(warehouse.purge, dropped.metadata_location, dropped.claims)
-            background.add_task(warehouse.delete_cut_files, dropped.cut_files)
+                                    principal(request), guard, purges=worker)
+        if worker is not None:  # after the drop committed (the response is sent after it)
+            if dropped.purge is not None:
+                background.add_task(worker.purge, dropped.purge)
+            background.add_task(site(request).warehouse.delete_cut_files, dropped.cut_files)
         return Response(status_code=204)
 
     return idempotent(request, database, context(request), "dropTable", 204, run)
