@@ -1,6 +1,6 @@
 """What a catalog route reads of its request (HTTP only): the catalog's path prefix, the app's
-catalog site, service context and purge worker, the caller, a namespace's levels, the ``If-None-Match``
-header."""
+catalog site, service context and purge worker, the caller, a namespace's levels, the
+``If-None-Match`` header."""
 
 from __future__ import annotations
 

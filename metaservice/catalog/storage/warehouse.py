@@ -21,8 +21,8 @@ Every location the server writes, reads or deletes lies inside the warehouse or 
 operator allows (``METASERVICE_ALLOWED_LOCATIONS``), compared after normalisation and, for local
 files, after resolving symlinks (``confine``); a purge lists and deletes, in pages, only files
 under the locations the table claimed (``list_claimed``, ``delete_files``; the purge itself is
-``catalog/tables/purges.py``). A metadata file is read only if it is a regular file under the size cap, within a
-time limit (docs/contract.md#no-io-under-a-write-lock).
+``catalog/tables/purges.py``). A metadata file is read only if it is a regular file under the
+size cap, within a time limit (docs/contract.md#no-io-under-a-write-lock).
 """
 
 from __future__ import annotations

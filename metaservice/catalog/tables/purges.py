@@ -22,7 +22,9 @@ Listing replaces the walk over the table's manifests that purges did before: eve
 manifest names under the claims is listed too, and a file a manifest names elsewhere was never
 the table's to delete; the listing also finds what no metadata names any more (files of
 failed commits, of expired snapshots, cut files), which a purge of the table should delete as
-well, and needs no metadata file that can still be read. A location the server cannot list
+well, and needs no metadata file that can still be read. It also deletes what an earlier table,
+dropped without purge, left at a location this table claimed after it (as a purge in Iceberg's
+Hadoop catalog deletes the table's directory). A location the server cannot list
 (a scheme other than a local path or ``s3://``) is logged and left.
 """
 
