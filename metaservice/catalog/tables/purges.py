@@ -50,6 +50,10 @@ class ClaimLost(Exception):
     """The worker's claim on a purge lapsed and another took it (or it finished)."""
 
 
+class Stopping(Exception):
+    """The server is stopping: the purge is given back for another process to finish."""
+
+
 class PurgeWorker:
     """The purges of one server process: the drops it answers (``purge``, called after the
     drop committed) and, in a daemon thread between ``start`` and ``stop``, those whose
@@ -76,7 +80,8 @@ class PurgeWorker:
         """Delete the files of ``purge``, page by page, while this worker holds it; then delete
         its record and release its claims. Answers whether it finished here: False when the
         worker lost its claim, or a page failed (the store did not answer, a file was not
-        deleted): the record stays, and the purge is taken again once the claim lapses."""
+        deleted): the record stays, and the purge is taken again once the claim lapses; or the
+        server is stopping (``stop``): the claim is given back at once."""
         try:
             for claim in purge.claims:
                 self._purge_claim(purge, claim)
@@ -86,6 +91,14 @@ class PurgeWorker:
         except ClaimLost:
             logger.warning("purge_claim_lost", extra={"table_uuid": purge.table_uuid,
                                                       "worker": self.name})
+            return False
+        except Stopping:
+            try:
+                with self.database.transaction(write=True) as session:
+                    repo.release_purge(session, purge.table_uuid, worker=self.name)
+            except Exception:  # noqa: BLE001 - then its claim lapses
+                logger.warning("purge_not_given_back", extra={"table_uuid": purge.table_uuid})
+            logger.info("purge_given_back", extra={"table_uuid": purge.table_uuid})
             return False
         except Exception:  # noqa: BLE001 - the store or the database: taken again later
             logger.warning("purge_interrupted", extra={"table_uuid": purge.table_uuid},
@@ -99,6 +112,8 @@ class PurgeWorker:
         after: str | None = None
         failed = False
         while True:
+            if self._stop.is_set():
+                raise Stopping
             page = self.warehouse.list_claimed(claim, after=after, limit=self.page_size)
             if not page:
                 break

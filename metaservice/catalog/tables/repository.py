@@ -267,6 +267,14 @@ def extend_purge_claim(session: Session, table_uuid: str, *, worker: str,
         .returning(CatalogPurgeRow.table_uuid)).first() is not None
 
 
+def release_purge(session: Session, table_uuid: str, *, worker: str) -> None:
+    """Give the purge back (its worker is stopping): any process may take it now."""
+    session.execute(
+        update(CatalogPurgeRow)
+        .where(CatalogPurgeRow.table_uuid == table_uuid, CatalogPurgeRow.claimed_by == worker)
+        .values(claimed_until=None, claimed_by=None))
+
+
 def finish_purge(session: Session, table_uuid: str, *, worker: str) -> bool:
     """Delete the purge's record and release the locations the table claimed (unless a table
     holds its uuid again); False when the worker holds the purge no more."""

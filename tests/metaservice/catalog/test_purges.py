@@ -249,3 +249,27 @@ def test_a_worker_whose_claim_lapsed_deletes_nothing_more(
     assert list(directory.iterdir()) == []
     assert purge_rows(database) == [] and claims(database, "u") == []
 
+
+
+def test_a_stopping_worker_gives_its_purge_back(database: Database, tmp_path: Path) -> None:
+    """A server that stops mid-purge gives the purge back at once, rather than holding it until
+    its claim lapses: another worker takes it and finishes it without waiting."""
+    clock = ManualClock()
+    directory = tmp_path / "warehouse" / "db" / "t"
+    directory.mkdir(parents=True)
+    for i in range(4):
+        (directory / f"f{i}").write_bytes(b"x")
+    warehouse = Warehouse(str(tmp_path / "warehouse"))
+    claim = "file://" + str(directory.resolve())
+    a = PurgeWorker(database, warehouse, clock=clock, page_size=3, name="a")
+    with database.transaction(write=True) as session:
+        repo.add_claims(session, "u", [claim], clock.now_ms())
+        repo.record_purge(session, "u", claim + "/m.json", [claim], now_ms=clock.now_ms(),
+                          claimed_by="a", claim_ms=a.claim_ms)
+    a.stop()
+
+    assert not a.purge(PendingPurge("u", claim + "/m.json", [claim]))
+    [row] = purge_rows(database)
+    assert (row.claimed_by, row.claimed_until) == (None, None)
+    assert PurgeWorker(database, warehouse, clock=clock, page_size=3, name="b").run_once() == 1
+    assert list(directory.iterdir()) == [] and purge_rows(database) == []
