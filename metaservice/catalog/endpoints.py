@@ -55,7 +55,7 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
     app.state.catalog_purges = PurgeWorker(
         app.state.database, app.state.catalog.warehouse, clock=app.state.context.clock,
         page_size=settings.purge_page_size, claim_seconds=settings.purge_claim_seconds,
-        poll_seconds=settings.purge_poll_seconds)
+        poll_seconds=settings.purge_poll_seconds, answer_seconds=settings.purge_answer_seconds)
     app.state.catalog_metrics = Counter(
         "metaservice_iceberg_metrics_reports",
         "Iceberg metrics reports received by the catalog, by report type.",

@@ -81,8 +81,10 @@ def drop_table(request: Request, database: DatabaseDep, namespace: str, table: s
         worker = purges(request) if purge_requested else None
         dropped = tables.drop_table(database, site(request), levels(namespace), table,
                                     principal(request), guard, purges=worker)
-        if worker is not None:  # after the drop committed (the response is sent after it)
-            if dropped.purge is not None:
+        if worker is not None:  # after the drop committed: a while before the answer, then after
+            if dropped.purge is not None and not (
+                    worker.answer_seconds > 0
+                    and worker.purge(dropped.purge, seconds=worker.answer_seconds)):
                 background.add_task(worker.purge, dropped.purge)
             background.add_task(site(request).warehouse.delete_cut_files, dropped.cut_files)
         return Response(status_code=204)

@@ -4,11 +4,12 @@ every file under the locations the table claimed is gone.
 A drop with ``purgeRequested`` records the purge in its own transaction and keeps the table's
 location claims (``catalog_locations``) while the purge is pending, so no table created or
 registered meanwhile can claim a location being purged, nor the dropped table's uuid. The
-process that answered the drop holds the record from that transaction on and purges it right
-after the answer; each server process's :class:`PurgeWorker` thread also takes, at start and
-every ``poll_seconds``, any record whose holder's claim lapsed (a server killed mid-purge, or one
-that stopped), and finishes it. The record, and the claims, are deleted only once the purge
-finished.
+process that answered the drop holds the record from that transaction on and purges it: up to
+``METASERVICE_PURGE_ANSWER_SECONDS`` before it answers (a small table is gone by then, so a
+create at its location right after the drop succeeds), the rest right after the answer. Each
+server process's :class:`PurgeWorker` thread also takes, at start and every ``poll_seconds``,
+any record whose holder's claim lapsed (a server killed mid-purge), and finishes it. The
+record, and the claims, are deleted only once the purge finished.
 
 A purge lists, page by page, the files under each claimed location (an ``s3://`` prefix through
 ``ListObjectsV2``, ``page_size`` at a time, deleted by one ``DeleteObjects`` per page; a local
@@ -33,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import uuid
 
 from metaservice.catalog.storage.warehouse import Warehouse, inside
@@ -50,18 +52,24 @@ class ClaimLost(Exception):
     """The worker's claim on a purge lapsed and another took it (or it finished)."""
 
 
+class OutOfTime(Exception):
+    """The time the purge was given ran out: it goes on elsewhere, still held."""
+
+
 class Stopping(Exception):
     """The server is stopping: the purge is given back for another process to finish."""
 
 
 class PurgeWorker:
     """The purges of one server process: the drops it answers (``purge``, called after the
-    drop committed) and, in a daemon thread between ``start`` and ``stop``, those whose
-    holder's claim lapsed (``run_once``)."""
+    drop committed: for up to ``answer_seconds`` before its answer, the rest after it) and,
+    in a daemon thread between ``start`` and ``stop``, those whose holder's claim lapsed
+    (``run_once``)."""
 
     def __init__(self, database: Database, warehouse: Warehouse, *, clock: Clock | None = None,
                  page_size: int = 1000, claim_seconds: float = 60.0,
-                 poll_seconds: float = 10.0, name: str | None = None) -> None:
+                 poll_seconds: float = 10.0, answer_seconds: float = 0.0,
+                 name: str | None = None) -> None:
         if not 1 <= page_size <= 1000:
             raise ValueError("a purge's page holds 1 to 1000 files (one DeleteObjects)")
         self.database = database
@@ -70,27 +78,32 @@ class PurgeWorker:
         self.page_size = page_size
         self.claim_ms = int(claim_seconds * 1000)
         self.poll_seconds = poll_seconds
+        self.answer_seconds = answer_seconds
         self.name = name or f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     # -- one purge ---------------------------------------------------------------------------
 
-    def purge(self, purge: PendingPurge) -> bool:
+    def purge(self, purge: PendingPurge, *, seconds: float | None = None) -> bool:
         """Delete the files of ``purge``, page by page, while this worker holds it; then delete
         its record and release its claims. Answers whether it finished here: False when the
         worker lost its claim, or a page failed (the store did not answer, a file was not
         deleted): the record stays, and the purge is taken again once the claim lapses; or the
-        server is stopping (``stop``): the claim is given back at once."""
+        server is stopping (``stop``): the claim is given back at once; or ``seconds`` ran out
+        (the drop's answer waits that long at most): the worker still holds it."""
+        deadline = None if seconds is None else time.monotonic() + seconds
         try:
             for claim in purge.claims:
-                self._purge_claim(purge, claim)
+                self._purge_claim(purge, claim, deadline)
             with self.database.transaction(write=True) as session:
                 if not repo.finish_purge(session, purge.table_uuid, worker=self.name):
                     raise ClaimLost
         except ClaimLost:
             logger.warning("purge_claim_lost", extra={"table_uuid": purge.table_uuid,
                                                       "worker": self.name})
+            return False
+        except OutOfTime:
             return False
         except Stopping:
             try:
@@ -108,12 +121,14 @@ class PurgeWorker:
         logger.info("catalog_table_purged", extra={"table_uuid": purge.table_uuid})
         return True
 
-    def _purge_claim(self, purge: PendingPurge, claim: str) -> None:
+    def _purge_claim(self, purge: PendingPurge, claim: str, deadline: float | None) -> None:
         after: str | None = None
         failed = False
         while True:
             if self._stop.is_set():
                 raise Stopping
+            if deadline is not None and time.monotonic() > deadline:
+                raise OutOfTime
             page = self.warehouse.list_claimed(claim, after=after, limit=self.page_size)
             if not page:
                 break

@@ -139,6 +139,24 @@ def test_a_purge_deletes_nothing_of_a_sibling_prefix_or_of_a_location_another_cl
     assert catalog.load_table("db.t2").scan().to_arrow().num_rows == 3
 
 
+def test_a_table_created_right_after_a_drop_with_purge_takes_its_location(
+        catalog: RestCatalog, database: Database, store: Any, prefix: str) -> None:
+    """The drop answers once its purge finished (``PURGE_ANSWER_SECONDS``, 5 s by default, is
+    plenty for a few hundred objects): the location is free when a script creates the table
+    again right after dropping it, as ``DROP TABLE … PURGE`` then ``CREATE TABLE`` does."""
+    catalog.create_namespace("db")
+    catalog.create_table("db.t", schema=ROWS.schema).append(ROWS)
+    put_objects(store, [f"{prefix}/db/t/data/more-{i:03}" for i in range(300)])
+
+    catalog.purge_table("db.t")
+    again = catalog.create_table("db.t", schema=ROWS.schema)
+
+    assert purge_rows(database) == []
+    assert [k for k in keys(store, f"{prefix}/db/t/") if "/metadata/" not in k] == []
+    again.append(ROWS)
+    assert catalog.load_table("db.t").scan().to_arrow().num_rows == 3
+
+
 def test_a_purge_a_killed_server_left_is_finished_by_the_next_server(
         server_database_url: str, store: Any, prefix: str, tmp_path: Path) -> None:
     """2,000 objects, purged 20 at a time by a ``metaservice serve`` process that is killed
@@ -146,6 +164,7 @@ def test_a_purge_a_killed_server_left_is_finished_by_the_next_server(
     finishes the purge, and deletes its record, with nobody asking."""
     environment = {**store.environment(),
                    "METASERVICE_WAREHOUSE": f"s3://{store.bucket}/{prefix}",
+                   "METASERVICE_PURGE_ANSWER_SECONDS": "0",  # the drop answers at once
                    "METASERVICE_PURGE_PAGE_SIZE": "20", "METASERVICE_PURGE_CLAIM_SECONDS": "2",
                    "METASERVICE_PURGE_POLL_SECONDS": "0.5"}
     server = ServerProcess(server_database_url, tmp_path / "server.log", env=environment)
