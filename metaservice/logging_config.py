@@ -95,3 +95,12 @@ def configure_logging(fmt: LogFormat = "text", level: str = "info") -> None:
         logger.handlers.clear()
         logger.propagate = True
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    quiet_botocore()
+
+
+def quiet_botocore() -> None:
+    """botocore logs, at DEBUG, whole answers (STS's carry the secrets of the credentials it
+    vends) and signed requests (with the server's session token): never below INFO."""
+    logger = logging.getLogger("botocore")
+    if logger.level < logging.INFO:
+        logger.setLevel(logging.INFO)

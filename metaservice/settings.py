@@ -197,6 +197,31 @@ class Settings(BaseSettings):
         description="an object store's answer not received within this time fails its "
                     "request: 503 object_store_unavailable, with Retry-After")
 
+    vended_credentials_role_arn: str | None = Field(
+        default=None, min_length=1, max_length=2048,
+        description="the role the server assumes (STS AssumeRole, with a session policy "
+                    "narrowing it to one table's prefixes, read-only for readers) to vend "
+                    "credentials to clients that send X-Iceberg-Access-Delegation: "
+                    "vended-credentials; unset: none are vended (clients use their own)")
+    vended_credentials_seconds: int = Field(
+        default=3600, ge=900, le=43_200,
+        description="the lifetime asked of STS for vended credentials (STS's bounds: 900 s "
+                    "to 12 h; the store may cut it shorter, and the answer says when they end)")
+    remote_signing: bool = Field(
+        default=False,
+        description="serve the Iceberg S3 signer (POST /iceberg/v1/aws/s3/sign): clients asking "
+                    "for access delegation, when no credentials are vended (no role, or STS "
+                    "failed), are told to have each request signed by the catalog, which signs "
+                    "only requests inside a table the caller may read, or write")
+    sts_endpoint: str | None = Field(
+        default=None, pattern=r"^https?://[^\s]+$",
+        description="where STS answers; default: the store's endpoint (AWS_ENDPOINT_URL: "
+                    "SeaweedFS, MinIO and Ceph serve STS there), or AWS's STS")
+    vended_endpoint: str | None = Field(
+        default=None, pattern=r"^https?://[^\s]+$",
+        description="the store's endpoint as clients reach it, given with vended credentials; "
+                    "default: the server's (AWS_ENDPOINT_URL)")
+
     @field_validator("allowed_locations", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:

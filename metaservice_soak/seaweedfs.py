@@ -16,10 +16,16 @@ above the admin port, which its worker dials whatever it is told), its WebDAV, I
 the tests' own servers never collide. A start whose port was taken meanwhile is tried again on
 other ports. The credentials are the process's ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``,
 an identity with every right on the store.
+
+With ``iam_config`` (``sts_iam_config()``: a role over the bucket) it serves STS
+``AssumeRole`` on its S3 port, with inline session policies: temporary credentials narrowed to
+a prefix, as the catalog vends them (docs/operations.md#vended-credentials).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import signal
@@ -34,6 +40,31 @@ from metaservice_soak.spark_cluster import free_port
 ACCESS_KEY_ID = "metaservice-test"
 SECRET_ACCESS_KEY = "metaservice-test-secret"  # noqa: S105 - a throw-away store's
 REGION = "us-east-1"
+ROLE_ARN = "arn:aws:iam::role/LakeTables"
+
+
+def sts_iam_config(bucket: str = "lake", *, max_session_seconds: int = 43_200,
+                   role_arn: str = ROLE_ARN) -> dict[str, object]:
+    """SeaweedFS's advanced IAM configuration (``-s3.iam.config``) for vending: STS with a
+    fresh signing key, and one role with every right on ``bucket`` that an identity allowed
+    ``sts:AssumeRole`` (the admin) may assume. ``max_session_seconds`` caps every session's
+    lifetime (STS itself asks at least 900 s of ``DurationSeconds``; the cap is how a test sees
+    credentials expire sooner)."""
+    return {
+        "sts": {"tokenDuration": f"{min(3600, max_session_seconds)}s",
+                "maxSessionLength": f"{max_session_seconds}s", "issuer": "seaweedfs-sts",
+                "signingKey": base64.b64encode(os.urandom(32)).decode()},
+        "policy": {"defaultEffect": "Deny", "storeType": "memory"},
+        "roles": [{"roleName": role_arn.rsplit("/", 1)[-1], "roleArn": role_arn,
+                   "trustPolicy": {"Version": "2012-10-17", "Statement": [{
+                       "Effect": "Allow", "Principal": {"AWS": "*"},
+                       "Action": ["sts:AssumeRole"]}]},
+                   "attachedPolicies": ["LakeTablesAll"]}],
+        "policies": [{"name": "LakeTablesAll", "document": {
+            "Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Action": ["s3:*"],
+                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]}]}}],
+    }
 
 
 class SeaweedFSError(RuntimeError):
@@ -72,8 +103,10 @@ class SeaweedFS:
     def __init__(self, directory: Path, bucket: str = "lake", *,
                  access_key_id: str = ACCESS_KEY_ID,
                  secret_access_key: str = SECRET_ACCESS_KEY,
-                 start_seconds: float = 90.0) -> None:
+                 start_seconds: float = 90.0,
+                 iam_config: dict[str, object] | None = None) -> None:
         self.directory = Path(directory)
+        self.iam_config = iam_config
         self.bucket = bucket
         self.access_key_id = access_key_id
         self.secret_access_key = secret_access_key
@@ -134,10 +167,16 @@ class SeaweedFS:
                 "volume.port.grpc", "filer.port", "filer.port.grpc")}
             self.ports["admin.port"] = admin
             self.ports["admin.port.grpc"] = admin + 10_000
+        iam: list[str] = []
+        if self.iam_config is not None:
+            path = self.directory / "iam.json"
+            path.write_text(json.dumps(self.iam_config))
+            path.chmod(0o600)
+            iam = [f"-s3.iam.config={path}"]
         return [weed, "mini", f"-dir={self.directory / 'data'}", "-ip=127.0.0.1",
                 "-ip.bind=127.0.0.1", f"-bucket={self.bucket}", "-master.telemetry=false",
                 "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-                *(f"-{name}={port}" for name, port in self.ports.items())]
+                *(f"-{name}={port}" for name, port in self.ports.items()), *iam]
 
     def start(self, attempts: int = 3) -> None:
         """Start it (on the ports it had, when it ran before) and wait until its bucket

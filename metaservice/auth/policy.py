@@ -59,6 +59,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("GET", "/iceberg/v1/namespaces/{namespace}"): Role.reader,
     ("GET", "/iceberg/v1/namespaces/{namespace}/tables"): Role.reader,
     ("GET", "/iceberg/v1/namespaces/{namespace}/tables/{table}"): Role.reader,
+    ("GET", "/iceberg/v1/namespaces/{namespace}/tables/{table}/credentials"): Role.reader,
+    ("POST", "/iceberg/v1/aws/s3/sign"): Role.reader,
     ("POST", "/iceberg/v1/namespaces/{namespace}/tables/{table}/metrics"): Role.reader,
     ("POST", "/iceberg/v1/namespaces"): Role.writer,
     ("POST", "/iceberg/v1/namespaces/{namespace}/properties"): Role.writer,
@@ -75,6 +77,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}"): Role.reader,
     ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables"): Role.reader,
     ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables/{table}"): Role.reader,
+    ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials"):
+        Role.reader,
     ("POST", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics"): Role.reader,
     ("POST", "/iceberg/v1/{prefix}/{path:path}"): Role.reader,
     ("PUT", "/iceberg/v1/{prefix}/{path:path}"): Role.reader,

@@ -23,7 +23,7 @@ from metaservice.core import protocol
 from metaservice.core.cuts import tables_not_exact
 from metaservice.core.delay_formulas import hop_latency
 from metaservice.core.exactness import Exactness
-from metaservice.core.positions import Position, wall_clock_barrier
+from metaservice.core.positions import Position
 from metaservice.core.protocol import (
     OtherJob,
     SinkCommit,
@@ -111,7 +111,7 @@ def write_completed_barrier(session: Session, ctx: ServiceContext,
 
 def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> int:
     """``max(now_ms, latest(T) + 1)``."""
-    return wall_clock_barrier(ctx.clock.now_ms(), table.latest_barrier)
+    return protocol.wall_clock_barrier(ctx.clock.now_ms(), table.latest_barrier)
 
 
 def refuse_barrier_in_future(ctx: ServiceContext, barrier: int | str | None) -> None:
@@ -260,9 +260,10 @@ def _record_root_reports(session: Session, ctx: ServiceContext,
 # -- positions: start and next ---------------------------------------------------------------
 
 
-Job = JobRow | barriers_repo.JobState
-"""A job row held locked: the ORM's in a start (which changes the row itself), else the lean
-state ``next`` reads (``repositories/barriers.py``)."""
+JobState = barriers_repo.JobState
+"""A job row held locked, as the decisions read and change it: the lean state ``next`` reads
+(``repositories/barriers.py``), or the state of a start's ORM row, which follows it after the
+decision (``_row_follows``)."""
 
 Source = barriers_repo.EdgeTable
 
@@ -271,7 +272,7 @@ def _ids(snapshots: dict[str, Any] | None) -> dict[str, int]:
     return {name: v["snapshot_id"] for name, v in (snapshots or {}).items()}
 
 
-def pinned_position(job: Job) -> Position:
+def pinned_position(job: JobState) -> Position:
     if job.pin_invalidated_reason is not None:  # a rollback invalidated it: not to be processed
         return _abort_position(job)
     # A pin with no previous barrier is a full step: ``previous`` is null (docs/contract.md#start).
@@ -279,7 +280,7 @@ def pinned_position(job: Job) -> Position:
     return Position("process", job.pinned_barrier, _ids(job.pinned_snapshots), previous)
 
 
-def _abort_position(job: Job) -> Position:
+def _abort_position(job: JobState) -> Position:
     return Position("abort", job.pinned_barrier, reason=job.pin_invalidated_reason,
                     restart_after=job.last_committed_barrier)
 
@@ -288,7 +289,7 @@ def _wait(ctx: ServiceContext) -> Position:
     return Position("wait", retry_after_ms=ctx.settings.wait_retry_after_ms)
 
 
-def _pin(session: Session, ctx: ServiceContext, job: Job, sources: list[Source],
+def _pin(session: Session, ctx: ServiceContext, job: JobState, sources: list[Source],
          barrier: int, after: int | None) -> Position:
     """Pin ``barrier`` (after ``after``) for ``job``: ``snap`` of every source at both, unless
     a source has none yet (``wait``) or a snapshot is approved for expiration
@@ -324,20 +325,31 @@ def _pin(session: Session, ctx: ServiceContext, job: Job, sources: list[Source],
     return pinned_position(job)
 
 
-def _note_pin(job: Job, *, barrier: int, after: int | None, now_ms: int,
+def _note_pin(job: JobState, *, barrier: int, after: int | None, now_ms: int,
               snapshots: dict[str, Any], previous: dict[str, Any]) -> None:
     """Set in ``job`` the pin just written to its row."""
-    values = {"pinned_barrier": barrier, "pinned_after": after, "pinned_snapshots": snapshots,
-              "pinned_previous": previous, "pin_invalidated_reason": None}
-    if isinstance(job, JobRow):  # a start's ORM row: in step with the database, not dirty
-        for key, value in (values | {"pinned_at": now_ms, "updated_at": now_ms}).items():
-            set_committed_value(job, key, value)
-    else:
-        for key, value in values.items():
-            setattr(job, key, value)
+    job.pinned_barrier, job.pinned_after, job.pinned_at = barrier, after, now_ms
+    job.pinned_snapshots, job.pinned_previous = snapshots, previous
+    job.pin_invalidated_reason = None
 
 
-def _job_view(session: Session, ctx: ServiceContext, job: Job,
+def _row_follows(row: JobRow, state: JobState) -> None:
+    """A start's ORM row takes what its decision changed: the barrier it goes on after (a
+    change of the row, written when the session flushes), and the pin its statement wrote
+    (set as the database holds it, not as a change)."""
+    if row.last_committed_barrier != state.last_committed_barrier:
+        row.last_committed_barrier = state.last_committed_barrier
+    if state.pinned_at is None:
+        return
+    pinned = {"pinned_barrier": state.pinned_barrier, "pinned_after": state.pinned_after,
+              "pinned_snapshots": state.pinned_snapshots,
+              "pinned_previous": state.pinned_previous, "pin_invalidated_reason": None,
+              "pinned_at": state.pinned_at, "updated_at": state.pinned_at}
+    for key, value in pinned.items():
+        set_committed_value(row, key, value)
+
+
+def _job_view(session: Session, ctx: ServiceContext, job: JobState,
               edges: barriers_repo.JobEdges) -> tuple[Exactness, list[str], list[OtherJob]]:
     """Read what a decision about ``job`` needs: the history of its component, its sinks and
     the other running jobs of the component (with sources) and the barriers they hold."""
@@ -360,13 +372,23 @@ def _sinks_latest(exactness: Exactness, sinks: list[str]) -> int | None:
     return max(latests) if latests else None
 
 
-def resume_point(session: Session, job: JobRow, sinks: list[Source]) -> int | None:
+def resume_point(session: Session, job: JobState, sinks: list[Source]) -> int | None:
     """The last barrier every sink completed with a snapshot this job wrote (in any run)."""
     return barriers_repo.last_written_by(session, job.name, [t.id for t in sinks])
 
 
-def start_position(session: Session, ctx: ServiceContext, job: JobRow,
+def start_position(session: Session, ctx: ServiceContext, row: JobRow,
                    start_from: str | int) -> Position:
+    """The start position of the job of ``row`` (``_start_position``); the row follows what
+    the decision changed."""
+    job = JobState.of(row)
+    position = _start_position(session, ctx, job, start_from)
+    _row_follows(row, job)
+    return position
+
+
+def _start_position(session: Session, ctx: ServiceContext, job: JobState,
+                    start_from: str | int) -> Position:
     """The aligned start position of a job that has just started (docs/contract.md#start), pinned.
 
     ``resume`` continues after the last barrier all the job's sinks completed with snapshots
@@ -405,7 +427,7 @@ def start_position(session: Session, ctx: ServiceContext, job: JobRow,
     return _start_at(session, ctx, job, sources, exactness, barrier)
 
 
-def _resume_after(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Source],
+def _resume_after(session: Session, ctx: ServiceContext, job: JobState, sources: list[Source],
                   exactness: Exactness, others: list[OtherJob], after: int) -> Position:
     """Go on after ``after`` as ``next`` would (``previous`` set), also after a wait."""
     job.last_committed_barrier = after
@@ -420,7 +442,7 @@ def _earliest(session: Session, sources: list[Source], exactness: Exactness) -> 
                             [f.barrier for f in firsts])  # type: ignore[union-attr]
 
 
-def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[Source],
+def _start_at(session: Session, ctx: ServiceContext, job: JobState, sources: list[Source],
               exactness: Exactness, barrier: int) -> Position:
     """``from: <barrier>``: that barrier, complete and exact in every source, or an error."""
     names = [s.qualified_name for s in sources]
@@ -434,7 +456,7 @@ def _start_at(session: Session, ctx: ServiceContext, job: JobRow, sources: list[
     return position
 
 
-def _decide(session: Session, ctx: ServiceContext, job: Job, sources: list[Source],
+def _decide(session: Session, ctx: ServiceContext, job: JobState, sources: list[Source],
             exactness: Exactness, others: list[OtherJob], after: int | None) -> Position:
     """Choose (``core/protocol.py``) and pin the barrier after ``after``, or wait."""
     ahead = jobs_ahead(exactness, others, after)
@@ -483,7 +505,7 @@ def _hand_out_invalidation(session: Session, ctx: ServiceContext, name: str) -> 
     cleared (through the ORM's row, which the lineage event reads)."""
     job = _running_job(session, name)
     assert job.pin_invalidated_reason is not None and job.pinned_barrier is not None
-    position = _abort_position(job)
+    position = _abort_position(JobState.of(job))
     progress = barriers_repo.progress(session, job.name, job.run, job.pinned_barrier)
     if progress is not None:
         progress.state = "invalidated"

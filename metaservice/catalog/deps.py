@@ -1,6 +1,6 @@
 """What a catalog route reads of its request (HTTP only): the catalog's path prefix, the app's
 catalog site, service context and purge worker, the caller, a namespace's levels, the
-``If-None-Match`` header."""
+``If-None-Match`` and ``X-Iceberg-Access-Delegation`` headers."""
 
 from __future__ import annotations
 
@@ -39,3 +39,5 @@ def principal(request: Request) -> Principal:
 
 
 IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", max_length=2000)]
+AccessDelegation = Annotated[str | None, Header(alias="X-Iceberg-Access-Delegation",
+                                                max_length=200)]

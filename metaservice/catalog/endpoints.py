@@ -29,7 +29,8 @@ from metaservice.catalog.errors import IcebergError
 from metaservice.catalog.namespaces import endpoints as namespace_endpoints
 from metaservice.catalog.read_sessions import endpoints as read_session_endpoints
 from metaservice.catalog.site import CatalogSite
-from metaservice.catalog.storage.object_store import ObjectStores
+from metaservice.catalog.storage.credentials import CredentialVendor, RequestSigner
+from metaservice.catalog.storage.object_store import ObjectStores, is_object_store
 from metaservice.catalog.storage.warehouse import MetadataJsonCache, Warehouse
 from metaservice.catalog.tables import claims, commit_endpoints
 from metaservice.catalog.tables import endpoints as table_endpoints
@@ -46,12 +47,15 @@ __all__ = ["ENDPOINTS", "install_catalog"]
 def install_catalog(app: FastAPI, settings: Settings) -> None:
     """Mount the catalog: its identity and warehouse, its purge worker (started and stopped
     with the app's lifespan), its metrics, its error model, its routes."""
+    stores = ObjectStores.from_settings(settings)
     app.state.catalog = CatalogSite(settings.catalog_name, Warehouse(
         settings.warehouse, settings.allowed_locations,
         max_metadata_bytes=settings.max_metadata_bytes,
         read_seconds=settings.metadata_read_seconds,
         metadata_cache_bytes=settings.metadata_cache_bytes,
-        stores=ObjectStores.from_settings(settings)))
+        stores=stores), credential_vendor(settings, stores), request_signer(settings, stores),
+        (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
+        + PREFIX)
     app.state.catalog_purges = PurgeWorker(
         app.state.database, app.state.catalog.warehouse, clock=app.state.context.clock,
         page_size=settings.purge_page_size, claim_seconds=settings.purge_claim_seconds,
@@ -79,6 +83,26 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
             logger.info("catalog_identities_filled", extra={"tables": filled})
 
     app.router.add_event_handler("startup", fill_identities)
+
+
+def credential_vendor(settings: Settings, stores: ObjectStores) -> CredentialVendor | None:
+    """What vends credentials for the warehouse's tables: STS with
+    ``METASERVICE_VENDED_CREDENTIALS_ROLE_ARN`` on an ``s3://`` warehouse, else nothing."""
+    if settings.vended_credentials_role_arn is None or not is_object_store(settings.warehouse):
+        return None
+    return CredentialVendor(settings.vended_credentials_role_arn,
+                            settings.vended_credentials_seconds,
+                            stores.properties(settings.warehouse),
+                            sts_endpoint=settings.sts_endpoint,
+                            client_endpoint=settings.vended_endpoint)
+
+
+def request_signer(settings: Settings, stores: ObjectStores) -> RequestSigner | None:
+    """What signs clients' requests to the warehouse's store: with
+    ``METASERVICE_REMOTE_SIGNING`` on an ``s3://`` warehouse, else nothing."""
+    if not settings.remote_signing or not is_object_store(settings.warehouse):
+        return None
+    return RequestSigner(stores.properties(settings.warehouse), settings.vended_endpoint)
 
 
 class MetadataCacheCollector(Collector):

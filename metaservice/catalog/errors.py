@@ -126,6 +126,7 @@ HEAD_NOT_FORWARD = "head_not_forward"
 TOO_MANY_READ_SESSIONS = "too_many_read_sessions"
 TABLE_IN_USE = "table_in_use"
 IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+METADATA_TOO_LARGE = "metadata_too_large"
 
 
 def not_table_owner(message: str, **details: Any) -> RefusedError:

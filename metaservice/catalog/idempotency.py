@@ -4,10 +4,12 @@ request whose answer was lost gets the first answer instead of running again.
 A mutation sent with a key claims it (per principal) in its own write transaction, and records
 its outcome there: the key and the change commit together, so a crash can never leave a change
 whose key a retry would not find. A final refusal (a 4xx other than a lost race, 401 and 429)
-is recorded after its rolled-back transaction; a 5xx or a lost compare-and-swap is not final and
-is not recorded. A request carrying a claimed key is answered from the outcome without running;
-one racing the first waits on the key's row (PostgreSQL) or the database lock (SQLite) and is
-then answered the same way.
+reached in that transaction is recorded in it, its change rolled back to a savepoint
+(``Guard.keep_refusal``); one reached before it, in a transaction of its own. A 5xx or a lost
+compare-and-swap is not final and is not recorded. A request carrying a finished key is
+answered from the outcome without running (a commit looks at its key in the read phase that
+reads its tables: ``Guard.look``); one racing the first waits on the key's row (PostgreSQL) or
+the database lock (SQLite) and is then answered the same way.
 
 A key is bound to the request that claimed it
 (docs/contract.md#object-storage-and-the-rest-of-the-specification): its operation, the path it was
@@ -24,10 +26,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from metaservice.catalog import idempotency_repository as repo
@@ -40,7 +43,12 @@ FINAL_ERROR_STATUSES = frozenset({400, 403, 404, 405, 406, 409, 410, 413, 415, 4
 
 
 class Replay(Exception):
-    """The key was claimed by an earlier request: answer from its outcome."""
+    """The key was claimed by an earlier request: answer from its outcome (``stored``, when the
+    request has read it already)."""
+
+    def __init__(self, stored: Stored | None = None) -> None:
+        super().__init__()
+        self.stored = stored
 
 
 def request_digest(method: str, path: str, query: Iterable[tuple[str, str]],
@@ -71,8 +79,23 @@ class Guard:
     now_ms: int
     lifetime_ms: int
     status: int  # the answer's status when the mutation succeeds
+    # A refusal's status and body when it is final (the same request would be refused again),
+    # else None: the route's error renderer, which the services beneath it cannot import.
+    final_refusal: Callable[[Exception], tuple[int, dict[str, Any]] | None] = (
+        lambda exc: None)
     claimed: bool = False
+    recorded: bool = False  # the outcome is written in the mutation's transaction
     outcome: dict[str, Any] = field(default_factory=dict)
+
+    def look(self, connection: Connection | Session) -> None:
+        """Look at the key in the mutation's read phase.
+
+        Raises:
+            Replay: the key has an outcome (carried, so that it is not read again).
+        """
+        found = stored(connection, self)
+        if found is not None:
+            raise Replay(found)
 
     def claim(self, session: Session) -> None:
         """Claim the key in the mutation's write transaction.
@@ -91,9 +114,21 @@ class Guard:
         self.outcome = outcome
         repo.finish_key(session, self.principal, self.key, self.status, outcome)
 
+    def keep_refusal(self, session: Session, exc: Exception) -> bool:
+        """Record ``exc`` as the key's outcome in the mutation's transaction (after ``claim``,
+        its change rolled back to a savepoint) when it is a final refusal; whether it was."""
+        refusal = self.final_refusal(exc) if self.claimed else None
+        if refusal is None:
+            return False
+        status, body = refusal
+        repo.finish_key(session, self.principal, self.key, status, {"error": body})
+        self.recorded = True
+        return True
+
 
 def guard(key: str, principal: str | None, operation: str, *, target: str, digest: str,
-          now_ms: int, lifetime_seconds: float, status: int) -> Guard:
+          now_ms: int, lifetime_seconds: float, status: int,
+          final_refusal: Callable[[Exception], tuple[int, dict[str, Any]] | None]) -> Guard:
     """The guard of a request sent with the key ``key``.
 
     Raises:
@@ -102,7 +137,7 @@ def guard(key: str, principal: str | None, operation: str, *, target: str, diges
     if not _UUID.match(key):
         raise BadRequestError("Idempotency-Key must be a UUID (36 characters, UUIDv7 advised)")
     return Guard(principal or "", key.lower(), operation, target[:TARGET_LENGTH], digest,
-                 now_ms, int(lifetime_seconds * 1000), status)
+                 now_ms, int(lifetime_seconds * 1000), status, final_refusal)
 
 
 TARGET_LENGTH = 1024  # the stored path is for messages only: the digest covers all of it
@@ -124,9 +159,9 @@ class Stored:
         return self.digest is None or self.digest == one.digest
 
 
-def stored(session: Session, one: Guard) -> Stored | None:
+def stored(connection: Connection | Session, one: Guard) -> Stored | None:
     """The finished outcome of the key, if it has one and has not expired."""
-    row = repo.get_key(session, one.principal, one.key)
+    row = repo.get_key(connection, one.principal, one.key)
     if row is None or row.expires_at <= one.now_ms or row.status is None:
         return None
     return Stored(row.operation, row.target, row.request_digest, row.status,

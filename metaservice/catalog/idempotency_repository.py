@@ -3,7 +3,9 @@ principal, bound to its request, and the outcome recorded with it."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete, update
+from typing import Any
+
+from sqlalchemy import Connection, Row, delete, select, update
 from sqlalchemy.orm import Session
 
 from metaservice.db.engine import dialect_insert
@@ -30,8 +32,15 @@ def finish_key(session: Session, principal: str, key: str, status: int,
     ).values(status=status, outcome=outcome))
 
 
-def get_key(session: Session, principal: str, key: str) -> IdempotencyKeyRow | None:
-    return session.get(IdempotencyKeyRow, (principal, key))
+_KEY = select(IdempotencyKeyRow.operation, IdempotencyKeyRow.target,
+              IdempotencyKeyRow.request_digest, IdempotencyKeyRow.status,
+              IdempotencyKeyRow.outcome, IdempotencyKeyRow.expires_at)
+
+
+def get_key(connection: Connection | Session, principal: str, key: str) -> Row[Any] | None:
+    """The key's record (one statement on a session or a plain connection); None when none."""
+    return connection.execute(_KEY.where(IdempotencyKeyRow.principal == principal,
+                                         IdempotencyKeyRow.key == key)).first()
 
 
 def delete_expired_keys(session: Session, principal: str, now_ms: int) -> None:

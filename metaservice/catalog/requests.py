@@ -16,7 +16,7 @@ parsers raise besides (a ``TypeError``, a type nested too deep for its recursion
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -222,3 +222,14 @@ class ReportMetricsRequest(BaseModel):
     report_type: Any = Field(default=None, alias="report-type",
                              description="scan-report or commit-report; any other value is "
                                          "counted as other")
+
+
+class S3SignRequest(BaseModel):
+    """The Iceberg S3 signer API's request: an S3 request to sign."""
+
+    region: str = Field(max_length=64)
+    uri: str = Field(max_length=8192)
+    method: Literal["PUT", "GET", "HEAD", "POST", "DELETE", "PATCH", "OPTIONS"]
+    headers: dict[str, list[str]]
+    properties: dict[str, str] | None = None
+    body: str | None = None

@@ -9,17 +9,22 @@ from dataclasses import dataclass
 
 from metaservice.catalog import pages
 from metaservice.catalog.errors import BadRequestError, NoSuchNamespaceError, NoSuchTableError
+from metaservice.catalog.storage.credentials import CredentialVendor, RequestSigner
 from metaservice.catalog.storage.warehouse import Warehouse
 from metaservice.names import NAME_PART_PATTERN, TableName
 
 
 @dataclass(frozen=True)
 class CatalogSite:
-    """The catalog's identity and storage: its name (the first part of every table name) and
-    its warehouse."""
+    """The catalog's identity and storage: its name (the first part of every table name), its
+    warehouse, what vends credentials for its tables' files and what signs requests to them
+    (None: nothing does), and the signer's URL as clients reach it."""
 
     name: str
     warehouse: Warehouse
+    credentials: CredentialVendor | None = None
+    signer: RequestSigner | None = None
+    signer_uri: str = ""
 
 
 def namespace_name(levels: Sequence[str]) -> str:
@@ -38,7 +43,7 @@ def existing_namespace_name(levels: Sequence[str]) -> str:
     """The namespace a read names; one this catalog cannot hold does not exist (404), as engines
     expect when they probe for metadata tables (``db\x1ftable``)."""
     if len(levels) != 1 or not _NAME_PART.match(levels[0]):
-        raise NoSuchNamespaceError(f"namespace does not exist: {'.'.join(levels)}")
+        raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(levels)}")
     return levels[0]
 
 
@@ -46,7 +51,7 @@ def existing_table_namespace(levels: Sequence[str], table: str) -> str:
     """The namespace of a table a read names; one this catalog cannot hold has no tables
     (404)."""
     if len(levels) != 1 or not _NAME_PART.match(levels[0]):
-        raise NoSuchTableError(f"table does not exist: {'.'.join([*levels, table])}")
+        raise NoSuchTableError(f"Table does not exist: {'.'.join([*levels, table])}")
     return levels[0]
 
 

@@ -24,10 +24,3 @@ class Position:
     retry_after_ms: int | None = None
     reason: str | None = None
     restart_after: int | None = None  # with an abort caused by a rollback
-
-
-def wall_clock_barrier(now_ms: int, latest: int | None) -> int:
-    """The barrier assigned at ``now_ms`` to a table whose latest barrier is ``latest``:
-    ``max(now_ms, latest + 1)`` (docs/contract.md#barriers-only-move-forward), the wall clock unless
-    that would not move the table forward."""
-    return now_ms if latest is None else max(now_ms, latest + 1)

@@ -32,7 +32,8 @@ commit             :func:`admit_sink_commit`: barrier_in_future, unknown_job,
                    unknown_barrier, then :func:`admit_completed_barrier`
 root report        :func:`admit_root_report`: barrier_in_future, held_by_catalog,
                    table_has_writer, rollback_in_progress, then
-                   :func:`admit_completed_barrier`
+                   :func:`admit_completed_barrier`; with no barrier given,
+                   :func:`wall_clock_barrier` assigns it
 a completion       :func:`admit_completed_barrier`: snapshot_expired,
                    barrier_regression (three ways)
 abort              ``refuse_not_running``, then :func:`admit_abort` (unknown_barrier)
@@ -368,6 +369,13 @@ def refuse_expired_snapshot(table: TableHead, checks: CommitChecks, snapshot_id:
     raise errors.SnapshotExpiredError(
         f"snapshot {snapshot_id} of {table.name} is approved for expiration; it cannot become "
         "the table's latest", table=table.name, snapshot_id=snapshot_id)
+
+
+def wall_clock_barrier(now_ms: int, latest: int | None) -> int:
+    """The barrier assigned at ``now_ms`` to a table whose latest barrier is ``latest``:
+    ``max(now_ms, latest + 1)`` (docs/contract.md#barriers-only-move-forward), the wall clock unless
+    that would not move the table forward."""
+    return now_ms if latest is None else max(now_ms, latest + 1)
 
 
 def refuse_not_after_latest(table: TableHead, barrier: int) -> None:

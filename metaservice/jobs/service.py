@@ -141,7 +141,7 @@ def start(session: Session, ctx: ServiceContext, name: str,
     if job.state == "running":
         view = _view(session, job)
         if job.pinned_barrier is not None:
-            return Started(view, pinned_position(job))
+            return Started(view, pinned_position(barriers_repo.JobState.of(job)))
         if job.last_committed_barrier is not None and start_from in ("resume", "latest",
                                                                      "earliest"):
             # A driver restarted mid-run goes on where the run is, as ``next`` would: never a

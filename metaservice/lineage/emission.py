@@ -74,7 +74,7 @@ def _attempts(session: Session, job: JobRow | barriers_repo.JobState, barrier: i
 
 
 def barrier_handed_out(session: Session, ctx: ServiceContext,
-                       job: JobRow | barriers_repo.JobState) -> None:
+                       job: barriers_repo.JobState) -> None:
     """``START``: ``job`` (pinned) was handed its barrier."""
     if ctx.lineage is None or job.pinned_barrier is None:
         return

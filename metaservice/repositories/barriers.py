@@ -496,6 +496,14 @@ class JobState:
     pinned_snapshots: dict[str, Any] | None
     pinned_previous: dict[str, Any] | None
     pin_invalidated_reason: str | None
+    pinned_at: int | None = None  # set when the service pins a barrier (not read: not needed)
+
+    @classmethod
+    def of(cls, row: JobRow) -> JobState:
+        """The state of a job row the ORM holds (a start's, which changes the row itself)."""
+        return cls(row.name, row.state, row.run, row.last_committed_barrier, row.pinned_barrier,
+                   row.pinned_after, row.pinned_snapshots, row.pinned_previous,
+                   row.pin_invalidated_reason)
 
 
 class _JobStateRow(NamedTuple):

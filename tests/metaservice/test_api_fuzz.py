@@ -32,10 +32,10 @@ from metaservice.db.session import Database
 from metaservice.settings import Settings
 from tests.metaservice.jobs.test_jobs import plan
 
-# A minute of generated requests per backend: the full run's, not the fast subset's.
+# Half a minute of generated requests per backend: the full run's, not the fast subset's.
 pytestmark = pytest.mark.slow
 
-EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 12}
+EXAMPLES = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 8}
 
 EXCLUDED = {
     # The generator sends int64 bounds as JSON floats (9223372036854775807 →
@@ -97,7 +97,7 @@ def test_no_request_is_a_server_error(database: Database, database_url: str, tmp
     print(f"\nschemathesis on {backend}: {cases} cases in {time.monotonic() - started:.0f} s, "
           f"{dict(sorted(statuses.items()))}")
     assert not any(key.endswith("5xx") for key in statuses), statuses
-    assert statuses["positive 2xx"] > 200 and cases > 2000
+    assert statuses["positive 2xx"] > 150 and cases > 1500
 
 
 def _fuzz(operation: schemathesis.APIOperation, mode: GenerationMode,

@@ -34,7 +34,7 @@ NAMESPACE_LOCATION = "location"
 def namespace_row(session: Session, name: str) -> IcebergNamespaceRow:
     row = repo.get_namespace(session, name)
     if row is None:
-        raise NoSuchNamespaceError(f"namespace does not exist: {name}")
+        raise NoSuchNamespaceError(f"Namespace does not exist: {name}")
     return row
 
 
@@ -56,7 +56,7 @@ def create_namespace(session: Session, ctx: ServiceContext, catalog: CatalogSite
     name = namespace_name(levels)
     _confine_namespace_location(catalog, properties)
     if not repo.create_namespace(session, name, dict(properties), ctx.clock.now_ms()):
-        raise AlreadyExistsError(f"namespace already exists: {name}")
+        raise AlreadyExistsError(f"Namespace already exists: {name}")
     logger.info("catalog_namespace_created", extra={"namespace": name})
     return [name], dict(properties)
 

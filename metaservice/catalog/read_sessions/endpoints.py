@@ -19,7 +19,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from starlette.convertors import Convertor, register_url_convertor
 
-from metaservice.catalog.deps import PREFIX, IfNoneMatch, levels, principal, site
+from metaservice.catalog.deps import (
+    PREFIX,
+    AccessDelegation,
+    IfNoneMatch,
+    levels,
+    principal,
+    site,
+)
 from metaservice.catalog.errors import ForbiddenError
 from metaservice.catalog.namespaces.answers import (
     list_namespaces,
@@ -33,9 +40,11 @@ from metaservice.catalog.tables import service as tables
 from metaservice.catalog.tables.answers import (
     Snapshots,
     list_tables,
+    load_credentials,
     report_metrics,
     table_exists,
     table_response,
+    vended_access,
 )
 from metaservice.deps import Context, DatabaseDep, ReadSession
 
@@ -100,12 +109,25 @@ def list_tables_in_session(request: Request, session: ReadSession, ctx: Context,
 def load_table_in_session(request: Request, database: DatabaseDep, ctx: Context, prefix: str,
                           namespace: str, table: str,
                           snapshots: Snapshots = "all",
-                          if_none_match: IfNoneMatch = None) -> Response:
+                          if_none_match: IfNoneMatch = None,
+                          access_delegation: AccessDelegation = None) -> Response:
     """The table at the read session's cut: fixed at the first load of its pipeline, leased
-    for the session; its ``ETag`` names the cut file."""
-    return table_response(tables.load_table_in_session(
+    for the session; its ``ETag`` names the cut file. Vended credentials read only."""
+    loaded = tables.load_table_in_session(
         database, ctx, site(request), prefix, principal(request), levels(namespace), table,
-        snapshots), if_none_match)
+        snapshots)
+    return table_response(loaded, if_none_match, vended_access(
+        request, database, namespace, table, loaded, access_delegation, session_prefix=prefix))
+
+
+@router.get("/namespaces/{namespace}/tables/{table}/credentials",
+            operation_id="iceberg_session_load_credentials")
+def load_credentials_in_session(session: ReadSession, request: Request, database: DatabaseDep,
+                                ctx: Context, prefix: str, namespace: str,
+                                table: str) -> dict[str, Any]:
+    """Fresh read-only credentials for the table's files."""
+    _in_session(session, request, ctx, prefix)
+    return load_credentials(request, database, namespace, table, session_prefix=prefix)
 
 
 @router.head("/namespaces/{namespace}/tables/{table}", status_code=204,

@@ -50,7 +50,9 @@ from pyiceberg.table.locations import SimpleLocationProvider
 from pyiceberg.table.metadata import TableMetadata
 
 from metaservice.catalog.errors import (
+    METADATA_TOO_LARGE,
     BadRequestError,
+    RefusedError,
     ServiceUnavailableError,
     outside_warehouse,
 )
@@ -88,6 +90,10 @@ def _has_scheme(location: str) -> bool:
 class MetadataFileError(ValueError):
     """A metadata file that cannot be read as one: not a regular file, too large, not table
     metadata."""
+
+
+class MetadataTooLargeError(MetadataFileError):
+    """A metadata file larger than the size cap (stored, or inflated)."""
 
 
 def _local_path(location: str) -> str | None:
@@ -251,9 +257,16 @@ class Warehouse:
         return key
 
     def confine(self, location: str, what: str = "location") -> str:
-        """``location`` normalised (``..`` and duplicate separators gone, no trailing ``/``),
-        once it is known to lie inside the warehouse."""
+        """``location`` once it is known to lie inside the warehouse: as the client spelled it
+        (``file:/p``, ``file:///p`` and ``/p`` alike, as Iceberg's own catalogs keep it) but for
+        a trailing ``/``, unless it has ``.``/``..`` segments or duplicate separators, which
+        are normalised away."""
         self.key(location, what)
+        trimmed = location.rstrip("/")
+        path = urlparse(trimmed).path if _has_scheme(trimmed) else trimmed
+        segments = path.split("/")[1:] if path.startswith("/") else path.split("/")
+        if trimmed and not any(part in ("", ".", "..") for part in segments):
+            return trimmed
         local = _local_path(location)
         if local is not None:
             normal = os.path.normpath(os.path.abspath(local))
@@ -322,14 +335,22 @@ class Warehouse:
         """Write a new metadata file (never overwrites one), no larger than the catalog reads.
 
         Raises:
-            BadRequestError: the metadata is larger than ``max_metadata_bytes``.
+            RefusedError: ``metadata_too_large``, larger than ``max_metadata_bytes``.
+            BadRequestError: a format version pyiceberg cannot write (3).
         """
         self.key(location, "metadata location")
-        content = metadata.model_dump_json().encode("utf-8")
-        if len(content) > self.max_metadata_bytes:
+        try:
+            content = metadata.model_dump_json().encode("utf-8")
+        except NotImplementedError as exc:  # pyiceberg writes format versions 1 and 2 only
             raise BadRequestError(
+                f"format-version {metadata.format_version} table metadata cannot be written "
+                f"here: {exc}") from None
+        if len(content) > self.max_metadata_bytes:
+            raise RefusedError(
+                METADATA_TOO_LARGE,
                 f"the table's metadata would be {len(content)} bytes, more than the catalog "
-                f"reads ({self.max_metadata_bytes}, METASERVICE_MAX_METADATA_BYTES)")
+                f"reads ({self.max_metadata_bytes}, METASERVICE_MAX_METADATA_BYTES)",
+                {"bytes": len(content), "limit": self.max_metadata_bytes})
         self.write_new(location, Compressor.get_compressor(location).bytes_compressor()(content))
         self._files.put(location, metadata)
         self.metadata_cache.put(location, content)  # the answer of the commit and of loads
@@ -444,19 +465,20 @@ class Warehouse:
                 raise MetadataFileError(f"{location} is not a regular file")
             with os.fdopen(descriptor, "rb") as handle:
                 if status.st_size > self.max_metadata_bytes:
-                    raise MetadataFileError(
+                    raise MetadataTooLargeError(
                         f"{location} is larger than {self.max_metadata_bytes} bytes")
                 content = handle.read(self.max_metadata_bytes + 1)
         else:
             with unavailable_as_503(location):
                 input_file = self.io(location).new_input(location)
                 if len(input_file) > self.max_metadata_bytes:
-                    raise MetadataFileError(
+                    raise MetadataTooLargeError(
                         f"{location} is larger than {self.max_metadata_bytes} bytes")
                 with input_file.open() as stream:
                     content = stream.read(self.max_metadata_bytes + 1)
         if len(content) > self.max_metadata_bytes:
-            raise MetadataFileError(f"{location} is larger than {self.max_metadata_bytes} bytes")
+            raise MetadataTooLargeError(
+                f"{location} is larger than {self.max_metadata_bytes} bytes")
         try:
             with Compressor.get_compressor(location).stream_decompressor(
                     _io.BytesIO(content)) as stream:
@@ -464,7 +486,7 @@ class Warehouse:
         except Exception as exc:  # noqa: BLE001 - not what its name says it is
             raise MetadataFileError(f"{location} cannot be decompressed: {exc}") from None
         if len(text) > self.max_metadata_bytes:
-            raise MetadataFileError(
+            raise MetadataTooLargeError(
                 f"{location} inflates to larger than {self.max_metadata_bytes} bytes")
         return text  # type: ignore[no-any-return]
 

@@ -10,7 +10,7 @@ from metaservice.catalog import idempotency
 from metaservice.catalog.deps import PREFIX, levels, principal, site
 from metaservice.catalog.requests import CommitTableRequest, CommitTransactionRequest
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES
-from metaservice.catalog.site import namespace_name
+from metaservice.catalog.site import CatalogSite, namespace_name
 from metaservice.catalog.tables import commits
 from metaservice.catalog.tables import service as tables
 from metaservice.catalog.tables.answers import table_response
@@ -27,16 +27,17 @@ def commit_table(request: Request, database: DatabaseDep, ctx: Context, namespac
     the same transaction."""
     name = namespace_name(levels(namespace))
     change = body.for_table(name, table)
+    catalog, who = site(request), principal(request)
 
     def run(guard: idempotency.Guard | None) -> Response:
-        (staged,) = commits.commit_tables(database, ctx, site(request), [(name, table, change)],
-                                          principal(request), guard)
+        (staged,) = commits.commit_tables(database, ctx, catalog, [(name, table, change)], who,
+                                          guard)
         if guard is not None:
             guard.outcome = {"metadata-location": staged.metadata_location}
-        _delete_removed_cut_files(request, background, [staged])
-        return table_response(tables.loaded(site(request), staged.metadata_location))
+        _delete_removed_cut_files(catalog, background, [staged])
+        return table_response(tables.loaded(catalog, staged.metadata_location))
 
-    return idempotent(request, database, ctx, "commitTable", 200, run, body)
+    return idempotent(request, database, ctx, "commitTable", 200, run, body, run_reads_key=True)
 
 
 @router.post("/v1/transactions/commit", status_code=204,
@@ -50,19 +51,21 @@ def commit_transaction(request: Request, database: DatabaseDep, ctx: Context,
         changes.append((name, change.identifier.name,
                         change.for_table(name, change.identifier.name)))
 
+    catalog, who = site(request), principal(request)
+
     def run(guard: idempotency.Guard | None) -> Response:
-        staged = commits.commit_tables(database, ctx, site(request), changes,
-                                       principal(request), guard)
-        _delete_removed_cut_files(request, background, staged)
+        staged = commits.commit_tables(database, ctx, catalog, changes, who, guard)
+        _delete_removed_cut_files(catalog, background, staged)
         return Response(status_code=204)
 
-    return idempotent(request, database, ctx, "commitTransaction", 204, run, body)
+    return idempotent(request, database, ctx, "commitTransaction", 204, run, body,
+                      run_reads_key=True)
 
 
-def _delete_removed_cut_files(request: Request, background: BackgroundTasks,
+def _delete_removed_cut_files(catalog: CatalogSite, background: BackgroundTasks,
                               staged: list[commits.StagedCommit]) -> None:
     """The cut files of snapshots a commit removed go after it committed (the response, and
     so the background task, comes after the commit)."""
     removed = [location for one in staged for location in one.removed_cut_files]
     if removed:
-        background.add_task(site(request).warehouse.delete_cut_files, removed)
+        background.add_task(catalog.warehouse.delete_cut_files, removed)

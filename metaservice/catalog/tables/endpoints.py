@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from metaservice.catalog import idempotency
 from metaservice.catalog.deps import (
     PREFIX,
+    AccessDelegation,
     IfNoneMatch,
     context,
     levels,
@@ -22,11 +24,12 @@ from metaservice.catalog.requests import (
     RegisterTableRequest,
     RenameTableRequest,
     ReportMetricsRequest,
+    S3SignRequest,
 )
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
-from metaservice.catalog.tables import answers
+from metaservice.catalog.tables import answers, delegation
 from metaservice.catalog.tables import service as tables
-from metaservice.catalog.tables.answers import Snapshots, table_response
+from metaservice.catalog.tables.answers import Snapshots, table_response, vended_access
 from metaservice.catalog.tables.idempotent import idempotent
 from metaservice.deps import Context, DatabaseDep, ReadSession
 
@@ -42,27 +45,50 @@ def list_tables(session: ReadSession, namespace: str, page_token: PageToken = No
 
 @router.post("/v1/namespaces/{namespace}/tables", operation_id="iceberg_create_table")
 def create_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
-                 body: CreateTableRequest) -> Response:
-    return idempotent(request, database, ctx, "createTable", 200, lambda guard: (
-        table_response(tables.create_table(database, ctx, site(request), levels(namespace),
-                                           body, principal(request), guard))), body)
+                 body: CreateTableRequest,
+                 access_delegation: AccessDelegation = None) -> Response:
+    def run(guard: idempotency.Guard | None) -> Response:
+        loaded = tables.create_table(database, ctx, site(request), levels(namespace), body,
+                                     principal(request), guard)
+        return table_response(loaded, access=vended_access(
+            request, database, namespace, body.name, loaded, access_delegation))
+
+    return idempotent(request, database, ctx, "createTable", 200, run, body)
 
 
 @router.post("/v1/namespaces/{namespace}/register", operation_id="iceberg_register_table")
 def register_table(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
-                   body: RegisterTableRequest) -> Response:
-    return idempotent(request, database, ctx, "registerTable", 200, lambda guard: (
-        table_response(tables.register_table(
+                   body: RegisterTableRequest,
+                   access_delegation: AccessDelegation = None) -> Response:
+    def run(guard: idempotency.Guard | None) -> Response:
+        loaded = tables.register_table(
             database, ctx, site(request), levels(namespace), body.name,
-            body.metadata_location, body.overwrite, principal(request), guard))), body)
+            body.metadata_location, body.overwrite, principal(request), guard)
+        return table_response(loaded, access=vended_access(
+            request, database, namespace, body.name, loaded, access_delegation))
+
+    return idempotent(request, database, ctx, "registerTable", 200, run, body)
 
 
 @router.get("/v1/namespaces/{namespace}/tables/{table}", operation_id="iceberg_load_table")
 def load_table(request: Request, database: DatabaseDep, namespace: str, table: str,
-               snapshots: Snapshots = "all", if_none_match: IfNoneMatch = None) -> Response:
-    """The table's metadata with its ``ETag``; 304 when ``If-None-Match`` names it."""
-    return table_response(tables.load_table(database, site(request), levels(namespace), table,
-                                            snapshots, if_none_match))
+               snapshots: Snapshots = "all", if_none_match: IfNoneMatch = None,
+               access_delegation: AccessDelegation = None) -> Response:
+    """The table's metadata with its ``ETag``; 304 when ``If-None-Match`` names it. With
+    ``X-Iceberg-Access-Delegation: vended-credentials``, credentials for its files."""
+    loaded = tables.load_table(database, site(request), levels(namespace), table, snapshots,
+                               if_none_match)
+    return table_response(loaded, access=vended_access(request, database, namespace, table,
+                                                        loaded, access_delegation))
+
+
+@router.get("/v1/namespaces/{namespace}/tables/{table}/credentials",
+            operation_id="iceberg_load_credentials")
+def load_credentials(request: Request, database: DatabaseDep, namespace: str,
+                     table: str) -> dict[str, Any]:
+    """Fresh credentials for the table's files (none when the catalog vends none); 503 when
+    STS fails."""
+    return answers.load_credentials(request, database, namespace, table)
 
 
 @router.head("/v1/namespaces/{namespace}/tables/{table}", status_code=204,
@@ -117,3 +143,13 @@ def report_metrics(request: Request, namespace: str, table: str,
                    body: ReportMetricsRequest) -> Response:
     """Metrics reports are counted by kind and otherwise dropped; never an error."""
     return answers.report_metrics(request, namespace, table, body)
+
+
+@router.post("/v1/aws/s3/sign", operation_id="iceberg_sign_s3_request")
+def sign_s3_request(request: Request, database: DatabaseDep, body: S3SignRequest) -> Response:
+    """The Iceberg S3 signer: a request to a table's files signed with the server's keys, when
+    the caller may make it (``delegation.signed_headers``); 403 otherwise."""
+    headers = delegation.signed_headers(database, site(request), principal(request),
+                                        body.method, body.uri, body.headers)
+    return JSONResponse({"uri": body.uri, "headers": headers},
+                        headers={"Cache-Control": "no-cache"})

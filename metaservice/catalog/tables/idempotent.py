@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
@@ -31,10 +32,14 @@ logger = logging.getLogger(__name__)
 
 def idempotent(request: Request, database: Database, ctx: ServiceContext, operation: str,
                status: int, run: Callable[[idempotency.Guard | None], Response],
-               body: BaseModel | None = None) -> Response:
+               body: BaseModel | None = None, *, run_reads_key: bool = False) -> Response:
     """Run a mutation under its ``Idempotency-Key`` (if the request has one): a key already
     finished answers its first outcome to the same request (operation, path, query and
-    ``body``, the request's validated body), and refuses any other use of it (422)."""
+    ``body``, the request's validated body), and refuses any other use of it (422).
+
+    The key is read here first, unless ``run_reads_key``: the mutation (a commit) reads it in
+    its own read phase (``Guard.look``), and records a final refusal in its own write
+    transaction (``Guard.keep_refusal``)."""
     key = request.headers.get("idempotency-key")
     if key is None:
         return run(None)
@@ -45,14 +50,16 @@ def idempotent(request: Request, database: Database, ctx: ServiceContext, operat
         digest=idempotency.request_digest(request.method, path,
                                           request.query_params.multi_items(), document),
         now_ms=ctx.clock.now_ms(), lifetime_seconds=ctx.settings.idempotency_key_seconds,
-        status=status)
-    replayed = replay(request, database, one)
-    if replayed is not None:
-        return replayed
+        status=status, final_refusal=_final_refusal)
+    if not run_reads_key:
+        replayed = replay(request, database, one)
+        if replayed is not None:
+            return replayed
     try:
         response = run(one)
-    except idempotency.Replay:
-        replayed = replay(request, database, one)
+    except idempotency.Replay as claimed:
+        replayed = (answer(request, one, claimed.stored) if claimed.stored is not None
+                    else replay(request, database, one))
         if replayed is None:  # claimed, then expired in between: nothing to answer with
             raise CommitFailedError("the Idempotency-Key expired while in use; retry with a "
                                     "new key") from None
@@ -66,11 +73,10 @@ def idempotent(request: Request, database: Database, ctx: ServiceContext, operat
             return replayed
         raise
     except (IcebergError, MetaServiceError) as exc:
-        answer = iceberg_error_response(exc)
-        if answer.status_code in idempotency.FINAL_ERROR_STATUSES:
+        refusal = _final_refusal(exc)
+        if refusal is not None and not one.recorded:
             with database.transaction(write=True) as session:
-                idempotency.record(session, one, answer.status_code,
-                                   {"error": json.loads(answer.body)})
+                idempotency.record(session, one, refusal[0], {"error": refusal[1]})
         raise
     if not one.claimed:  # nothing was written: the outcome is recorded on its own
         with database.transaction(write=True) as session:
@@ -78,11 +84,30 @@ def idempotent(request: Request, database: Database, ctx: ServiceContext, operat
     return response
 
 
+def _final_refusal(exc: Exception) -> tuple[int, dict[str, Any]] | None:
+    """The status and body of a refusal the same request would meet again (a lost race is
+    not one)."""
+    if isinstance(exc, CommitFailedError):
+        return None
+    rendered = iceberg_error_response(exc)
+    if rendered.status_code not in idempotency.FINAL_ERROR_STATUSES:
+        return None
+    return rendered.status_code, json.loads(bytes(rendered.body))
+
+
 def replay(request: Request, database: Database, one: idempotency.Guard) -> Response | None:
+    """The answer of the key's outcome, read now; None when it has none."""
     with database.transaction(write=False) as session:
         found = idempotency.stored(session, one)
-    if found is None:
-        return None
+    return None if found is None else answer(request, one, found)
+
+
+def answer(request: Request, one: idempotency.Guard, found: idempotency.Stored) -> Response:
+    """The key's outcome as the answer to ``one``'s request.
+
+    Raises:
+        RefusedError: the key was used for another request (422).
+    """
     if not found.answers(one):
         used_for = found.operation if found.target is None else (
             f"{found.operation} of {found.target}")

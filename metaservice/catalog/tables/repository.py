@@ -174,6 +174,20 @@ def claims_overlapping(session: Session, location: str,
             for claim, ns, name in session.execute(statement)]
 
 
+def table_claiming(session: Session, location: str) -> tuple[str, str] | None:
+    """``(namespace, name)`` of the table (not a view) whose claim equals or contains
+    ``location``: no two claims overlap, so at most one."""
+    column = CatalogLocationRow.location
+    row = session.execute(
+        select(IcebergTableRow.namespace, IcebergTableRow.name)
+        .select_from(CatalogLocationRow)
+        .join(IcebergTableRow, IcebergTableRow.table_uuid == CatalogLocationRow.table_uuid)
+        .where(or_(column == location,
+                   func.substr(literal(location), 1, func.length(column) + 1) == column + "/"))
+        .limit(1)).first()
+    return None if row is None else (row[0], row[1])
+
+
 def table_with_uuid(session: Session, table_uuid: str) -> str | None:
     row = session.execute(select(IcebergTableRow.namespace, IcebergTableRow.name).where(
         IcebergTableRow.table_uuid == table_uuid)).first()
@@ -306,7 +320,7 @@ def rename_pointer(session: Session, source: tuple[str, str], target: tuple[str,
                    now_ms: int) -> bool:
     """Move the pointer to its new name. Its version moves too: a commit or a drop that read
     the table under one name never lands on another table that takes that name meanwhile."""
-    refuse_view_name(session, *target)
+    refuse_view_name(session, *target, renaming=".".join(source))
     result = session.execute(
         update(IcebergTableRow)
         .where(IcebergTableRow.namespace == source[0], IcebergTableRow.name == source[1])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from metaservice.auth.policy import Role
 from metaservice.auth.service import Principal
 from metaservice.catalog import idempotency, pages
 from metaservice.catalog.errors import (
+    METADATA_TOO_LARGE,
     TABLE_IN_USE,
     AlreadyExistsError,
     BadRequestError,
@@ -45,7 +47,7 @@ from metaservice.catalog.site import (
     one_more,
     table_name,
 )
-from metaservice.catalog.storage.warehouse import MetadataFileError
+from metaservice.catalog.storage.warehouse import MetadataFileError, MetadataTooLargeError
 from metaservice.catalog.tables import repository as repo
 from metaservice.catalog.tables import validation
 from metaservice.catalog.tables.claims import claim_table_locations
@@ -111,7 +113,7 @@ def list_tables(session: Session, levels: Sequence[str],
 def _pointer(session: Session, namespace: str, table: str) -> IcebergTableRow:
     pointer = repo.get_pointer(session, namespace, table)
     if pointer is None:
-        raise NoSuchTableError(f"table does not exist: {namespace}.{table}")
+        raise NoSuchTableError(f"Table does not exist: {namespace}.{table}")
     return pointer
 
 
@@ -119,8 +121,17 @@ def _metadata_location(session: Session | Connection, namespace: str, table: str
     """The metadata file the table's pointer names (``_pointer``, reading only that)."""
     location = repo.pointer_location(session, namespace, table)
     if location is None:
-        raise NoSuchTableError(f"table does not exist: {namespace}.{table}")
+        raise NoSuchTableError(f"Table does not exist: {namespace}.{table}")
     return location
+
+
+def current_metadata_location(session: Session | Connection, namespace: str, table: str) -> str:
+    """The metadata file the table's pointer names now.
+
+    Raises:
+        NoSuchTableError: no such table.
+    """
+    return _metadata_location(session, namespace, table)
 
 
 def read_metadata(catalog: CatalogSite, location: str) -> TableMetadata:
@@ -237,6 +248,20 @@ def table_exists(session: Session, levels: Sequence[str], table: str) -> None:
     _pointer(session, existing_table_namespace(levels, table), table)
 
 
+def _default_location(session: Session, catalog: CatalogSite, namespace: str,
+                      namespace_location: str, table: str) -> str:
+    """Where a table created without a location lies: ``<namespace location>/<table>``, unless
+    another table (one renamed away from this name, say) claims that place; then beside it,
+    with a random suffix, since no two tables' files ever share a location."""
+    if namespace_location:
+        location = f"{catalog.warehouse.confine(namespace_location)}/{table}"
+    else:
+        location = catalog.warehouse.default_table_location(namespace, table)
+    if repo.claims_overlapping(session, catalog.warehouse.key(location), ""):
+        location = f"{location}-{uuid.uuid4().hex[:8]}"
+    return location
+
+
 def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                  levels: Sequence[str], request: CreateTableRequest, principal: Principal,
                  guard: idempotency.Guard | None = None) -> LoadedTable:
@@ -249,13 +274,12 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         row = namespace_row(session, namespace)
         namespace_location = str(row.properties.get(NAMESPACE_LOCATION, ""))
         if repo.get_pointer(session, namespace, name.table) is not None:
-            raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
-    if request.location:
-        location = catalog.warehouse.confine(request.location, "table location")
-    elif namespace_location:
-        location = f"{catalog.warehouse.confine(namespace_location)}/{name.table}"
-    else:
-        location = catalog.warehouse.default_table_location(namespace, name.table)
+            raise AlreadyExistsError(f"Table already exists: {namespace}.{name.table}")
+        if request.location:
+            location = catalog.warehouse.confine(request.location, "table location")
+        else:
+            location = _default_location(session, catalog, namespace, namespace_location,
+                                         name.table)
     properties = dict(request.properties)
     properties.setdefault(TableProperties.FORMAT_VERSION,
                           str(TableProperties.DEFAULT_FORMAT_VERSION))
@@ -271,6 +295,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     except (*validation.INVALID_METADATA, RecursionError) as exc:
         raise BadRequestError(f"invalid table: {validation.describe(exc)}") from exc
     validation.table_metadata(metadata, catalog.warehouse.root)
+    validation.writable_format(metadata)
     keys = catalog.warehouse.confine_table(metadata)
     if request.stage_create:
         return LoadedTable(_json(metadata), None)
@@ -282,7 +307,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         repo.lock_locations(session)
         namespace_row(session, namespace)
         if repo.get_pointer(session, namespace, name.table) is not None:
-            raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
+            raise AlreadyExistsError(f"Table already exists: {namespace}.{name.table}")
         refuse_planted(session, name, principal)
         repo.refuse_view_name(session, namespace, name.table)
         claim_table_locations(session, name, keys, str(metadata.table_uuid), replaces=False,
@@ -290,7 +315,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         if not repo.insert_pointer(session, namespace, name.table, metadata_location,
                                    ctx.clock.now_ms(), table_uuid=str(metadata.table_uuid),
                                    location=keys[0]):
-            raise AlreadyExistsError(f"table already exists: {namespace}.{name.table}")
+            raise AlreadyExistsError(f"Table already exists: {namespace}.{name.table}")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_table_created", extra={"table": str(name)})
@@ -312,6 +337,9 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         namespace_row(session, namespace)
     try:
         metadata = catalog.warehouse.read(metadata_location)
+    except MetadataTooLargeError as exc:
+        raise RefusedError(METADATA_TOO_LARGE, f"cannot register {metadata_location}: {exc}",
+                           {"limit": catalog.warehouse.max_metadata_bytes}) from None
     except MetadataFileError as exc:
         raise BadRequestError(f"cannot register {metadata_location}: {exc}") from None
     validation.table_metadata(metadata, catalog.warehouse.root)
@@ -325,7 +353,7 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         existing = repo.get_pointer(session, namespace, qualified.table)
         if existing is not None:
             if not overwrite:
-                raise AlreadyExistsError(f"table already exists: {namespace}.{qualified.table}")
+                raise AlreadyExistsError(f"Table already exists: {namespace}.{qualified.table}")
             refuse_planted(session, qualified, principal)
             if principal.role != Role.admin:
                 raise domain_errors.ForbiddenError(
@@ -347,7 +375,7 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         elif not repo.insert_pointer(session, namespace, qualified.table, metadata_location,
                                      now, table_uuid=str(metadata.table_uuid),
                                      location=keys[0]):
-            raise AlreadyExistsError(f"table already exists: {namespace}.{qualified.table}")
+            raise AlreadyExistsError(f"Table already exists: {namespace}.{qualified.table}")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_table_registered", extra={"table": str(qualified),
@@ -459,7 +487,8 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     _pointer(session, source.database, source.table)
     namespace_row(session, target.database)
     if repo.get_pointer(session, target.database, target.table) is not None:
-        raise AlreadyExistsError(f"table already exists: {target.database}.{target.table}")
+        raise AlreadyExistsError(f"Cannot rename {source.database}.{source.table} to "
+                                 f"{target.database}.{target.table}. Table already exists")
     refuse_planted(session, target, principal)
     row = tables_repo.find_table(session, source, for_update=True)
     if row is not None:
@@ -474,4 +503,4 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
         repo.rename_table_row(session, row.id, target)
     if not repo.rename_pointer(session, (source.database, source.table),
                                (target.database, target.table), ctx.clock.now_ms()):
-        raise NoSuchTableError(f"table does not exist: {source.database}.{source.table}")
+        raise NoSuchTableError(f"Table does not exist: {source.database}.{source.table}")

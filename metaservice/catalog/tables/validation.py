@@ -136,3 +136,16 @@ def _type_depth(document: Any) -> int:
             children = [node.get("key"), node.get("value")]
         pending.extend((child, depth + 1) for child in children)
     return deepest
+
+
+WRITTEN_FORMAT_VERSIONS = (1, 2)
+"""The table format versions whose metadata pyiceberg (and so this catalog) writes."""
+
+
+def writable_format(metadata: TableMetadata) -> None:
+    """Refuse a table whose metadata the catalog could not write."""
+    if metadata.format_version not in WRITTEN_FORMAT_VERSIONS:
+        raise BadRequestError(
+            f"format-version {metadata.format_version} tables are not served: this catalog "
+            f"writes table metadata of format versions {WRITTEN_FORMAT_VERSIONS[0]} and "
+            f"{WRITTEN_FORMAT_VERSIONS[1]}")

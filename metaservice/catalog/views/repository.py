@@ -28,13 +28,18 @@ def lock_name(session: Session, namespace: str, name: str) -> None:
                         {"a": _NAMES_LOCK, "n": f"{namespace}\x1f{name}"})
 
 
-def refuse_view_name(session: Session, namespace: str, name: str) -> None:
-    """Before a table takes ``namespace.name``: take the name's lock and refuse a name a view
-    has (409 ``AlreadyExistsException``)."""
+def refuse_view_name(session: Session, namespace: str, name: str,
+                     renaming: str | None = None) -> None:
+    """Before a table takes ``namespace.name`` (renamed from ``renaming``): take the name's lock
+    and refuse a name a view has (409 ``AlreadyExistsException``, in the words of Iceberg's
+    own catalogs)."""
     lock_name(session, namespace, name)
     if get_view(session, namespace, name) is not None:
-        raise AlreadyExistsError(f"a view named {namespace}.{name} exists: a table and a view "
-                                 "never share a name")
+        if renaming is not None:
+            raise AlreadyExistsError(f"Cannot rename {renaming} to {namespace}.{name}. View "
+                                     "already exists (a table and a view never share a name)")
+        raise AlreadyExistsError(f"View with same name already exists: {namespace}.{name} (a "
+                                 "table and a view never share a name)")
 
 
 def get_view(session: Session, namespace: str, name: str) -> IcebergViewRow | None:

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from metaservice.catalog import pages
 from metaservice.catalog.errors import (
+    METADATA_TOO_LARGE,
     AlreadyExistsError,
     BadRequestError,
     CommitFailedError,
@@ -47,7 +48,12 @@ from metaservice.catalog.site import (
     namespace_name,
     table_name,
 )
-from metaservice.catalog.storage.warehouse import MetadataFileError, Warehouse, _Recent
+from metaservice.catalog.storage.warehouse import (
+    MetadataFileError,
+    MetadataTooLargeError,
+    Warehouse,
+    _Recent,
+)
 from metaservice.catalog.tables import repository as repo
 from metaservice.catalog.tables.claims import claim_locations
 from metaservice.catalog.views import repository as view_repo
@@ -144,31 +150,39 @@ def _existing_view_namespace(levels: Sequence[str], view: str) -> str:
     """The namespace of a view a request names; a name this catalog cannot hold (NUL bytes
     included, which PostgreSQL cannot even compare) names no view (404)."""
     if len(levels) != 1 or not _NAME_PART.match(levels[0]) or not _NAME_PART.match(view):
-        raise NoSuchViewError(f"view does not exist: {'.'.join([*levels, view])[:300]}")
+        raise NoSuchViewError(f"View does not exist: {'.'.join([*levels, view])[:300]}")
     return levels[0]
 
 
 def _view(session: Session, namespace: str, name: str) -> IcebergViewRow:
     row = view_repo.get_view(session, namespace, name)
     if row is None:
-        raise NoSuchViewError(f"view does not exist: {namespace}.{name}")
+        raise NoSuchViewError(f"View does not exist: {namespace}.{name}")
     return row
 
 
 def _namespace(session: Session, name: str) -> dict[str, Any]:
     row = namespaces_repo.get_namespace(session, name)
     if row is None:
-        raise NoSuchNamespaceError(f"namespace does not exist: {name}")
+        raise NoSuchNamespaceError(f"Namespace does not exist: {name}")
     return dict(row.properties)
 
 
-def _refuse_taken(session: Session, namespace: str, name: str) -> None:
-    """409 when a table or a view has the name."""
-    if repo.get_pointer(session, namespace, name) is not None:
-        raise AlreadyExistsError(f"a table named {namespace}.{name} exists: a table and a view "
-                                 "never share a name")
-    if view_repo.get_view(session, namespace, name) is not None:
-        raise AlreadyExistsError(f"view already exists: {namespace}.{name}")
+def _refuse_taken(session: Session, namespace: str, name: str,
+                  renaming: str | None = None) -> None:
+    """409 when a table or a view has the name (that a view renamed from ``renaming`` would
+    take), in the words of Iceberg's own catalogs."""
+    taken_by = ("Table" if repo.get_pointer(session, namespace, name) is not None else
+                "View" if view_repo.get_view(session, namespace, name) is not None else None)
+    if taken_by is None:
+        return
+    why = " (a table and a view never share a name)" if taken_by == "Table" else ""
+    if renaming is not None:
+        raise AlreadyExistsError(f"Cannot rename {renaming} to {namespace}.{name}. {taken_by} "
+                                 f"already exists{why}")
+    if taken_by == "Table":
+        raise AlreadyExistsError(f"Table with same name already exists: {namespace}.{name}{why}")
+    raise AlreadyExistsError(f"View already exists: {namespace}.{name}")
 
 
 # -- routes ----------------------------------------------------------------------------------
@@ -228,7 +242,7 @@ def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                ctx.clock.now_ms())
         if not view_repo.insert_view(session, namespace, name, metadata_location,
                                      metadata.view_uuid, ctx.clock.now_ms()):
-            raise AlreadyExistsError(f"view already exists: {namespace}.{name}")
+            raise AlreadyExistsError(f"View already exists: {namespace}.{name}")
     logger.info("catalog_view_created", extra={"view": f"{namespace}.{name}",
                                                "location": metadata_location})
     return LoadedView(metadata, metadata_location)
@@ -281,10 +295,10 @@ def rename_view(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     _view(session, source_namespace, source)
     _namespace(session, target_namespace)
     view_repo.lock_name(session, target_namespace, target)
-    _refuse_taken(session, target_namespace, target)
+    _refuse_taken(session, target_namespace, target, renaming=f"{source_namespace}.{source}")
     if not view_repo.rename_view(session, (source_namespace, source),
                                  (target_namespace, target), ctx.clock.now_ms()):
-        raise NoSuchViewError(f"view does not exist: {source_namespace}.{source}")
+        raise NoSuchViewError(f"View does not exist: {source_namespace}.{source}")
     logger.info("catalog_view_renamed", extra={"view": f"{source_namespace}.{source}",
                                                "target": f"{target_namespace}.{target}"})
 
@@ -295,7 +309,7 @@ def drop_view(session: Session, levels: Sequence[str], view: str) -> None:
     row = _view(session, namespace, view)
     view_uuid = str(row.view_uuid)
     if not view_repo.delete_view(session, namespace, view):
-        raise NoSuchViewError(f"view does not exist: {namespace}.{view}")
+        raise NoSuchViewError(f"View does not exist: {namespace}.{view}")
     repo.release_claims(session, view_uuid)
     logger.info("catalog_view_dropped", extra={"view": f"{namespace}.{view}"})
 
@@ -313,6 +327,9 @@ def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     try:
         metadata = read_file(catalog.warehouse, metadata_location)
         view_uuid = sql_views.check(metadata).view_uuid
+    except MetadataTooLargeError as exc:
+        raise RefusedError(METADATA_TOO_LARGE, f"cannot register {metadata_location[:300]}: {exc}",
+                           {"limit": catalog.warehouse.max_metadata_bytes}) from None
     except (MetadataFileError, sql_views.ViewRuleError) as exc:
         raise BadRequestError(f"cannot register {metadata_location[:300]}: {exc}") from None
     keys = _confine(catalog.warehouse, metadata)

@@ -148,6 +148,10 @@ CREATE: dict[str, Callable[[Path], dict[str, Any]]] = {
     "types 33 deep": lambda w: {"schema": nested_lists(33)},
     "format-version 9": lambda w: {"properties": {"format-version": "9"}},
     "format-version 0": lambda w: {"properties": {"format-version": "0"}},
+    # pyiceberg, and so the catalog, writes format versions 1 and 2 only
+    "format-version 3": lambda w: {"properties": {"format-version": "3"}},
+    "format-version 3, staged": lambda w: {"properties": {"format-version": "3"},
+                                           "stage-create": True},
     "format-version x": lambda w: {"properties": {"format-version": "x"}},
     "location foo://": lambda w: {"location": "foo://bucket/t"},
     "location hdfs://": lambda w: {"location": "hdfs://namenode/t"},

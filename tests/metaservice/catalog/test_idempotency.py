@@ -9,14 +9,16 @@ import contextlib
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
+from sqlalchemy import event
 
 from metaservice.clock import ManualClock
+from metaservice.db.session import Database
 from tests.conftest import ServerThread
 from tests.metaservice.catalog.conftest import rest_catalog
 
@@ -280,3 +282,75 @@ def test_a_key_racing_for_two_tables_changes_one_of_them(
         assert sorted(h == snapshot for h in heads) == [False, True], heads
         winner = 0 if answers[0].status_code == 200 else 1
         assert heads[winner] == snapshot
+
+
+class Transactions:
+    """The database transactions the catalog's request threads begin (the server's own
+    threads, the committer's and the lineage sender's, are not counted): each begin, and
+    whether a write followed in it."""
+
+    def __init__(self, database: Database) -> None:
+        self.begun: list[str] = []
+        self.engine = database.engine
+        event.listen(self.engine, "begin", self._begin)
+        event.listen(self.engine, "before_cursor_execute", self._statement)
+
+    def _request_thread(self) -> bool:
+        return threading.current_thread().name.startswith("AnyIO worker thread")
+
+    def _begin(self, connection: object) -> None:
+        if self._request_thread():
+            self.begun.append("read")
+
+    def _statement(self, connection: object, cursor: object, statement: str, *args: object) -> None:
+        if self._request_thread() and self.begun and statement.lstrip().upper().startswith(
+                ("INSERT", "UPDATE", "DELETE")):
+            self.begun[-1] = "write"
+
+    def during(self, send: Callable[[], httpx.Response]) -> tuple[httpx.Response, list[str]]:
+        self.begun.clear()
+        answer = send()
+        return answer, list(self.begun)
+
+    def close(self) -> None:
+        event.remove(self.engine, "begin", self._begin)
+        event.remove(self.engine, "before_cursor_execute", self._statement)
+
+
+def test_a_keyed_commit_is_one_read_and_one_write_transaction(
+        catalog: RestCatalog, client: httpx.Client, database: Database) -> None:
+    """A commit with a key reads its key and its tables in one transaction and writes the key,
+    the change and (for a refusal) the refusal in one more; a replay only reads."""
+    catalog.create_namespace("db")
+    catalog.create_table("db.t", schema=SCHEMA)
+    client.get(f"{TABLES}/t")  # the token's principal, read once and cached
+    transactions = Transactions(database)
+    try:
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        body = append_body(client, "t", 4001)
+        first, begun = transactions.during(lambda: client.post(f"{TABLES}/t", json=body,
+                                                               headers=key))
+        assert first.status_code == 200, first.text
+        assert begun == ["read", "write"]
+        again, begun = transactions.during(lambda: client.post(f"{TABLES}/t", json=body,
+                                                               headers=key))
+        assert again.json()["metadata-location"] == first.json()["metadata-location"]
+        assert begun == ["read"]
+        # A refusal in the write phase (MetaService's rules: the snapshot main names cannot go)
+        # is recorded in that same transaction, its change rolled back.
+        head = client.get(f"{TABLES}/t").json()["metadata"]["current-snapshot-id"]
+        refused_body = {"requirements": [],
+                        "updates": [{"action": "remove-snapshots", "snapshot-ids": [head]}]}
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        refused, begun = transactions.during(lambda: client.post(
+            f"{TABLES}/t", json=refused_body, headers=key))
+        assert refused.status_code == 400, refused.text  # refused by the rules, in the write
+        assert "head_not_forward" in refused.json()["error"]["message"]
+        assert begun == ["read", "write"]
+        replayed, begun = transactions.during(lambda: client.post(
+            f"{TABLES}/t", json=refused_body, headers=key))
+        assert (replayed.status_code, replayed.json()) == (refused.status_code, refused.json())
+        assert begun == ["read"]
+    finally:
+        transactions.close()
+    assert client.get(f"{TABLES}/t").json()["metadata"]["current-snapshot-id"] == head

@@ -316,3 +316,20 @@ def test_new_tables_default_to_zstd_parquet(catalog: RestCatalog) -> None:
     assert catalog.create_table("db.s", schema=SCHEMA, properties={
         "write.parquet.compression-codec": "snappy"}).properties[
         "write.parquet.compression-codec"] == "snappy"
+
+
+def test_a_table_created_where_a_renamed_one_lies_gets_a_place_of_its_own(
+        catalog: RestCatalog) -> None:
+    """Renamed, a table keeps its files where they are; a new table of its old name cannot share
+    them (no two tables' files share a location), so its default location gets a suffix, and
+    purging it leaves the renamed table whole (Iceberg's ``dropAfterRenameDoesntCorruptTable``)."""
+    catalog.create_namespace("db")
+    first = catalog.create_table("db.t", schema=SCHEMA)
+    first.append(rows(1, 2))
+    catalog.rename_table("db.t", "db.renamed")
+    second = catalog.create_table("db.t", schema=SCHEMA)
+    assert second.location() != first.location()
+    assert second.location().startswith(first.location() + "-")
+    second.append(rows(3))
+    catalog.purge_table("db.t")
+    assert sorted(catalog.load_table("db.renamed").scan().to_arrow()["id"].to_pylist()) == [1, 2]

@@ -68,7 +68,7 @@ def settings(database_url: str, store: Any, prefix: str) -> Settings:
 @pytest.fixture
 def catalog(server: ServerThread, store: Any) -> RestCatalog:
     """pyiceberg's REST client; it writes data files with the store's credentials of its own
-    (the catalog vends none yet)."""
+    (this server vends none: no METASERVICE_VENDED_CREDENTIALS_ROLE_ARN)."""
     return rest_catalog(server.url, **store.file_io_properties())
 
 
@@ -154,7 +154,7 @@ def test_read_sessions_write_cut_files_on_s3(
     assert key in keys(store, prefix)
     again = read_session(server, "lake@strong").load_table("db.a")
     assert again.metadata_location == served.metadata_location
-    served.io = head.io  # the client's own credentials (the catalog vends none yet)
+    served.io = head.io  # the client's own credentials (this server vends none)
     snapshot = served.metadata.current_snapshot()
     assert snapshot is not None and snapshot.snapshot_id != head.metadata.current_snapshot_id
     assert served.scan().to_arrow().num_rows == int(snapshot.summary["total-records"])

@@ -282,6 +282,7 @@ def test_the_size_cap_bounds_what_a_compressed_metadata_file_inflates_to(
     response = lake.http["w2"].post("/iceberg/v1/namespaces/db/register", json={
         "name": "bomb", "metadata-location": str(path)})
     message = iceberg_error(response, 400, "BadRequestException")
+    assert message.startswith("metaservice metadata_too_large: "), message
     assert "inflates to larger than 200000 bytes" in message, message
 
 
@@ -402,6 +403,7 @@ def test_a_commit_writes_no_metadata_file_over_the_size_cap(lake_factory: Any) -
     load = lake.http["reader"].get(f"{TABLES}/t")
     assert load.status_code < 500, load.text
     message = iceberg_error(response, 400, "BadRequestException")
+    assert message.startswith("metaservice metadata_too_large: "), message
     assert "more than the catalog reads (50000, METASERVICE_MAX_METADATA_BYTES)" in message, (
         message)
 
