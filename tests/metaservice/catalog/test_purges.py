@@ -179,26 +179,33 @@ def test_a_purge_a_killed_server_left_is_finished_by_the_next_server(
         catalog.purge_table("db.t")
         deadline = time.monotonic() + 60
         while (left := len(keys(store, f"{prefix}/db/t/"))) > total - 100:
-            assert time.monotonic() < deadline, "the purge did not start"
+            assert time.monotonic() < deadline, (
+                f"the purge did not start; the log:\n{server.log.read_text()[-3000:]}")
             time.sleep(0.01)
         server.kill()
         left = len(keys(store, f"{prefix}/db/t/"))
-        assert 0 < left < total, f"{left} of {total} objects left: the kill missed the purge"
+        assert 0 < left < total, (f"{left} of {total} objects left: the kill missed the "
+                                  f"purge; the log:\n{server.log.read_text()[-3000:]}")
         engine = create_engine(server_database_url)
         try:
             with engine.connect() as connection:
-                assert connection.scalar(text("SELECT count(*) FROM catalog_purges")) == 1
+                recorded_at_kill = connection.execute(text(
+                    "SELECT table_uuid, claimed_by FROM catalog_purges")).all()
+            assert len(recorded_at_kill) == 1, recorded_at_kill
 
+            server.env["METASERVICE_PURGE_PAGE_SIZE"] = "200"  # the rest at once
             server.start()  # a new process, the same database
             eventually(lambda: not keys(store, f"{prefix}/db/t/"),
                        lambda: f"{len(keys(store, prefix + '/db/t/'))} objects left after the "
-                               "restart", seconds=60)
+                               f"restart; the log:\n{server.log.read_text()[-3000:]}",
+                       seconds=120)
 
             def recorded() -> int:
                 with engine.connect() as connection:
                     return int(connection.scalar(text("SELECT count(*) FROM catalog_purges")))
 
-            eventually(lambda: recorded() == 0, "the record outlived its purge")
+            eventually(lambda: recorded() == 0,
+                       lambda: f"the record outlived its purge:\n{server.log.read_text()[-3000:]}")
         finally:
             engine.dispose()
     finally:
