@@ -49,15 +49,19 @@ per-request machinery)."""
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """The OpenLineage sender runs while the server does (when OpenLineage is configured);
-    the root reports' committer records what was handed to it before the server stops."""
+    """The OpenLineage sender runs while the server does (when OpenLineage is configured), and
+    so does the catalog's purge worker (it finishes, from their records, purges a stopped or
+    killed server left); the root reports' committer records what was handed to it before the
+    server stops."""
     sender: OutboxSender | None = app.state.lineage_sender
     if sender is not None:
         sender.start()
+    app.state.catalog_purges.start()
     try:
         yield
     finally:
         app.state.root_reports.stop()
+        app.state.catalog_purges.stop()
         if sender is not None:
             sender.stop()
 

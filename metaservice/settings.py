@@ -122,6 +122,26 @@ class Settings(BaseSettings):
         default=60.0, gt=0, le=3600,
         description="the longest wait before an event whose delivery failed is tried again "
                     "(1 s, doubling up to this)")
+    purge_page_size: int = Field(
+        default=1000, ge=1, le=1000,
+        description="a purge lists and deletes a dropped table's files this many at a time "
+                    "(one ListObjectsV2 and one DeleteObjects per page on S3, whose limit is "
+                    "1000); its claim on the purge is extended before each page")
+    purge_answer_seconds: float = Field(
+        default=5.0, ge=0, le=300,
+        description="a drop with purge answers once its purge finished, or after this long, "
+                    "whichever comes first (the rest goes on after the answer): a table of a "
+                    "few thousand files is gone when the answer comes, and a create at its "
+                    "location right after the drop succeeds; 0 answers at once")
+    purge_claim_seconds: float = Field(
+        default=60.0, gt=0, le=3600,
+        description="how long a server process holds a purge without extending its claim: "
+                    "a purge a crashed or stopped server left is finished by another server "
+                    "process, or by it restarted, once its claim lapsed")
+    purge_poll_seconds: float = Field(
+        default=10.0, gt=0, le=3600,
+        description="how often each server process looks for purges whose claim lapsed (and "
+                    "once at its start)")
     read_session_seconds: float = Field(
         default=3600.0, gt=0, le=30 * 86_400,
         description="a read session of a consistent warehouse (lake@strong) lasts this long "

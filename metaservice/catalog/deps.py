@@ -1,6 +1,6 @@
 """What a catalog route reads of its request (HTTP only): the catalog's path prefix, the app's
-catalog site and service context, the caller, a namespace's levels, the ``If-None-Match``
-and ``X-Iceberg-Access-Delegation`` headers."""
+catalog site, service context and purge worker, the caller, a namespace's levels, the
+``If-None-Match`` and ``X-Iceberg-Access-Delegation`` headers."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi import Header, Request
 
 from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
 from metaservice.catalog.site import CatalogSite
+from metaservice.catalog.tables.purges import PurgeWorker
 from metaservice.context import ServiceContext
 
 PREFIX = "/iceberg"
@@ -22,6 +23,11 @@ def site(request: Request) -> CatalogSite:
 
 def context(request: Request) -> ServiceContext:
     return request.app.state.context  # type: ignore[no-any-return]
+
+
+def purges(request: Request) -> PurgeWorker:
+    """The process's purges of dropped tables (``tables/purges.py``)."""
+    return request.app.state.catalog_purges  # type: ignore[no-any-return]
 
 
 def levels(namespace: str) -> list[str]:

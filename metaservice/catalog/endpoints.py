@@ -34,6 +34,7 @@ from metaservice.catalog.storage.object_store import ObjectStores, is_object_sto
 from metaservice.catalog.storage.warehouse import MetadataJsonCache, Warehouse
 from metaservice.catalog.tables import claims, commit_endpoints
 from metaservice.catalog.tables import endpoints as table_endpoints
+from metaservice.catalog.tables.purges import PurgeWorker
 from metaservice.catalog.views import endpoints as view_endpoints
 from metaservice.error_handlers import render_errors_under
 from metaservice.settings import Settings
@@ -44,8 +45,8 @@ __all__ = ["ENDPOINTS", "install_catalog"]
 
 
 def install_catalog(app: FastAPI, settings: Settings) -> None:
-    """Mount the catalog: its identity and warehouse, its metrics, its error model, its
-    routes."""
+    """Mount the catalog: its identity and warehouse, its purge worker (started and stopped
+    with the app's lifespan), its metrics, its error model, its routes."""
     stores = ObjectStores.from_settings(settings)
     app.state.catalog = CatalogSite(settings.catalog_name, Warehouse(
         settings.warehouse, settings.allowed_locations,
@@ -55,6 +56,10 @@ def install_catalog(app: FastAPI, settings: Settings) -> None:
         stores=stores), credential_vendor(settings, stores), request_signer(settings, stores),
         (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
         + PREFIX)
+    app.state.catalog_purges = PurgeWorker(
+        app.state.database, app.state.catalog.warehouse, clock=app.state.context.clock,
+        page_size=settings.purge_page_size, claim_seconds=settings.purge_claim_seconds,
+        poll_seconds=settings.purge_poll_seconds, answer_seconds=settings.purge_answer_seconds)
     app.state.catalog_metrics = Counter(
         "metaservice_iceberg_metrics_reports",
         "Iceberg metrics reports received by the catalog, by report type.",

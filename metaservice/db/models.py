@@ -341,6 +341,25 @@ class CatalogLocationRow(Base):
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
 
+class CatalogPurgeRow(Base):
+    """A purge not finished yet: written in the transaction of the drop that asks for it, and
+    deleted in the transaction that ends it, once every object under ``claims`` (the locations
+    the table claimed, as ``Warehouse.key`` gives them) is gone. Until then the table's
+    ``catalog_locations`` rows stay, so no table claims a location being purged. A server
+    process takes a purge until ``claimed_until`` (``claimed_by`` names it) and extends that
+    after each page; a crashed server's purge is taken by another, or by it restarted, once
+    its claim lapsed (docs/operations.md#the-lake-on-object-storage)."""
+
+    __tablename__ = "catalog_purges"
+
+    table_uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
+    metadata_location: Mapped[str] = mapped_column(String(2048), nullable=False)
+    claims: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    claimed_until: Mapped[int | None] = mapped_column(BigInteger)
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+
+
 class IcebergViewRow(Base):
     """An Iceberg view's pointer in the built-in catalog (the SQL object of the Iceberg view
     specification): its current metadata file. ``version`` is the compare-and-swap counter of

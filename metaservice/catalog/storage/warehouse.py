@@ -19,13 +19,15 @@ the drop that purges its table, committed.
 
 Every location the server writes, reads or deletes lies inside the warehouse or a location the
 operator allows (``METASERVICE_ALLOWED_LOCATIONS``), compared after normalisation and, for local
-files, after resolving symlinks (``confine``); a purge deletes only files under the table's own
-location. A metadata file is read only if it is a regular file under the size cap, within a
-time limit (docs/contract.md#no-io-under-a-write-lock).
+files, after resolving symlinks (``confine``); a purge lists and deletes, in pages, only files
+under the locations the table claimed (``list_claimed``, ``delete_files``; the purge itself is
+``catalog/tables/purges.py``). A metadata file is read only if it is a regular file under the
+size cap, within a time limit (docs/contract.md#no-io-under-a-write-lock).
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import io as _io
 import logging
@@ -36,7 +38,7 @@ import stat
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
@@ -518,62 +520,77 @@ class Warehouse:
                 logger.warning("cut_file_not_deleted", extra={"location": location},
                                exc_info=True)
 
-    def purge(self, metadata_location: str, claims: Sequence[str]) -> None:
-        """Delete every file of a dropped table under the locations it claimed (as they were
-        recorded, each file's path resolved now): data, manifests, manifest lists, metadata. A
-        file a manifest names elsewhere is another's, and stays. Runs after the drop committed;
-        a file that cannot be read or deleted is logged and left, and the purge goes on."""
-        try:
-            metadata = self.read(metadata_location)
-        except Exception:  # noqa: BLE001 - the table is dropped either way
-            logger.warning("purge_unreadable_metadata", extra={"location": metadata_location})
-            return
-        io = self.io(metadata_location)
+    # -- purges: listing and deleting in pages, under a table's claims ------------------------
 
-        def owned(paths: Iterable[str]) -> list[str]:
-            kept = []
-            for path in paths:
-                key = self._key(path)
-                if key is not None and any(inside(key, claim) for claim in claims):
-                    kept.append(path)
-                else:
-                    logger.warning("purge_skipped_foreign_file", extra={"location": path[:300]})
-            return kept
+    def list_claimed(self, claim: str, *, after: str | None, limit: int) -> list[str]:
+        """One page of the files under ``claim`` (a location a table claimed, as ``key`` gives
+        it), at most ``limit``, in order after the file ``after`` (the last of the page before):
+        an ``s3://`` prefix through ``ListObjectsV2``, a local directory walked (symbolic links
+        are listed as files, never followed). A location of another scheme is not listed (the
+        server writes its warehouse on local disks and S3 only): logged, and answered empty.
 
-        data_files: set[str] = set()
-        manifests: set[str] = set()
-        manifest_lists = owned({s.manifest_list for s in metadata.snapshots})
-        for snapshot in metadata.snapshots:
-            if snapshot.manifest_list not in manifest_lists:
+        Raises:
+            StoreUnavailableError: the store did not answer.
+        """
+        if claim.startswith("file://"):
+            return _walk_after(claim[len("file://"):], after, limit)
+        if is_object_store(claim):
+            return self.stores.list_page(claim, after=after, limit=limit)
+        logger.warning("purge_location_not_listed", extra={"location": claim[:300]})
+        return []
+
+    def delete_files(self, locations: Sequence[str]) -> list[str]:
+        """Delete files ``list_claimed`` gave (the caller decides which); answers those that
+        were not deleted (logged). A file already gone counts as deleted.
+
+        Raises:
+            StoreUnavailableError: the store did not answer.
+        """
+        failed: list[str] = []
+        by_bucket: dict[str, list[str]] = {}
+        for location in locations:
+            self._files.forget(location)
+            self.metadata_cache.forget(location)
+            if is_object_store(location):
+                by_bucket.setdefault(urlparse(location).netloc, []).append(location)
                 continue
             try:
-                listed = snapshot.manifests(io)
-            except Exception:  # noqa: BLE001 - a file that is no manifest list is skipped
-                logger.warning("purge_unreadable_manifest_list",
-                               extra={"location": snapshot.manifest_list})
-                continue
-            for manifest in listed:
-                if manifest.manifest_path in manifests or not owned([manifest.manifest_path]):
-                    continue
-                manifests.add(manifest.manifest_path)
-                try:
-                    entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
-                    data_files.update(e.data_file.file_path for e in entries)
-                except Exception:  # noqa: BLE001 - a file that is no manifest is skipped
-                    logger.warning("purge_unreadable_manifest",
-                                   extra={"location": manifest.manifest_path})
-        previous = {entry.metadata_file for entry in metadata.metadata_log}
-        metadata_files = [*owned(previous), *owned([metadata_location])]
-        for path in metadata_files:
-            self._files.forget(path)
-            self.metadata_cache.forget(path)
-        for path in [*owned(data_files), *manifests, *manifest_lists, *metadata_files]:
-            try:
-                io.delete(path)
+                os.remove(location)
             except FileNotFoundError:
                 pass
-            except Exception:  # noqa: BLE001 - logged and left
-                logger.warning("purge_file_not_deleted", extra={"location": path[:300]})
+            except OSError:
+                failed.append(location)
+        for bucket_locations in by_bucket.values():
+            for start in range(0, len(bucket_locations), 1000):
+                failed += self.stores.delete_many(bucket_locations[start:start + 1000])
+        for location in failed:
+            logger.warning("purge_file_not_deleted", extra={"location": location[:300]})
+        return failed
+
+    def forget(self, location: str) -> None:
+        """Forget a metadata file's parsed and JSON copies (its table is purged)."""
+        self._files.forget(location)
+        self.metadata_cache.forget(location)
+
+
+def _walk_after(directory: str, after: str | None, limit: int) -> list[str]:
+    """The first ``limit`` files under ``directory`` (every entry that is not a directory,
+    symbolic links included and not followed), in path order, after ``after``. Nothing when the
+    directory is no longer where it was when claimed (a symbolic link swapped in on its path
+    since: the claim was recorded with its links resolved)."""
+    if os.path.realpath(directory) != directory:
+        logger.warning("purge_skipped_moved_location", extra={"location": directory[:300]})
+        return []
+    found: list[str] = []
+    for root, directories, files in os.walk(directory):
+        # os.walk lists a symbolic link to a directory among the directories, never entering it.
+        found += [os.path.join(root, name) for name in files]
+        found += [os.path.join(root, name) for name in directories
+                  if os.path.islink(os.path.join(root, name))]
+    found.sort()
+    if after is not None:
+        found = found[bisect.bisect_right(found, after):]
+    return found[:limit]
 
 
 def _not_read_in_time(what: str, location: str, seconds: float) -> ServiceUnavailableError:

@@ -41,7 +41,13 @@ def claim_locations(session: Session, what: str, keys: list[str], owner_uuid: st
                     code: str, status: int, now_ms: int) -> None:
     """Claim ``keys`` for the table or view ``owner_uuid`` (named ``what``), unless one lies
     inside, or contains, a location another table or view claims: then refuse with ``code``.
-    Runs under ``repo.lock_locations``."""
+    Runs under ``repo.lock_locations``. The uuid of a dropped table being purged is refused
+    too: its claims are held by the purge, which deletes every file under them."""
+    if repo.purge_pending(session, owner_uuid):
+        raise RefusedError(
+            code, f"{what} has the uuid {owner_uuid} of a dropped table whose files are being "
+            "purged", {"uuid": owner_uuid}, status_code=status,
+            type_="AlreadyExistsException" if status == 409 else None)
     for key in keys:
         overlapping = repo.claims_overlapping(session, key, owner_uuid)
         if overlapping:

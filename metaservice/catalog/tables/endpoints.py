@@ -16,6 +16,7 @@ from metaservice.catalog.deps import (
     context,
     levels,
     principal,
+    purges,
     site,
 )
 from metaservice.catalog.requests import (
@@ -103,12 +104,15 @@ def drop_table(request: Request, database: DatabaseDep, namespace: str, table: s
                purge_requested: Annotated[bool, Query(alias="purgeRequested")] = False,
                ) -> Response:
     def run(guard: idempotency.Guard | None) -> Response:
+        worker = purges(request) if purge_requested else None
         dropped = tables.drop_table(database, site(request), levels(namespace), table,
-                                    principal(request), guard)
-        if purge_requested:  # after the drop committed (the response is sent after it)
-            warehouse = site(request).warehouse
-            background.add_task(warehouse.purge, dropped.metadata_location, dropped.claims)
-            background.add_task(warehouse.delete_cut_files, dropped.cut_files)
+                                    principal(request), guard, purges=worker)
+        if worker is not None:  # after the drop committed: a while before the answer, then after
+            if dropped.purge is not None and not (
+                    worker.answer_seconds > 0
+                    and worker.purge(dropped.purge, seconds=worker.answer_seconds)):
+                background.add_task(worker.purge, dropped.purge)
+            background.add_task(site(request).warehouse.delete_cut_files, dropped.cut_files)
         return Response(status_code=204)
 
     return idempotent(request, database, context(request), "dropTable", 204, run)

@@ -30,6 +30,7 @@ from metaservice.db.engine import dialect_insert, on_postgres
 from metaservice.db.models import (
     BarrierRow,
     CatalogLocationRow,
+    CatalogPurgeRow,
     CutFileRow,
     IcebergTableRow,
     JobRow,
@@ -168,7 +169,8 @@ def claims_overlapping(session: Session, location: str,
                or_(column == location,
                    func.substr(column, 1, len(location) + 1) == location + "/",
                    func.substr(literal(location), 1, func.length(column) + 1) == column + "/")))
-    return [(claim, f"{ns}.{name}" if ns is not None else "another table or view")
+    return [(claim, f"{ns}.{name}" if ns is not None
+             else "a dropped table being purged, or a view")
             for claim, ns, name in session.execute(statement)]
 
 
@@ -204,6 +206,99 @@ def release_claims(session: Session, table_uuid: str) -> list[str]:
     """Delete the table's claims; answers them (a purge deletes files under them only)."""
     return sorted(session.scalars(delete(CatalogLocationRow).where(
         CatalogLocationRow.table_uuid == table_uuid).returning(CatalogLocationRow.location)))
+
+
+def claims_of(session: Session, table_uuid: str) -> list[str]:
+    """The locations the table claims."""
+    return sorted(session.scalars(select(CatalogLocationRow.location).where(
+        CatalogLocationRow.table_uuid == table_uuid)))
+
+
+# -- purges: recorded with the drop, until they finished ---------------------------------------
+
+
+class PendingPurge(NamedTuple):
+    table_uuid: str
+    metadata_location: str
+    claims: list[str]
+
+
+def record_purge(session: Session, table_uuid: str, metadata_location: str, claims: list[str],
+                 *, now_ms: int, claimed_by: str, claim_ms: int) -> None:
+    """Record the purge of a dropped table, in the drop's transaction, taken by ``claimed_by``
+    (the process answering the drop) until ``now_ms + claim_ms``. A purge of the same table
+    still pending (a table registered again from its files and dropped again) is merged."""
+    existing = session.get(CatalogPurgeRow, table_uuid, with_for_update=True)
+    if existing is not None:
+        existing.claims = sorted({*existing.claims, *claims})
+        existing.metadata_location = metadata_location
+        existing.claimed_until, existing.claimed_by = now_ms + claim_ms, claimed_by
+        return
+    session.add(CatalogPurgeRow(table_uuid=table_uuid, metadata_location=metadata_location,
+                                claims=sorted(claims), created_at=now_ms,
+                                claimed_until=now_ms + claim_ms, claimed_by=claimed_by))
+    session.flush()
+
+
+def purge_pending(session: Session, table_uuid: str) -> bool:
+    return session.get(CatalogPurgeRow, table_uuid) is not None
+
+
+def take_lapsed_purge(session: Session, *, worker: str, now_ms: int,
+                      claim_ms: int) -> PendingPurge | None:
+    """Take the oldest purge nobody holds (its claim lapsed): one process at a time. On
+    PostgreSQL the row is locked ``FOR UPDATE SKIP LOCKED`` (another process taking one skips
+    it) and the conditional UPDATE below re-checks the lapse; SQLite serialises writers."""
+    due = (select(CatalogPurgeRow)
+           .where(or_(CatalogPurgeRow.claimed_until.is_(None),
+                      CatalogPurgeRow.claimed_until < now_ms))
+           .order_by(CatalogPurgeRow.created_at, CatalogPurgeRow.table_uuid).limit(1))
+    if on_postgres(session):
+        due = due.with_for_update(skip_locked=True)
+    row = session.scalars(due).first()
+    if row is None:
+        return None
+    taken = session.execute(
+        update(CatalogPurgeRow)
+        .where(CatalogPurgeRow.table_uuid == row.table_uuid,
+               or_(CatalogPurgeRow.claimed_until.is_(None),
+                   CatalogPurgeRow.claimed_until < now_ms))
+        .values(claimed_until=now_ms + claim_ms, claimed_by=worker)
+        .returning(CatalogPurgeRow.table_uuid)).first()
+    if taken is None:
+        return None
+    return PendingPurge(row.table_uuid, row.metadata_location, list(row.claims))
+
+
+def extend_purge_claim(session: Session, table_uuid: str, *, worker: str,
+                       until_ms: int) -> bool:
+    """Extend the worker's claim; False when it holds the purge no more (its claim lapsed and
+    another took it, or the purge is finished)."""
+    return session.execute(
+        update(CatalogPurgeRow)
+        .where(CatalogPurgeRow.table_uuid == table_uuid, CatalogPurgeRow.claimed_by == worker)
+        .values(claimed_until=until_ms)
+        .returning(CatalogPurgeRow.table_uuid)).first() is not None
+
+
+def release_purge(session: Session, table_uuid: str, *, worker: str) -> None:
+    """Give the purge back (its worker is stopping): any process may take it now."""
+    session.execute(
+        update(CatalogPurgeRow)
+        .where(CatalogPurgeRow.table_uuid == table_uuid, CatalogPurgeRow.claimed_by == worker)
+        .values(claimed_until=None, claimed_by=None))
+
+
+def finish_purge(session: Session, table_uuid: str, *, worker: str) -> bool:
+    """Delete the purge's record and release the locations the table claimed (unless a table
+    holds its uuid again); False when the worker holds the purge no more."""
+    finished = session.execute(
+        delete(CatalogPurgeRow)
+        .where(CatalogPurgeRow.table_uuid == table_uuid, CatalogPurgeRow.claimed_by == worker)
+        .returning(CatalogPurgeRow.table_uuid)).first() is not None
+    if finished and table_with_uuid(session, table_uuid) is None:
+        release_claims(session, table_uuid)
+    return finished
 
 
 def pointers_without_identity(session: Session) -> list[IcebergTableRow]:

@@ -52,6 +52,7 @@ from metaservice.catalog.tables import repository as repo
 from metaservice.catalog.tables import validation
 from metaservice.catalog.tables.claims import claim_table_locations
 from metaservice.catalog.tables.owners import acts_for_job, refuse_planted
+from metaservice.catalog.tables.purges import PendingPurge, PurgeWorker
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergTableRow
 from metaservice.db.session import Database
@@ -392,11 +393,12 @@ class EndedTable:
 
 
 def end_table(session: Session, name: TableName, principal: Principal,
-               pointer: IcebergTableRow) -> EndedTable:
+               pointer: IcebergTableRow, *, keep_claims: bool = False) -> EndedTable:
     """A drop's (and an overwriting register's) end of a table in MetaService: its barrier
     history, leases, read-session entries, rollback plans, cut files and location claims go
-    (docs/contract.md#files-stay-inside-the-warehouse). Refused while a running job reads or writes
-    it."""
+    (docs/contract.md#files-stay-inside-the-warehouse); ``keep_claims``: the claims stay, held by
+    the purge recorded with the drop until it finished. Refused while a running job reads or
+    writes it."""
     row = tables_repo.find_table(session, name, for_update=True)
     if row is not None:
         jobs = repo.running_jobs_of(session, row.id)
@@ -413,25 +415,30 @@ def end_table(session: Session, name: TableName, principal: Principal,
         repo.delete_table_row(session, row.id)
     if pointer.table_uuid is None:
         return EndedTable([], [])
-    return EndedTable(repo.take_cut_files(session, pointer.table_uuid),
-                      repo.release_claims(session, pointer.table_uuid))
+    cut_files = repo.take_cut_files(session, pointer.table_uuid)
+    if keep_claims:
+        return EndedTable(cut_files, repo.claims_of(session, pointer.table_uuid))
+    return EndedTable(cut_files, repo.release_claims(session, pointer.table_uuid))
 
 
 @dataclass(frozen=True)
 class DroppedTable:
-    """What a purge deletes once the drop committed: the files of the table's last metadata
-    file under the locations it claimed, and the cut files its read sessions served."""
+    """What a purge deletes once the drop committed: the purge recorded with the drop (None
+    without one: the drop asked for none, or the table's locations are unknown), and the cut
+    files its read sessions served."""
 
-    metadata_location: str
-    claims: list[str]
+    purge: PendingPurge | None
     cut_files: list[str]
 
 
 def drop_table(database: Database, catalog: CatalogSite, levels: Sequence[str], table: str,
-               principal: Principal, guard: idempotency.Guard | None = None) -> DroppedTable:
+               principal: Principal, guard: idempotency.Guard | None = None, *,
+               purges: PurgeWorker | None = None) -> DroppedTable:
     """Drop the pointer and end the table (its history, leases, cut files, claims); answers
     what a purge deletes. The pointer goes only if it is still the one read (a rename moves
-    its version), so a drop never ends another table that took the name meanwhile."""
+    its version), so a drop never ends another table that took the name meanwhile. With
+    ``purges`` (``purgeRequested``) the purge is recorded in the drop's transaction, held by
+    that worker, and the table's claims stay until it finished (``purges.py``)."""
     namespace = namespace_name(levels)
     name = table_name(catalog, namespace, table)
     with database.transaction(write=False) as session:
@@ -455,11 +462,19 @@ def drop_table(database: Database, catalog: CatalogSite, levels: Sequence[str], 
             raise CommitFailedError(f"{name} changed concurrently, or is gone; retry")
         if dropped.table_uuid is None and table_uuid is not None:
             dropped.table_uuid = table_uuid
-        ended = end_table(session, name, principal, dropped)
+        ended = end_table(session, name, principal, dropped, keep_claims=purges is not None)
+        purge = None
+        if purges is not None and dropped.table_uuid is not None and (ended.claims or claims):
+            purge = PendingPurge(dropped.table_uuid, metadata_location, ended.claims or claims)
+            if not ended.claims:  # a row older than its claims: the purge holds them now
+                repo.add_claims(session, purge.table_uuid, claims, purges.clock.now_ms())
+            repo.record_purge(session, purge.table_uuid, metadata_location, purge.claims,
+                              now_ms=purges.clock.now_ms(), claimed_by=purges.name,
+                              claim_ms=purges.claim_ms)
         if guard is not None:
             guard.finish(session, {})
     logger.info("catalog_table_dropped", extra={"namespace": namespace, "table": table})
-    return DroppedTable(metadata_location, ended.claims or claims, ended.cut_files)
+    return DroppedTable(purge, ended.cut_files)
 
 
 def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,

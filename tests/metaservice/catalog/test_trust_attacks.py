@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from metaservice.catalog.storage.warehouse import Warehouse
+from metaservice.catalog.tables.purges import PurgeWorker
 from tests.metaservice.catalog import test_trust as trust
 from tests.metaservice.catalog.test_rest_protocol import iceberg_error
 from tests.metaservice.catalog.test_trust import SCHEMA, TABLES, Lake, refused, rows
@@ -56,15 +56,15 @@ class Purges:
 @pytest.fixture
 def purges(monkeypatch: pytest.MonkeyPatch) -> Iterator[Purges]:
     counted = Purges()
-    purge = Warehouse.purge
+    purge = PurgeWorker.purge
 
-    def purge_and_count(self: Warehouse, *args: Any, **kwargs: Any) -> None:
+    def purge_and_count(self: PurgeWorker, *args: Any, **kwargs: Any) -> bool:
         try:
-            purge(self, *args, **kwargs)
+            return purge(self, *args, **kwargs)
         finally:
             counted.done()
 
-    monkeypatch.setattr(Warehouse, "purge", purge_and_count)
+    monkeypatch.setattr(PurgeWorker, "purge", purge_and_count)
     yield counted
 
 

@@ -397,6 +397,7 @@ DUCKDB_CLIENT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.backends("postgresql")  # an engine against the store: the database is not tried
 def test_duckdb_with_only_the_catalogs_uri_and_a_token_reads_a_table_on_s3(
         lake: Lake, tmp_path: Path) -> None:
     """DuckDB's iceberg extension (httpfs for S3), in a process with no AWS variables or files,
@@ -418,3 +419,31 @@ def test_duckdb_with_only_the_catalogs_uri_and_a_token_reads_a_table_on_s3(
     assert vended.stdout.strip().splitlines()[-1] == "6"
     bare = read("none")
     assert bare.returncode != 0, bare.stdout
+
+
+@pytest.mark.spark_jvm
+@pytest.mark.backends("postgresql")  # an engine against the store: the database is not tried
+def test_spark_sql_through_icebergs_runtime_writes_and_reads_s3_with_vended_credentials(
+        lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark 3.5 with Apache Iceberg's runtime and its AWS bundle (S3FileIO), configured with
+    the catalog's URI and a writer's token only, creates, inserts into and reads a table on S3:
+    the store's endpoint and credentials come with each load."""
+    from tests.engines.spark35.rig import SparkDriver
+
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)  # the JVM's default credential chain finds nothing
+    lake.catalog("admin").create_namespace("db")
+    spark = SparkDriver(tmp_path / "driver.log")
+    try:
+        spark.catalog("s3lake", type="rest", uri=f"{lake.url}/iceberg", warehouse="lake",
+                      token=lake.tokens["writer"], **{
+                          "header.X-Iceberg-Access-Delegation": "vended-credentials",
+                          "cache-enabled": "false"})
+        spark.sql("CREATE TABLE s3lake.db.sql_t (id bigint, name string) USING iceberg")
+        spark.sql("INSERT INTO s3lake.db.sql_t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        assert spark.sql("SELECT sum(id), count(*) FROM s3lake.db.sql_t") == [[6, 3]]
+        files = spark.sql("SELECT file_path FROM s3lake.db.sql_t.files")
+        assert files and all(row[0].startswith(f"s3://lake/{lake.prefix}/db/sql_t/")
+                             for row in files)
+    finally:
+        spark.close()
