@@ -1,5 +1,6 @@
 """schemathesis against /openapi.json on both backends, bounded: no request, valid or not, is
-answered with a 5xx, and every status code and response body matches the schema.
+answered with a 5xx, and every status code and response body matches the schema (the
+negative cases on PostgreSQL only: what breaks the declared shapes is refused before a store).
 
 Every operation is tried with data its schema allows (positive) and with data that breaks it
 (negative); an operation whose path names a namespace, table, job or read session is also
@@ -75,6 +76,10 @@ def test_no_request_is_a_server_error(database: Database, database_url: str, tmp
         # into locations, and so files anywhere.)
         GenerationMode.NEGATIVE: document,
     }
+    if backend == "sqlite":
+        # What breaks the declared shapes is refused before any store is reached; the cases
+        # that get through carry hostile text, which PostgreSQL (NUL) is the stricter store for.
+        del schemas[GenerationMode.NEGATIVE]
     statuses: Counter[str] = Counter()
     started = time.monotonic()
     for mode, schema_document in schemas.items():
@@ -97,7 +102,7 @@ def test_no_request_is_a_server_error(database: Database, database_url: str, tmp
     print(f"\nschemathesis on {backend}: {cases} cases in {time.monotonic() - started:.0f} s, "
           f"{dict(sorted(statuses.items()))}")
     assert not any(key.endswith("5xx") for key in statuses), statuses
-    assert statuses["positive 2xx"] > 150 and cases > 1500
+    assert statuses["positive 2xx"] > 150 and cases > (1000 if backend == "sqlite" else 1500)
 
 
 def _fuzz(operation: schemathesis.APIOperation, mode: GenerationMode,

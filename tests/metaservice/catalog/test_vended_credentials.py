@@ -31,7 +31,9 @@ from tests.conftest import LOOPBACK_TLS, ServerThread, missing
 from tests.metaservice.catalog.conftest import rest_catalog
 from tests.metaservice.catalog.test_s3 import s3_settings
 
-pytestmark = pytest.mark.slow
+# On PostgreSQL only: vending asks STS and the store, the database only holds the tokens (the
+# catalog's own tests try both backends).
+pytestmark = [pytest.mark.slow, pytest.mark.backends("postgresql")]
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 DELEGATION = {"X-Iceberg-Access-Delegation": "vended-credentials"}
@@ -397,7 +399,6 @@ DUCKDB_CLIENT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.backends("postgresql")  # an engine against the store: the database is not tried
 def test_duckdb_with_only_the_catalogs_uri_and_a_token_reads_a_table_on_s3(
         lake: Lake, tmp_path: Path) -> None:
     """DuckDB's iceberg extension (httpfs for S3), in a process with no AWS variables or files,
@@ -422,7 +423,6 @@ def test_duckdb_with_only_the_catalogs_uri_and_a_token_reads_a_table_on_s3(
 
 
 @pytest.mark.spark_jvm
-@pytest.mark.backends("postgresql")  # an engine against the store: the database is not tried
 def test_spark_sql_through_icebergs_runtime_writes_and_reads_s3_with_vended_credentials(
         lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Spark 3.5 with Apache Iceberg's runtime and its AWS bundle (S3FileIO), configured with
