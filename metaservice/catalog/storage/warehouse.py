@@ -51,7 +51,6 @@ from pyiceberg.table.metadata import TableMetadata
 
 from metaservice.catalog.errors import (
     METADATA_TOO_LARGE,
-    BadRequestError,
     RefusedError,
     ServiceUnavailableError,
     outside_warehouse,
@@ -336,15 +335,9 @@ class Warehouse:
 
         Raises:
             RefusedError: ``metadata_too_large``, larger than ``max_metadata_bytes``.
-            BadRequestError: a format version pyiceberg cannot write (3).
         """
         self.key(location, "metadata location")
-        try:
-            content = metadata.model_dump_json().encode("utf-8")
-        except NotImplementedError as exc:  # pyiceberg writes format versions 1 and 2 only
-            raise BadRequestError(
-                f"format-version {metadata.format_version} table metadata cannot be written "
-                f"here: {exc}") from None
+        content = metadata.model_dump_json().encode("utf-8")
         if len(content) > self.max_metadata_bytes:
             raise RefusedError(
                 METADATA_TOO_LARGE,

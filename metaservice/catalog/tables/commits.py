@@ -130,6 +130,7 @@ def _stage(catalog: CatalogSite, name: TableName, pointer: repo.Pointer | None,
         raise RefusedError(HEAD_NOT_FORWARD, f"main of {name} is a branch; it cannot become a tag",
                            {"table": str(name)})
     validation.table_update(base, metadata, catalog.warehouse.root)
+    validation.writable_format(metadata)
     claims = catalog.warehouse.confine_table(metadata)
     moved = base is None or set(claims) != set(catalog.warehouse.confine_table(base))
     version = _next_metadata_version(pointer.metadata_location) if pointer is not None else 0

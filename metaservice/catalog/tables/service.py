@@ -441,10 +441,7 @@ def drop_table(database: Database, catalog: CatalogSite, levels: Sequence[str], 
     that worker, and the table's claims stay until it finished (``purges.py``)."""
     namespace = namespace_name(levels)
     name = table_name(catalog, namespace, table)
-    with database.transaction(write=False) as session:
-        pointer = _pointer(session, namespace, table)
-        version, metadata_location = pointer.version, pointer.metadata_location
-        table_uuid = pointer.table_uuid
+    version, metadata_location, table_uuid = _read_pointer(database, namespace, table)
     claims: list[str] = []
     if table_uuid is None:  # a row older than its identity: the file tells
         try:
@@ -506,6 +503,15 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
         raise NoSuchTableError(f"Table does not exist: {source.database}.{source.table}")
 
 
+def _read_pointer(database: Database, namespace: str,
+                  table: str) -> tuple[int, str, str | None]:
+    """The table's pointer, as a drop and an unregister read it: its version, metadata file
+    and identity (None for a row older than identities)."""
+    with database.transaction(write=False) as session:
+        pointer = _pointer(session, namespace, table)
+        return pointer.version, pointer.metadata_location, pointer.table_uuid
+
+
 def unregister_table(database: Database, catalog: CatalogSite, levels: Sequence[str],
                      table: str, principal: Principal,
                      guard: idempotency.Guard | None = None) -> LoadedTable:
@@ -515,10 +521,7 @@ def unregister_table(database: Database, catalog: CatalogSite, levels: Sequence[
     pointer goes only if it still names that file, so the answer holds every commit."""
     namespace = namespace_name(levels)
     name = table_name(catalog, namespace, table)
-    with database.transaction(write=False) as session:
-        pointer = _pointer(session, namespace, table)
-        version, metadata_location = pointer.version, pointer.metadata_location
-        table_uuid = pointer.table_uuid
+    version, metadata_location, table_uuid = _read_pointer(database, namespace, table)
     last = loaded(catalog, metadata_location)
     if table_uuid is None:  # a row older than its identity: the file tells
         table_uuid = str(read_metadata(catalog, metadata_location).table_uuid)

@@ -217,6 +217,8 @@ UPDATES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
     "metaservice.job with a NUL": lambda t: _snapshot_by(f"etl{NUL}", t),
     "upgrade to format-version 9": lambda t: [
         {"action": "upgrade-format-version", "format-version": 9}],
+    "upgrade to format-version 3 (pyiceberg writes 1 and 2)": lambda t: [
+        {"action": "upgrade-format-version", "format-version": 3}],
 }
 
 
