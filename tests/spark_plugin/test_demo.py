@@ -247,6 +247,7 @@ def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     proc, output = _start(tmpdir, tmp_path / "stderr.txt")
+    jvms: list[int] = []
     try:
         assert output.wait_for(lambda lines: any("] spark    starting" in x for x in lines),
                                timeout=120), output.text()
@@ -254,12 +255,17 @@ def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
         while not _java_children(proc.pid):  # the JVM is starting
             assert time.monotonic() < deadline and proc.poll() is None, output.text()
             time.sleep(0.05)
+        jvms = _java_children(proc.pid)
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        # A JVM the demo's stop left behind (a known gap: its stop does not yet end a JVM that
+        # is still starting) is ended here, so that no run leaves one.
+        for jvm in [j for j in jvms if Path(f"/proc/{j}").exists()]:
+            os.kill(jvm, signal.SIGKILL)
     out = output.text()
     assert proc.returncode == 128 + signal.SIGTERM, out + (tmp_path / "stderr.txt").read_text()
     assert "stopped by SIGTERM" in out
