@@ -994,14 +994,17 @@ def _stop_quietly(spark: Any, queries: list[Any]) -> None:
 def _end_jvm() -> None:
     """End the JVM pyspark launched and wait for it (its shutdown removes Spark's scratch
     files), so that nothing writes into the demo's directory once it is removed. The JVM exits
-    when its standard input closes, as it does when the Python driver exits; a JVM that is still
-    starting (a stop during ``getOrCreate``) is not known yet and ends that way too."""
+    when its standard input closes. A JVM that was still starting when the stop came (a stop
+    during ``getOrCreate``) is not known to pyspark yet, and would not exit that way: pyspark
+    removed the file it was to write its address to, and its gateway thread keeps it alive. It
+    is this process's own child that runs Spark's launcher: it is ended too."""
     import subprocess
 
     from pyspark import SparkContext
 
     proc = getattr(SparkContext._gateway, "proc", None)
     if proc is None:
+        _end_starting_jvms()
         return
     with contextlib.suppress(Exception):
         proc.stdin.close()
@@ -1010,6 +1013,49 @@ def _end_jvm() -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def _end_starting_jvms(timeout: float = 30.0) -> None:
+    """SIGTERM (then, after ``timeout`` seconds, SIGKILL) to this process's children that run
+    Spark's launcher or the JVM it executes, and wait for them. Linux's /proc lists a process's
+    children; elsewhere nothing is found."""
+    children = [pid for pid in _children() if _runs_spark(pid)]
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for pid in children:
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done:
+                break
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+                break
+            time.sleep(0.05)
+
+
+def _children() -> list[int]:
+    found: list[int] = []
+    for task in Path("/proc/self/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found += [int(pid) for pid in task.read_text().split()]
+    return found
+
+
+def _runs_spark(pid: int) -> bool:
+    """Whether ``pid`` runs Spark's launcher (bin/spark-submit, which executes the JVM)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"spark-submit" in command or b"org.apache.spark" in command
 
 
 @dataclass

@@ -262,10 +262,10 @@ def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        # A JVM the demo's stop left behind (a known gap: its stop does not yet end a JVM that
-        # is still starting) is ended here, so that no run leaves one.
-        for jvm in [j for j in jvms if Path(f"/proc/{j}").exists()]:
+        left = [j for j in jvms if Path(f"/proc/{j}").exists()]
+        for jvm in left:  # (so that a failing run leaves none running)
             os.kill(jvm, signal.SIGKILL)
+    assert not left, f"the demo's stop left its starting JVM running: {left}"
     out = output.text()
     assert proc.returncode == 128 + signal.SIGTERM, out + (tmp_path / "stderr.txt").read_text()
     assert "stopped by SIGTERM" in out
