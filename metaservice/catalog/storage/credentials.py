@@ -7,6 +7,12 @@ session's access key, secret and token, and the store refuses it everything outs
 (another table's objects, a listing of another prefix, and for a reader any write). The session
 ends when STS says (``Expiration``); a client asks for new ones at ``…/credentials``.
 
+A session is vended once per table's locations, rights and caller, and handed out again while
+at least half its life is left (every client gets at least that long), so that a load (which
+pyiceberg sends with the delegation header by default) asks STS once per table and caller per
+half-session, not once per request. Each server process keeps its own sessions, a bounded
+number, in memory.
+
 No secret is logged or put in an error: a failure is logged by its class and STS's error code.
 """
 
@@ -15,7 +21,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -50,6 +59,10 @@ WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
                  "s3:ListMultipartUploadParts")
 
 _SESSION_NAME_CHARACTER = re.compile(r"[^\w+=,.@-]")
+
+# sessions kept for handing out again (tables × rights × callers), the least recently used
+# dropped first
+SESSIONS_KEPT = 1024
 
 
 class CredentialsUnavailableError(ServiceUnavailableError):
@@ -119,9 +132,15 @@ class CredentialVendor:
 
     def __init__(self, role_arn: str, seconds: int, server_properties: Mapping[str, str],
                  sts_endpoint: str | None = None,
-                 client_endpoint: str | None = None) -> None:
+                 client_endpoint: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.role_arn = role_arn
         self.seconds = seconds
+        self._clock = clock
+        # (locations, write, caller) -> (the session, when it was vended, in ms)
+        self._sessions: OrderedDict[tuple[tuple[str, ...], bool, str | None],
+                                    tuple[VendedCredentials, int]] = OrderedDict()
+        self._sessions_lock = threading.Lock()
         self._server = dict(server_properties)
         self._sts_endpoint = sts_endpoint or self._server.get(ENDPOINT)
         self._client_endpoint = client_endpoint or self._server.get(ENDPOINT)
@@ -147,12 +166,35 @@ class CredentialVendor:
         return self._client
 
     def vend(self, keys: Sequence[str], *, write: bool, caller: str | None) -> VendedCredentials:
-        """Temporary credentials for the objects under ``keys``, read-write when ``write``.
+        """Temporary credentials for the objects under ``keys``, read-write when ``write``: the
+        session vended last for the same keys, rights and caller while at least half its life
+        is left, else a new one.
 
         Raises:
             CredentialsUnavailableError: STS failed or refused (logged by class and code).
             ValueError: the keys cannot be scoped (``session_policy``).
         """
+        key = (tuple(keys), write, caller)
+        now_ms = int(self._clock() * 1000)
+        with self._sessions_lock:
+            kept = self._sessions.get(key)
+            if kept is not None:
+                credentials, vended_ms = kept
+                if credentials.expires_at_ms - now_ms >= (credentials.expires_at_ms
+                                                          - vended_ms) / 2:
+                    self._sessions.move_to_end(key)
+                    return credentials
+                del self._sessions[key]
+        credentials = self._assume_role(keys, write=write, caller=caller)
+        with self._sessions_lock:
+            self._sessions[key] = (credentials, now_ms)
+            self._sessions.move_to_end(key)
+            while len(self._sessions) > SESSIONS_KEPT:
+                self._sessions.popitem(last=False)
+        return credentials
+
+    def _assume_role(self, keys: Sequence[str], *, write: bool,
+                     caller: str | None) -> VendedCredentials:
         from botocore.exceptions import BotoCoreError, ClientError
 
         policy = json.dumps(session_policy(keys, write=write), separators=(",", ":"))

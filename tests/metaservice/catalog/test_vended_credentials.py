@@ -194,6 +194,39 @@ def test_a_readers_credentials_read_and_do_not_write(lake: Lake) -> None:
         Bucket="lake", Key=f"{lake.prefix}/db/a/data/x", Body=b"x")) == 200
 
 
+def test_a_session_is_handed_out_again_while_half_its_life_is_left(sts_store: Any) -> None:
+    """One STS session per table, rights and caller, until half its life is gone."""
+    from metaservice.catalog.storage.credentials import CredentialVendor
+    from metaservice_soak.seaweedfs import ROLE_ARN
+
+    now = [time.time()]
+    vendor = CredentialVendor(ROLE_ARN, 900, sts_store.file_io_properties(),
+                              clock=lambda: now[0])
+    a, b = ["s3://lake/p/db/a"], ["s3://lake/p/db/b"]
+    first = vendor.vend(a, write=True, caller="w")
+    life = first.expires_at_ms / 1000 - now[0]
+    assert 800 < life <= 901
+    assert vendor.vend(a, write=True, caller="w") == first
+    others = [vendor.vend(a, write=False, caller="w"), vendor.vend(a, write=True, caller="x"),
+              vendor.vend(b, write=True, caller="w")]
+    assert len({c.access_key_id for c in [first, *others]}) == 4
+    now[0] += life / 2 - 5
+    assert vendor.vend(a, write=True, caller="w") == first
+    now[0] += 10
+    fresh = vendor.vend(a, write=True, caller="w")
+    assert fresh.access_key_id != first.access_key_id
+
+
+def test_loads_of_one_table_by_one_caller_ask_sts_once(lake: Lake) -> None:
+    two_tables(lake)
+    loads = [lake.http["writer"].get("/iceberg/v1/namespaces/db/tables/a", headers=DELEGATION)
+             for _ in range(3)]
+    keys = {answer.json()["config"]["s3.access-key-id"] for answer in loads}
+    assert len(keys) == 1
+    assert keys == {lake.credentials("writer", "a")["s3.access-key-id"]}
+    assert lake.credentials("reader", "a")["s3.access-key-id"] not in keys
+
+
 def test_credentials_only_when_asked_for_and_configured(
         lake_factory: Callable[..., Lake]) -> None:
     lake = lake_factory()
