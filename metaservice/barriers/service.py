@@ -91,11 +91,11 @@ def _lock_table_for_commit(session: Session, ctx: ServiceContext, name: TableNam
 def write_completed_barrier(session: Session, ctx: ServiceContext,
                             table: barriers_repo.LockedTable, checks: barriers_repo.CommitChecks,
                             *, barrier: int, snapshot_id: int, writer_job: str | None,
-                            writer_run: int | None) -> None:
+                            writer_run: int | None, now_ms: int) -> None:
     """Write the barrier row the rulebook admitted (:func:`protocol.admit_completed_barrier`)
-    and move ``latest(T)``."""
+    and move ``latest(T)``, committed at ``now_ms`` (read under the table's lock)."""
     name = table.name
-    now = ctx.clock.now_ms()
+    now = now_ms
     # A rolled-back barrier is completed again after a rollback: the row is reused.
     barriers_repo.write_completed(session, table.id, barrier=barrier, snapshot_id=snapshot_id,
                                   committed_at=now, writer_job=writer_job, writer_run=writer_run,
@@ -109,14 +109,10 @@ def write_completed_barrier(session: Session, ctx: ServiceContext,
                                             "snapshot_id": snapshot_id, "job": writer_job})
 
 
-def assigned_barrier(ctx: ServiceContext, table: barriers_repo.LockedTable) -> int:
-    """``max(now_ms, latest(T) + 1)``."""
-    return protocol.wall_clock_barrier(ctx.clock.now_ms(), table.latest_barrier)
-
-
-def refuse_barrier_in_future(ctx: ServiceContext, barrier: int | str | None) -> None:
-    """The rulebook's ``refuse_barrier_in_future`` at the server's clock and setting."""
-    protocol.refuse_barrier_in_future(barrier, now_ms=ctx.clock.now_ms(),
+def refuse_barrier_in_future(ctx: ServiceContext, barrier: int | str | None,
+                             now_ms: int) -> None:
+    """The rulebook's ``refuse_barrier_in_future`` at ``now_ms`` and the server's setting."""
+    protocol.refuse_barrier_in_future(barrier, now_ms=now_ms,
                                       max_ahead_seconds=ctx.settings.max_barrier_ahead_seconds)
 
 
@@ -124,16 +120,21 @@ def report_root(session: Session, ctx: ServiceContext, name: TableName, *, snaps
                 barrier: int | None, via_catalog: bool = False) -> Completed:
     """A root snapshot reported by ingestion that is not a registered job
     (docs/contract.md#root-reports). For a table the built-in catalog holds, its commits report
-    (``via_catalog``); anyone else may only report its latest snapshot again (a heartbeat)."""
-    refuse_barrier_in_future(ctx, barrier)
-    table_id = _find_table_for_commit(session, name, create=True, now_ms=ctx.clock.now_ms())
+    (``via_catalog``); anyone else may only report its latest snapshot again (a heartbeat).
+
+    The clock is read twice: for the request's checks, and under the table's lock for the
+    barrier it assigns and the time it records (after any commit the lock waited for)."""
+    now_ms = ctx.clock.now_ms()
+    refuse_barrier_in_future(ctx, barrier, now_ms)
+    table_id = _find_table_for_commit(session, name, create=True, now_ms=now_ms)
     table = _lock_table_for_commit(session, ctx, name, table_id)
     assert table is not None
+    locked_ms = ctx.clock.now_ms()
     admitted = _admit_root_report(
-        session, ctx, table, snapshot_id=snapshot_id, barrier=barrier,
+        session, table, snapshot_id=snapshot_id, barrier=barrier, now_ms=locked_ms,
         held_by_catalog=lambda: (not via_catalog and barriers_repo.held_by_catalog(
             session, name, ctx.settings.catalog_name)))
-    return _apply_root_report(session, ctx, table, admitted)
+    return _apply_root_report(session, ctx, table, admitted, locked_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,15 +156,15 @@ class _AdmittedRootReport:
     new: bool  # False: an exact repeat, nothing to record
 
 
-def _admit_root_report(session: Session, ctx: ServiceContext, table: barriers_repo.LockedTable,
-                       *, snapshot_id: int, barrier: int | None,
+def _admit_root_report(session: Session, table: barriers_repo.LockedTable,
+                       *, snapshot_id: int, barrier: int | None, now_ms: int,
                        held_by_catalog: Callable[[], bool],
                        checks: barriers_repo.CommitChecks | None = None) -> _AdmittedRootReport:
     """A root report, under the table's lock, checked by the rulebook, writing nothing: raises
     the refusal, or says what to record. ``checks``, when given, were read for this barrier
-    (assigned: :func:`assigned_barrier`) and snapshot under the lock."""
+    (assigned: ``protocol.wall_clock_barrier`` at ``now_ms``) and snapshot under the lock."""
     if barrier is None:
-        barrier = assigned_barrier(ctx, table)
+        barrier = protocol.wall_clock_barrier(now_ms, table.latest_barrier)
     if checks is None:
         checks = barriers_repo.commit_checks(session, table.id, barrier, snapshot_id)
     new = protocol.admit_root_report(table, checks, barrier=barrier, snapshot_id=snapshot_id,
@@ -172,11 +173,11 @@ def _admit_root_report(session: Session, ctx: ServiceContext, table: barriers_re
 
 
 def _apply_root_report(session: Session, ctx: ServiceContext, table: barriers_repo.LockedTable,
-                       admitted: _AdmittedRootReport) -> Completed:
+                       admitted: _AdmittedRootReport, now_ms: int) -> Completed:
     if admitted.new:
         write_completed_barrier(session, ctx, table, admitted.checks, barrier=admitted.barrier,
                                 snapshot_id=admitted.snapshot_id, writer_job=None,
-                                writer_run=None)
+                                writer_run=None, now_ms=now_ms)
         lineage_emission.root_reported(session, ctx, table.name, admitted.barrier,
                                        admitted.snapshot_id)
     return Completed(table.name, admitted.barrier, admitted.snapshot_id)
@@ -198,14 +199,16 @@ def report_roots_together(session: Session, ctx: ServiceContext,
     while writing leaves this function, and the caller rolls the group back."""
     outcomes: list[Completed | errors.MetaServiceError | None] = [None] * len(reports)
     admitted_names: set[TableName] = set()
+    now_ms = ctx.clock.now_ms()
     for index, report in enumerate(reports):
         try:
-            refuse_barrier_in_future(ctx, report.barrier)
+            refuse_barrier_in_future(ctx, report.barrier, now_ms)
         except errors.MetaServiceError as refused:
             outcomes[index] = refused
             continue
         admitted_names.add(report.name)
     found = barriers_repo.lock_tables_by_name(session, admitted_names, ctx.settings.catalog_name)
+    locked_ms = ctx.clock.now_ms()
     # A table that is catching up is left to a transaction of its own (its commit takes the
     # topology lock first), as is one that does not exist yet (it is created there).
     grouped: list[tuple[int, int]] = sorted(  # (table id, index)
@@ -214,7 +217,8 @@ def report_roots_together(session: Session, ctx: ServiceContext,
     tables = {found[reports[i].name].table.id: found[reports[i].name].table for _, i in grouped}
     firsts = {t: i for t, i in reversed(grouped)}  # each table's first report
     barriers = {i: reports[i].barrier if reports[i].barrier is not None
-                else assigned_barrier(ctx, tables[t]) for t, i in firsts.items()}
+                else protocol.wall_clock_barrier(locked_ms, tables[t].latest_barrier)
+                for t, i in firsts.items()}
     first_checks = dict(zip(firsts.values(), barriers_repo.group_commit_checks(
         session, [(t, barriers[i], reports[i].snapshot_id) for t, i in firsts.items()]),
         strict=True))
@@ -222,12 +226,12 @@ def report_roots_together(session: Session, ctx: ServiceContext,
     for table_id, index in grouped:
         report, table = reports[index], tables[table_id]
         if index != firsts[table_id]:  # it sees the reports of its table before it
-            _record_root_reports(session, ctx, to_record, outcomes)
+            _record_root_reports(session, ctx, to_record, outcomes, locked_ms)
             to_record = []
         try:
             admitted = _admit_root_report(
-                session, ctx, table, snapshot_id=report.snapshot_id,
-                barrier=barriers.get(index, report.barrier),
+                session, table, snapshot_id=report.snapshot_id,
+                barrier=barriers.get(index, report.barrier), now_ms=locked_ms,
                 held_by_catalog=lambda held=found[report.name].held_by_catalog: held,
                 checks=first_checks.get(index))
         except errors.MetaServiceError as refused:
@@ -236,19 +240,20 @@ def report_roots_together(session: Session, ctx: ServiceContext,
         if admitted.new and admitted.checks.existing is None:
             to_record.append((index, table, admitted))
         else:  # an exact repeat, or a rolled-back barrier completed again: on its own
-            outcomes[index] = _apply_root_report(session, ctx, table, admitted)
-    _record_root_reports(session, ctx, to_record, outcomes)
+            outcomes[index] = _apply_root_report(session, ctx, table, admitted, locked_ms)
+    _record_root_reports(session, ctx, to_record, outcomes, locked_ms)
     return outcomes
 
 
 def _record_root_reports(session: Session, ctx: ServiceContext,
                          admitted: list[tuple[int, barriers_repo.LockedTable,
                                               _AdmittedRootReport]],
-                         outcomes: list[Completed | errors.MetaServiceError | None]) -> None:
+                         outcomes: list[Completed | errors.MetaServiceError | None],
+                         now_ms: int) -> None:
     """Write the new barrier rows of admitted root reports, each of another table, at once,
     and set their answers."""
     new = [barriers_repo.NewBarrier(table, a.barrier, a.snapshot_id) for _, table, a in admitted]
-    if not barriers_repo.record_new_barriers(session, new, ctx.clock.now_ms()):
+    if not barriers_repo.record_new_barriers(session, new, now_ms):
         raise errors.ConcurrentUpdateError("a table's latest barrier moved concurrently; retry")
     for index, table, a in admitted:
         lineage_emission.root_reported(session, ctx, table.name, a.barrier, a.snapshot_id)
@@ -396,7 +401,7 @@ def _start_position(session: Session, ctx: ServiceContext, job: JobState,
     starts as ``latest``: the aligned barrier with no previous one, a full step. No barrier at
     or below a sink's latest is ever handed out: the job resumes after it instead.
     """
-    refuse_barrier_in_future(ctx, start_from)
+    refuse_barrier_in_future(ctx, start_from, ctx.clock.now_ms())
     edges = barriers_repo.job_edges(session, job.name)
     sources = edges.sources
     if not sources:
@@ -523,13 +528,15 @@ def _clear_pin(job: JobRow) -> None:
 def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableName, *,
            barrier: int | None, snapshot_id: int, via_catalog: bool = False) -> Completed:
     """docs/contract.md#commit: a job reports that ``snapshot_id`` of its sink completes its pinned
-    barrier. Read under the locks, ask the rulebook (``protocol.admit_sink_commit``), write."""
-    refuse_barrier_in_future(ctx, barrier)
-    table_id = _find_table_for_commit(session, table_name, create=False,
-                                      now_ms=ctx.clock.now_ms())
+    barrier. Read under the locks, ask the rulebook (``protocol.admit_sink_commit``), write.
+    The clock is read for the request's checks, then once under the locks (``report_root``)."""
+    now_ms = ctx.clock.now_ms()
+    refuse_barrier_in_future(ctx, barrier, now_ms)
+    table_id = _find_table_for_commit(session, table_name, create=False, now_ms=now_ms)
     job = jobs_repo.get_job(session, name, for_update=True)
     found = job is not None
     table = _lock_table_for_commit(session, ctx, table_name, table_id) if found else None
+    locked_ms = ctx.clock.now_ms()
     edges = jobs_repo.edge_rows(session, name) if found else []
     sinks = [t for role, t in edges if role == "sink"]
     has_sources = any(role == "source" for role, _ in edges)
@@ -538,7 +545,8 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
     if is_sink:
         assert table is not None
         # A job without sources lets the service assign the barrier, as for a root report.
-        target = barrier if barrier is not None or has_sources else assigned_barrier(ctx, table)
+        target = barrier if barrier is not None or has_sources else (
+            protocol.wall_clock_barrier(locked_ms, table.latest_barrier))
         checks = barriers_repo.commit_checks(session, table.id,
                                              -1 if target is None else target, snapshot_id)
     verdict = protocol.admit_sink_commit(
@@ -553,14 +561,15 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
         # It answers as the first did and counts for the pinned barrier.
         if (job.state == "running" and has_sources and job.pinned_barrier == barrier
                 and job.pin_invalidated_reason is None):
-            _finish_if_all_sinks_committed(session, ctx, job, sinks, target)
+            _finish_if_all_sinks_committed(session, ctx, job, sinks, target, locked_ms)
         return Completed(str(table_name), target, snapshot_id)
     if verdict == "new":
         write_completed_barrier(session, ctx, table, checks, barrier=target,
-                                snapshot_id=snapshot_id, writer_job=name, writer_run=job.run)
-    job.updated_at = ctx.clock.now_ms()
+                                snapshot_id=snapshot_id, writer_job=name, writer_run=job.run,
+                                now_ms=locked_ms)
+    job.updated_at = locked_ms
     if has_sources:
-        _finish_if_all_sinks_committed(session, ctx, job, sinks, target)
+        _finish_if_all_sinks_committed(session, ctx, job, sinks, target, locked_ms)
     else:
         lineage_emission.sink_committed(session, ctx, job, str(table_name), target, snapshot_id)
         if job.last_committed_barrier is None or target > job.last_committed_barrier:
@@ -569,13 +578,13 @@ def commit(session: Session, ctx: ServiceContext, name: str, table_name: TableNa
 
 
 def _finish_if_all_sinks_committed(session: Session, ctx: ServiceContext, job: JobRow,
-                                   sinks: list[TableRow], barrier: int) -> None:
+                                   sinks: list[TableRow], barrier: int, now_ms: int) -> None:
     """The job is done with ``barrier`` once every sink holds a snapshot of it written by the
     job, in this run or in an earlier one whose commit a restarted run replays."""
     if {t.id for t in sinks} <= barriers_repo.committed_sinks(session, job.name, barrier):
         progress = barriers_repo.progress(session, job.name, job.run, barrier)
         if progress is not None:
-            progress.state, progress.finished_at = "committed", ctx.clock.now_ms()
+            progress.state, progress.finished_at = "committed", now_ms
         job.last_committed_barrier = barrier
         lineage_emission.barrier_completed(session, ctx, job, barrier)
         _clear_pin(job)

@@ -30,6 +30,8 @@ from metaservice.errors import MetaServiceError
 
 logger = logging.getLogger(__name__)
 
+KEY_HEADER = "idempotency-key"  # (Starlette's headers are case-insensitive)
+
 
 def idempotent(request: Request, database: Database, ctx: ServiceContext, operation: str,
                status: int, run: Callable[[idempotency.Guard | None], Response],
@@ -43,7 +45,7 @@ def idempotent(request: Request, database: Database, ctx: ServiceContext, operat
     its own read phase (``Guard.look``), and records a final refusal in its own write
     transaction (``Guard.keep_refusal``). ``load``: the answer of an outcome's
     ``metadata-location`` (a view's; a table's by default)."""
-    key = request.headers.get("idempotency-key")
+    key = request.headers.get(KEY_HEADER)
     if key is None:
         return run(None)
     path = request.url.path
