@@ -55,6 +55,21 @@ def test_every_listed_endpoint_is_routed(app) -> None:  # type: ignore[no-untype
         assert (method, path.replace("/{prefix}", "")) in routed, endpoint
 
 
+def test_the_conformance_page_lists_what_config_lists() -> None:
+    """docs/conformance.md's endpoint table: the rows served are ``/v1/config``'s endpoints
+    (and ``GET /v1/config`` itself), the rows not served are not among them."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[3] / "docs" / "conformance.md").read_text()
+    rows = re.findall(r"^\| `(GET|HEAD|POST|DELETE)` \| `([^`]+)` \| ([^|]+) \|", page, re.M)
+    served = {f"{m} {path}" for m, path, state in rows if state.strip() == "served"}
+    not_served = {f"{m} {path}" for m, path, state in rows if "not served" in state}
+    assert served | not_served == {f"{m} {path}" for m, path, _ in rows}
+    assert served == {*ENDPOINTS, "GET /v1/config"}
+    assert not not_served & set(ENDPOINTS)
+
+
 def test_errors_use_the_iceberg_model(client: httpx.Client) -> None:
     iceberg_error(client.get("/iceberg/v1/namespaces/nope"), 404, "NoSuchNamespaceException")
     iceberg_error(client.get("/iceberg/v1/namespaces/nope/tables"), 404,
