@@ -21,8 +21,8 @@ What it does, printing each step as it happens:
    order is enriched, the revenue table sums exactly the enriched orders, and ``customer_spend``
    agrees with ``orders_enriched`` customer by customer — next to DuckDB's read of the head ``lake``
    (the latest Iceberg snapshots), which breaks it now and then; no code of MetaService's takes part
-   in the reads (Spark SQL would read it as well with pyspark 3.5 and Iceberg's Spark
-   runtime, which pyspark 4 lacks, hence DuckDB); prints the cut, the paces it
+   in the reads (Spark SQL reads it as well with Iceberg's Spark runtime for Spark 3.5 or 4.1;
+   the demo's Spark, 4.2, has none yet, hence DuckDB); prints the cut, the paces it
    measured (ingestion, strong reads, each job's commits), the lag of every table and the
    bottleneck (``GET /delay``);
 6. keeps serving until Ctrl-C or SIGTERM (or ``--duration`` seconds), then stops the queries,

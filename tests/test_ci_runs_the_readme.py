@@ -50,10 +50,11 @@ def test_the_readme_test_command_installs_the_browser_and_haproxy() -> None:
     assert "METASERVICE_REQUIRE_BROWSER=1" in run and "METASERVICE_REQUIRE_HAPROXY=1" in run
 
 
-def test_the_readme_test_command_installs_spark_3_5_with_the_iceberg_runtime() -> None:
+def test_the_readme_test_command_installs_both_spark_routes_with_the_iceberg_runtime() -> None:
     """Without it the catalog's Spark tests would skip on a new user's machine."""
     steps = [step.strip() for step in _readme_commands()[1].split("&&")]
-    assert "bash engines/spark35/install.sh" in steps
-    assert steps.index("bash engines/spark35/install.sh") < _pytest_step(steps)
-    assert (ROOT / "engines" / "spark35" / "install.sh").is_file()
+    for route in ("spark35", "spark41"):
+        assert f"bash engines/{route}/install.sh" in steps
+        assert steps.index(f"bash engines/{route}/install.sh") < _pytest_step(steps)
+        assert (ROOT / "engines" / route / "install.sh").is_file()
     assert "METASERVICE_REQUIRE_SPARK_JVM=1" in (ROOT / ".ci" / "run").read_text()

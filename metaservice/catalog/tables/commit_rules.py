@@ -87,8 +87,13 @@ def apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
                 barriers_service.commit(session, ctx, head.job, name, barrier=barrier,
                                         snapshot_id=head.snapshot_id, via_catalog=True)
             else:
-                barriers_service.report_root(session, ctx, name, snapshot_id=head.snapshot_id,
-                                             barrier=barrier, via_catalog=True)
+                try:
+                    barriers_service.report_root(session, ctx, name,
+                                                 snapshot_id=head.snapshot_id,
+                                                 barrier=barrier, via_catalog=True)
+                except domain_errors.TableHasWriterError as exc:
+                    raise domain_errors.TableHasWriterError(
+                        f"{exc.message}: {JOB_WRITE_HINT}", **exc.details) from None
         if changes.removed_snapshots:
             _expire(session, ctx, name, changes.removed_snapshots)
             # No live session serves a removed snapshot (its lease would have refused the
@@ -101,6 +106,16 @@ def apply_rules(session: Session, ctx: ServiceContext, staged: StagedCommit,
     except RefusedError as exc:
         logger.info("catalog_commit_refused", extra={"table": str(name), "code": exc.code})
         raise
+
+
+# What a write into a running job's sink lacks when it names no job: the catalog's refusal says
+# how an engine names it.
+JOB_WRITE_HINT = (
+    "a write of the job names the job and its barrier in the snapshot's summary "
+    "(metaservice.job, metaservice.barrier): in Spark SQL, SET "
+    "`spark.sql.iceberg.snapshot-property.metaservice.job`=<job> and "
+    "`spark.sql.iceberg.snapshot-property.metaservice.barrier`=<barrier>, or a DataFrame "
+    "write's options snapshot-property.metaservice.job and snapshot-property.metaservice.barrier")
 
 
 def _check_derived_update(session: Session, row: TableRow, staged: StagedCommit,

@@ -18,6 +18,7 @@ Each line on stdin is a JSON command; each answers one JSON line on stdout:
   ``spark_plugin.open_read_session(spark, N, catalog=C, at=A)`` (the plugin's base install);
 - ``{"op": "append", "table": T, "schema": DDL, "rows": [[...]], "options": {...}}`` runs
   ``createDataFrame(rows, schema).writeTo(T).options(**options).append()``;
+- ``{"op": "overwrite_partitions", ...}``: the same with ``overwritePartitions()``;
 - ``{"op": "append_query", "table": T, "query": S, "options": {...}}`` runs
   ``spark.sql(S).writeTo(T).options(**options).append()``: rows made by Spark itself (e.g.
   ``SELECT ... FROM range(N)``), none of them through the pipe.
@@ -59,9 +60,10 @@ def run(spark: SparkSession, command: dict) -> dict:
         return {"name": spark_plugin.open_read_session(spark, command["name"],
                                                        catalog=command["catalog"],
                                                        at=command["at"])}
-    if op == "append":
+    if op in ("append", "overwrite_partitions"):
         frame = spark.createDataFrame([tuple(r) for r in command["rows"]], command["schema"])
-        frame.writeTo(command["table"]).options(**command.get("options", {})).append()
+        writer = frame.writeTo(command["table"]).options(**command.get("options", {}))
+        writer.append() if op == "append" else writer.overwritePartitions()
         return {}
     if op == "append_query":
         frame = spark.sql(command["query"])

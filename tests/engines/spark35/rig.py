@@ -43,19 +43,23 @@ class SparkError(Exception):
 class SparkDriver:
     """One SparkSession in a child process; each method is one command and its answer."""
 
-    def __init__(self, log: Path, *, packages: str | None = None) -> None:
+    def __init__(self, log: Path, *, packages: str | None = None, python: Path = PYTHON,
+                 jars: Sequence[Path] = JARS, install: str = "engines/spark35/install.sh",
+                 ) -> None:
         """``packages``: Maven coordinates Spark fetches itself (``spark.jars.packages``)
-        instead of the jars ``install.sh`` put in place."""
-        for path in (PYTHON, *JARS):
+        instead of the jars ``install.sh`` put in place. ``python``, ``jars``, ``install``:
+        another Spark route's (``tests/engines/spark41``)."""
+        for path in (python, *jars):
             if not path.exists():
-                unavailable(f"{path} is missing")
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(PYTHON)}
+                missing(f"{path} is missing (set it up with: bash {install})",
+                        required_by="METASERVICE_REQUIRE_SPARK_JVM")
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(python)}
         env.pop("PYTHONPATH", None)
         env.pop("SPARK_HOME", None)
         self._log = log.open("w")
-        classpath = ["--packages", packages] if packages else [str(jar) for jar in JARS]
+        classpath = ["--packages", packages] if packages else [str(jar) for jar in jars]
         self._process = subprocess.Popen(
-            [str(PYTHON), str(HERE / "driver.py"), *classpath], stdin=subprocess.PIPE,
+            [str(python), str(HERE / "driver.py"), *classpath], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         self.pid = self._process.pid  # the driver; the JVM runs as its child
         ready = self._receive()
@@ -93,6 +97,13 @@ class SparkDriver:
                **options: str) -> None:
         """``createDataFrame(rows, schema).writeTo(table).options(**options).append()``."""
         self._send(op="append", table=table, schema=schema, rows=rows, options=options)
+
+    def overwrite_partitions(self, table: str, schema: str, rows: Sequence[Sequence[Any]],
+                             **options: str) -> None:
+        """``createDataFrame(rows, schema).writeTo(table).options(**options)
+        .overwritePartitions()``."""
+        self._send(op="overwrite_partitions", table=table, schema=schema, rows=rows,
+                   options=options)
 
     def append_query(self, table: str, query: str, **options: str) -> None:
         """``spark.sql(query).writeTo(table).options(**options).append()``."""

@@ -1,0 +1,156 @@
+"""Spark SQL on the catalog from Spark 4: pyspark 4.1.1 with Apache Iceberg's own Spark 4.1
+runtime (``tests/engines/spark41``, set up by ``engines/spark41/install.sh``), over loopback, on
+PostgreSQL (Spark adds the engine, not the store: the catalog's database work is tried on both
+backends by the pyiceberg and race tests).
+
+A job's SQL writes (``INSERT INTO``, ``MERGE INTO``, ``UPDATE``, ``DELETE``, on copy-on-write and
+merge-on-read tables) carry its barrier through Iceberg's session snapshot properties
+(``SET spark.sql.iceberg.snapshot-property.metaservice.barrier = …`` and ``….metaservice.job``)
+and complete that barrier in the commit itself; without them the catalog refuses the write
+into a running job's sink. Spark's snapshot expiration never removes a protected snapshot.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import ServerThread
+from tests.engines.spark35.rig import SparkDriver, SparkError
+from tests.engines.spark41.rig import spark41_driver
+from tests.metaservice.catalog.test_pyiceberg import barriers
+from tests.metaservice.jobs.test_jobs import plan
+
+pytestmark = [pytest.mark.spark_jvm, pytest.mark.backends("postgresql")]
+
+COLUMNS = "id long, amount long"
+PROPERTY = "spark.sql.iceberg.snapshot-property"
+_catalogs = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
+    driver = spark41_driver(tmp_path_factory.mktemp("spark41") / "driver.log")
+    yield driver
+    driver.close()
+
+
+@pytest.fixture
+def lake(spark: SparkDriver, server: ServerThread) -> str:
+    name = f"lake{next(_catalogs)}"
+    spark.catalog(name, type="rest", uri=f"{server.url}/iceberg", warehouse="lake",
+                  **{"cache-enabled": "false"})
+    return name
+
+
+def as_job(spark: SparkDriver, job: str | None, barrier: int | None) -> None:
+    """The session's snapshot properties: every write of the session carries them (a write
+    option of the same name overrides them)."""
+    for key, value in (("metaservice.job", job), ("metaservice.barrier", barrier)):
+        if value is None:
+            spark.sql(f"RESET `{PROPERTY}.{key}`")
+        else:
+            spark.sql(f"SET `{PROPERTY}.{key}`={value}")
+
+
+def snapshot_ids(spark: SparkDriver, table: str) -> list[int]:
+    return [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {table}.snapshots "
+                                     "ORDER BY committed_at")]
+
+
+MODES = {"cow": "copy-on-write", "mor": "merge-on-read"}
+
+
+def test_a_jobs_sql_writes_complete_its_barriers_in_both_row_level_modes(
+        spark: SparkDriver, lake: str, client: httpx.Client) -> None:
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.orders (id bigint, amount bigint) USING iceberg")
+    for short, mode in MODES.items():
+        spark.sql(f"CREATE TABLE {lake}.db.totals_{short} (id bigint, amount bigint) USING iceberg "
+                  f"TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='{mode}', "
+                  f"'write.update.mode'='{mode}', 'write.merge.mode'='{mode}')")
+    sinks = [f"lake.db.totals_{short}" for short in MODES]
+    plan(client, "enrich", ["lake.db.orders"], sinks)
+
+    def ingest(rows: list[tuple[int, int]], barrier: int) -> int:
+        as_job(spark, None, barrier)  # a root append completes the barrier it carries
+        spark.append(f"{lake}.db.orders", COLUMNS, rows)
+        return snapshot_ids(spark, f"{lake}.db.orders")[-1]
+
+    # Each barrier's step is one kind of SQL write, into both sinks.
+    steps = [
+        "INSERT INTO {t} SELECT id, amount FROM {orders}",
+        "MERGE INTO {t} t USING (SELECT id, amount FROM {orders}) s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET t.amount = s.amount WHEN NOT MATCHED THEN INSERT *",
+        "UPDATE {t} SET amount = amount + 1 WHERE id = 1",
+        "DELETE FROM {t} WHERE id = 2",
+    ]
+    answer = None
+    for number, step in enumerate(steps, start=1):
+        barrier = 100 * number
+        orders = ingest([(number, 10 * number)], barrier)
+        answer = (client.post("/jobs/enrich/start", json={"from": "latest"}).json()
+                  if answer is None else
+                  client.post("/jobs/enrich/barriers/next",
+                              json={"after": answer["barrier"]}).json())
+        assert answer["barrier"] == barrier and answer["snapshots"] == {"lake.db.orders": orders}
+        as_job(spark, "enrich", barrier)
+        for short in MODES:
+            spark.sql(step.format(t=f"{lake}.db.totals_{short}",
+                                  orders=f"{lake}.db.orders VERSION AS OF {orders}"))
+            head = snapshot_ids(spark, f"{lake}.db.totals_{short}")[-1]
+            assert barriers(client, f"lake.db.totals_{short}")[0] == (barrier, head, "enrich")
+    as_job(spark, None, None)
+    for short in MODES:
+        # 100 inserts order 1, 200 merges orders 1 and 2, 300 updates 1, 400 deletes 2
+        assert spark.sql(f"SELECT * FROM {lake}.db.totals_{short} ORDER BY id") == [[1, 11]]
+    # merge-on-read wrote delete files, copy-on-write rewrote data files
+    [[deletes]] = spark.sql(f"SELECT count(*) FROM {lake}.db.totals_mor.delete_files")
+    assert deletes > 0
+    [[deletes]] = spark.sql(f"SELECT count(*) FROM {lake}.db.totals_cow.delete_files")
+    assert deletes == 0
+    progress = client.get("/jobs/enrich").json()
+    assert progress["last_committed_barrier"] == 400, progress
+
+    # Without the job's barrier, a write into the running job's sink is refused, and the
+    # message says what to set.
+    with pytest.raises(SparkError, match="metaservice table_has_writer") as refused:
+        spark.sql(f"INSERT INTO {lake}.db.totals_cow VALUES (9, 9)")
+    assert "`spark.sql.iceberg.snapshot-property.metaservice.barrier`=<barrier>" in (
+        refused.value.message)
+    assert len(snapshot_ids(spark, f"{lake}.db.totals_cow")) == 4
+
+
+def test_a_dataframe_jobs_overwrite_of_partitions_completes_its_barrier(
+        spark: SparkDriver, lake: str, client: httpx.Client) -> None:
+    """``writeTo(...).overwritePartitions()`` with the barrier in its write options (a write
+    option overrides a session property of the same name)."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.events (day string, amount long) USING iceberg")
+    spark.sql(f"CREATE TABLE {lake}.db.daily (day string, amount long) USING iceberg "
+              "PARTITIONED BY (day)")
+    plan(client, "daily", ["lake.db.events"], ["lake.db.daily"])
+    as_job(spark, None, 100)
+    spark.append(f"{lake}.db.events", "day string, amount long", [("mon", 1), ("tue", 2)])
+    answer = client.post("/jobs/daily/start", json={"from": "latest"}).json()
+    assert answer["barrier"] == 100
+    as_job(spark, "daily", 1)  # the write option's barrier wins over the session's
+    spark.overwrite_partitions(f"{lake}.db.daily", "day string, amount long",
+                               [("mon", 1), ("tue", 2)],
+                               **{"snapshot-property.metaservice.barrier": "100"})
+    [first] = snapshot_ids(spark, f"{lake}.db.daily")
+    assert barriers(client, "lake.db.daily") == [(100, first, "daily")]
+
+    as_job(spark, None, 200)
+    spark.append(f"{lake}.db.events", "day string, amount long", [("tue", 3)])
+    answer = client.post("/jobs/daily/barriers/next", json={"after": 100}).json()
+    assert answer["barrier"] == 200
+    as_job(spark, "daily", 200)
+    spark.overwrite_partitions(f"{lake}.db.daily", "day string, amount long", [("tue", 5)])
+    as_job(spark, None, None)
+    second = snapshot_ids(spark, f"{lake}.db.daily")[-1]
+    assert barriers(client, "lake.db.daily") == [(200, second, "daily"), (100, first, "daily")]
+    assert spark.sql(f"SELECT * FROM {lake}.db.daily ORDER BY day") == [["mon", 1], ["tue", 5]]
