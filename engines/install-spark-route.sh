@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One Spark route with Apache Iceberg's own Spark runtime (engines/spark35/install.sh and
+# engines/spark41/install.sh call it): a virtualenv .venv-ROUTE with pyspark PYSPARK (pyspark is
+# one version per environment: the plugin's .venv has its own) and the plugin's base install
+# (editable, from this checkout), the route's jars fetched by Maven (engines/fetch-jars.sh
+# ROUTE: .cache/jars/ROUTE/) and named, with Iceberg's SQL extensions, in that pyspark's
+# conf/spark-defaults.conf, so that every SparkSession, pyspark or spark-submit of the
+# virtualenv has them with no option. Needs python3, Maven and Java 17. Idempotent: does
+# nothing when everything is there.
+#
+#   bash engines/install-spark-route.sh ROUTE PYSPARK
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUTE=$1
+PYSPARK=$2
+VENV=.venv-$ROUTE
+JARS=.cache/jars/$ROUTE
+ROOT=$PWD
+
+have_pyspark() {
+    [ -x $VENV/bin/python ] && $VENV/bin/python -c \
+        "import sys, pyspark; sys.exit(pyspark.__version__ != '$PYSPARK')" 2>/dev/null
+}
+
+have_plugin() {
+    (cd / && $ROOT/$VENV/bin/python -c "import spark_plugin, sys; \
+        sys.exit(not spark_plugin.__file__.startswith('$ROOT/'))") 2>/dev/null
+}
+
+defaults() {
+    echo "spark.jars $(ls "$ROOT"/$JARS/*.jar | paste -sd, -)"
+    echo "spark.sql.extensions org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+}
+spark_defaults() {
+    echo "$($VENV/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/conf/spark-defaults.conf"
+}
+
+bash engines/fetch-jars.sh "$ROUTE"
+if ! have_pyspark; then
+    python3 -m venv $VENV
+    $VENV/bin/pip install -q "pyspark==$PYSPARK"
+fi
+if ! have_plugin; then
+    $VENV/bin/pip install -q -e .
+fi
+CONF=$(spark_defaults)
+if [ "$(cat "$CONF" 2>/dev/null)" != "$(defaults)" ]; then
+    mkdir -p "$(dirname "$CONF")"
+    defaults > "$CONF"
+fi
+echo "install $ROUTE: pyspark $PYSPARK in $VENV, Iceberg's runtime and the route's jars from $JARS"
