@@ -12,6 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [ "$#" -ne 2 ] || [ ! -f "engines/$1/install.sh" ]; then
+    echo "usage: bash engines/install-spark-route.sh ROUTE PYSPARK (a route: engines/*/install.sh)" >&2
+    exit 2
+fi
 ROUTE=$1
 PYSPARK=$2
 VENV=.venv-$ROUTE

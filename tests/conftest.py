@@ -49,7 +49,8 @@ os.environ.setdefault("METASERVICE_CHECK_LOCK_ORDER", "1")
 # The Spark drivers the tests start (in process, and every spark-submit below them: jobs,
 # examples, the README's runs) handle a few rows each: the JVM's client compiler alone and a
 # serial collector spend a quarter less CPU on them than the default tiers and parallel
-# collector (a streaming file: 126 against 165 CPU seconds), with the same results. The demo and
+# collector (the built-in catalog's Spark tests: 126 against 165 CPU seconds), with the same
+# results. The demo and
 # the soak's drivers ask the same for themselves.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 

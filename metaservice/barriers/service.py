@@ -95,13 +95,12 @@ def write_completed_barrier(session: Session, ctx: ServiceContext,
     """Write the barrier row the rulebook admitted (:func:`protocol.admit_completed_barrier`)
     and move ``latest(T)``, committed at ``now_ms`` (read under the table's lock)."""
     name = table.name
-    now = now_ms
     # A rolled-back barrier is completed again after a rollback: the row is reused.
     barriers_repo.write_completed(session, table.id, barrier=barrier, snapshot_id=snapshot_id,
-                                  committed_at=now, writer_job=writer_job, writer_run=writer_run,
-                                  recomplete=checks.existing is not None)
+                                  committed_at=now_ms, writer_job=writer_job,
+                                  writer_run=writer_run, recomplete=checks.existing is not None)
     if not barriers_repo.advance_latest(session, table, barrier=barrier, snapshot_id=snapshot_id,
-                                        committed_at=now):
+                                        committed_at=now_ms):
         raise errors.ConcurrentUpdateError(f"latest({name}) moved concurrently; retry", table=name)
     if table.catching_up and locks.holds_topology(session):  # else a later commit clears them
         rejoin_if_caught_up(session, ctx.topology_cache.get(session), name)

@@ -62,6 +62,7 @@ class SparkDriver:
             [str(python), str(HERE / "driver.py"), *classpath], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         self.pid = self._process.pid  # the driver; the JVM runs as its child
+        self._catalogs = 0
         ready = self._receive()
         self.start_seconds: float = ready["start_seconds"]
 
@@ -81,6 +82,16 @@ class SparkDriver:
         if "error" in answer:
             raise SparkError(answer["error"]["type"], answer["error"]["message"])
         return answer
+
+    def head_catalog(self, server_url: str) -> str:
+        """A new Spark catalog (``lake<N>``) on the head of the server at ``server_url``, as
+        docs/contract.md#consistent-warehouses configures it (no client cache: each test reads
+        what the server answers); its name."""
+        self._catalogs += 1
+        name = f"lake{self._catalogs}"
+        self.catalog(name, type="rest", uri=f"{server_url}/iceberg", warehouse="lake",
+                     **{"cache-enabled": "false"})
+        return name
 
     def catalog(self, name: str, **options: str) -> None:
         """Registers ``spark.sql.catalog.<name>`` as an Iceberg ``SparkCatalog``."""

@@ -32,7 +32,6 @@ from tests.metaservice.jobs.test_jobs import plan
 pytestmark = [pytest.mark.spark_jvm, pytest.mark.backends("postgresql")]
 
 COLUMNS = "id long, amount long"
-_catalogs = itertools.count()
 
 
 @pytest.fixture(scope="session")
@@ -44,12 +43,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
 
 @pytest.fixture
 def lake(spark: SparkDriver, server: ServerThread) -> str:
-    """A Spark catalog on the head of this test's server, as docs/contract.md#consistent-warehouses
-    configures it."""
-    name = f"lake{next(_catalogs)}"
-    spark.catalog(name, type="rest", uri=f"{server.url}/iceberg", warehouse="lake",
-                  **{"cache-enabled": "false"})
-    return name
+    return spark.head_catalog(server.url)
 
 
 RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"

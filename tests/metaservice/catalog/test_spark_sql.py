@@ -12,7 +12,6 @@ into a running job's sink. Spark's snapshot expiration never removes a protected
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 import httpx
@@ -28,7 +27,6 @@ pytestmark = [pytest.mark.spark_jvm, pytest.mark.backends("postgresql")]
 
 COLUMNS = "id long, amount long"
 PROPERTY = "spark.sql.iceberg.snapshot-property"
-_catalogs = itertools.count()
 
 
 @pytest.fixture(scope="session")
@@ -40,10 +38,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
 
 @pytest.fixture
 def lake(spark: SparkDriver, server: ServerThread) -> str:
-    name = f"lake{next(_catalogs)}"
-    spark.catalog(name, type="rest", uri=f"{server.url}/iceberg", warehouse="lake",
-                  **{"cache-enabled": "false"})
-    return name
+    return spark.head_catalog(server.url)
 
 
 def as_job(spark: SparkDriver, job: str | None, barrier: int | None) -> None:
