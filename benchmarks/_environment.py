@@ -142,13 +142,30 @@ def schema_url(schema: str, base: str | None = None) -> str:
     return f"{base}{sep}options=-csearch_path%3D{schema}"
 
 
+def migrate(url: str) -> None:
+    """Migrate the database at ``url`` to the head of the server code its servers will run:
+    this checkout's, in this process; or, when ``PYTHONPATH`` names another checkout (as
+    ``benchmarks._revisions`` sets it), that checkout's own ``metaservice db upgrade``, so that
+    an older server finds the schema it knows."""
+    if os.environ.get("PYTHONPATH"):
+        subprocess.run([sys.executable, "-m", "metaservice", "db", "upgrade"], check=True,
+                       env={**os.environ, "METASERVICE_DATABASE_URL": url},
+                       stdout=subprocess.DEVNULL)
+        return
+    from metaservice.db.engine import build_engine
+    from metaservice.db.migrate import upgrade_to_head
+
+    engine = build_engine(url)
+    try:
+        upgrade_to_head(engine)
+    finally:
+        engine.dispose()
+
+
 @contextmanager
 def postgres_schema(prefix: str) -> Iterator[str]:
     """A fresh schema, migrated to head; yields its SQLAlchemy URL; dropped afterwards."""
     import psycopg
-
-    from metaservice.db.engine import build_engine
-    from metaservice.db.migrate import upgrade_to_head
 
     provide_postgres()
     schema = f"bench_{prefix}_{uuid.uuid4().hex[:8]}"
@@ -156,11 +173,7 @@ def postgres_schema(prefix: str) -> Iterator[str]:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     url = schema_url(schema)
     try:
-        engine = build_engine(url)
-        try:
-            upgrade_to_head(engine)
-        finally:
-            engine.dispose()
+        migrate(url)
         yield url
     finally:
         with psycopg.connect(libpq_url(POSTGRES_URL), autocommit=True) as conn:
@@ -170,16 +183,9 @@ def postgres_schema(prefix: str) -> Iterator[str]:
 @contextmanager
 def sqlite_file(prefix: str) -> Iterator[str]:
     """A fresh SQLite file, migrated to head; yields its SQLAlchemy URL; deleted afterwards."""
-    from metaservice.db.engine import build_engine
-    from metaservice.db.migrate import upgrade_to_head
-
     with tempfile.TemporaryDirectory(prefix=f"bench_{prefix}_") as directory:
         url = f"sqlite:///{Path(directory) / 'metaservice.db'}"
-        engine = build_engine(url)
-        try:
-            upgrade_to_head(engine)
-        finally:
-            engine.dispose()
+        migrate(url)
         yield url
 
 

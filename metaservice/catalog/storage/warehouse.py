@@ -106,6 +106,30 @@ def _local_path(location: str) -> str | None:
     return parsed.path if parsed.path.startswith("/") else None
 
 
+def _create_synced(path: str, content: bytes) -> None:
+    """Create the file ``path`` (never an existing one) with ``content``, its data and its
+    directory's entry on disk when this returns; a file left half written by a failure is
+    removed.
+
+    Raises:
+        FileExistsError: ``path`` exists already.
+    """
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(descriptor, "wb", closefd=False) as stream:
+            stream.write(content)
+        os.fsync(descriptor)
+    except BaseException:
+        os.close(descriptor)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(descriptor)
+    _sync(directory)
+
+
 def _sync(path: str) -> None:
     """fsync a file or a directory (its entries)."""
     descriptor = os.open(path, os.O_RDONLY)
@@ -300,21 +324,24 @@ class Warehouse:
         return self.stores.io(location)
 
     def write_new(self, location: str, content: bytes) -> None:
-        """Write a file that must not exist yet (``content`` as stored): on an object store
-        with ``If-None-Match: *``, so that a file written meanwhile is never overwritten.
+        """Write a file that must not exist yet (``content`` as stored), durably before this
+        returns: the commit that names it is recorded only after. A local file is created
+        exclusively (``O_EXCL``: the system refuses a name taken meanwhile) and synced with its
+        directory entry; an object store's object is put with ``If-None-Match: *``, so that a
+        file written meanwhile is never overwritten.
 
         Raises:
             FileExistsError: the file is there already.
             StoreUnavailableError: the store did not answer.
         """
-        if is_object_store(location):
-            if not self.stores.put_if_absent(location, content):
-                raise FileExistsError(f"{location} exists already")
-            return
         local = _local_path(location)
         if local is not None:
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-        _write_new(self.io(location), location, content)
+            _create_synced(local, content)
+        elif is_object_store(location):
+            if not self.stores.put_if_absent(location, content):
+                raise FileExistsError(f"{location} exists already")
+        else:
+            _write_new(self.io(location), location, content)
 
     def default_table_location(self, namespace: str, table: str) -> str:
         return f"{self.root}/{namespace}/{table}"

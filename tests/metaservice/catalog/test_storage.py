@@ -3,6 +3,7 @@ racing to write the same file all succeed, and no reader ever sees part of it.""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -75,3 +76,44 @@ def test_racing_writes_of_a_shared_file_all_succeed_and_are_read_whole(
     directory = tmp_path / "warehouse" / "db" / "t" / "metadata"
     assert sorted(p.name for p in directory.iterdir()) == sorted(
         f"cut-{n}.metadata.json" for n in range(FILES))  # no temporary file left
+
+
+@pytest.mark.parametrize("scheme", ["", "file://"])
+def test_a_new_metadata_file_is_created_once_and_on_disk_before_the_write_returns(
+        tmp_path: Path, scheme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit's metadata file (``Warehouse.write_new``): of writers racing for one name
+    exactly one creates it and the others are refused, whole content only; the file and its
+    directory entry are synced before the write returns (the commit naming it comes after)."""
+    root = f"{scheme}{tmp_path}/warehouse"
+    location = f"{root}/db/t/metadata/00001-a.metadata.json"
+    contents = [bytes([65 + n]) * 300_000 for n in range(WRITERS)]
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    start = threading.Barrier(WRITERS)
+    created: list[int] = []
+    refused: list[int] = []
+
+    def write(n: int) -> None:
+        warehouse = Warehouse(root)
+        start.wait()
+        try:
+            warehouse.write_new(location, contents[n])
+            created.append(n)
+        except FileExistsError:
+            refused.append(n)
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(WRITERS)]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    path = tmp_path / "warehouse" / "db" / "t" / "metadata" / "00001-a.metadata.json"
+    assert len(created) == 1 and len(refused) == WRITERS - 1
+    assert path.read_bytes() == contents[created[0]]
+    assert str(path) in synced and str(path.parent) in synced
