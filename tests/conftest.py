@@ -11,7 +11,10 @@ When no PostgreSQL can be had its tests are skipped, unless ``CI`` or
 
 The object store is SeaweedFS (``seaweedfs``: ``metaservice_soak.seaweedfs``, started on free
 loopback ports once per test session, stopped after it); without its ``weed`` binary its tests
-skip, or fail under ``CI`` or ``METASERVICE_REQUIRE_S3``.
+skip, or fail under ``CI`` or ``METASERVICE_REQUIRE_S3``. Kafka (``kafka``:
+``metaservice_soak.kafka``, a KRaft broker from Maven's jars, ``engines/kafka/install.sh``) is
+started the same way; without its jars its tests skip, or fail under ``CI`` or
+``METASERVICE_REQUIRE_KAFKA``.
 """
 
 from __future__ import annotations
@@ -172,6 +175,7 @@ COSTLIEST_FILES = (
     "tests/metaservice/test_races.py",
     "tests/test_readme.py",
     "tests/spark_plugin/test_builtin_catalog.py",
+    "tests/spark_plugin/test_kafka_root.py",
     "tests/spark_plugin/test_standalone_cluster.py",
     "tests/metaservice/catalog/test_spark.py",
     "tests/spark_plugin/test_examples.py",
@@ -319,6 +323,29 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     prefix of its own."""
     with started_seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as store:
         yield store
+
+
+# -- Kafka: one KRaft broker --------------------------------------------------------------------
+
+@contextmanager
+def started_kafka(directory: Path) -> Iterator[object]:
+    """A Kafka broker of its own with its log in ``directory``, stopped after the block; the
+    test skips without Kafka's jars, or fails under CI."""
+    from metaservice_soak.kafka import KafkaBroker, kafka_jars
+
+    if kafka_jars() is None:
+        missing("Kafka's jars are not fetched (bash engines/kafka/install.sh)",
+                required_by="METASERVICE_REQUIRE_KAFKA")
+    with KafkaBroker(directory) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One Kafka broker per test session (per pytest-xdist worker); each test uses topics of
+    its own."""
+    with started_kafka(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker
 
 
 # -- a real server over loopback --------------------------------------------------------------

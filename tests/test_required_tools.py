@@ -12,7 +12,8 @@ from tests.conftest import missing
 
 REQUIRED_BY = ["METASERVICE_REQUIRE_POSTGRES", "METASERVICE_REQUIRE_BROWSER",
                "METASERVICE_REQUIRE_HAPROXY", "METASERVICE_REQUIRE_SPARK_JVM",
-               "METASERVICE_REQUIRE_PATRONI", "METASERVICE_REQUIRE_S3"]
+               "METASERVICE_REQUIRE_PATRONI", "METASERVICE_REQUIRE_S3",
+               "METASERVICE_REQUIRE_KAFKA"]
 
 
 @pytest.mark.parametrize("variable", REQUIRED_BY)
@@ -66,6 +67,23 @@ def test_a_missing_seaweedfs_fails_when_required(monkeypatch: pytest.MonkeyPatch
         pass
     monkeypatch.setenv("METASERVICE_REQUIRE_S3", "1")
     with pytest.raises(pytest.fail.Exception, match="SeaweedFS"), started_seaweedfs(tmp_path):
+        pass
+
+
+def test_missing_kafka_jars_fail_when_required(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    """The Kafka tests start a broker through ``started_kafka``: without its jars they skip on
+    a developer's machine and fail under ``METASERVICE_REQUIRE_KAFKA``."""
+    from metaservice_soak import kafka
+    from tests.conftest import started_kafka
+
+    monkeypatch.setattr(kafka, "kafka_jars", lambda directory=None: None)
+    for name in ["CI", *REQUIRED_BY]:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="Kafka"), started_kafka(tmp_path):
+        pass
+    monkeypatch.setenv("METASERVICE_REQUIRE_KAFKA", "1")
+    with pytest.raises(pytest.fail.Exception, match="Kafka"), started_kafka(tmp_path):
         pass
 
 

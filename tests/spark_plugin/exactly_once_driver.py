@@ -4,8 +4,12 @@
 
 Runs one streaming query, ``SOURCE`` → ``id, amount * 2 + 1, batch`` → ``SINK``, through the
 ``metaservice`` source and sink, until ``STOP_FILE`` exists; then stops it (the listener
-unregisters the job) and exits 0. The test kills it instead at a crash point
-(``METASERVICE_PLUGIN_CRASH_AT``): this process then dies with SIGKILL, JVM and workers included.
+unregisters the job) and exits 0. A ``SOURCE`` of the form ``kafka://HOST:PORT/TOPIC`` is
+a Kafka topic read with Spark's own Kafka source (its jars from ``.cache/jars/plugin-kafka``, a
+few offsets per micro-batch): ``partition, offset, id`` (the message's value as a number) →
+``SINK``, a root table of a job without ``metaservice`` sources. The test kills it instead at a
+crash point (``METASERVICE_PLUGIN_CRASH_AT``): this process then dies with SIGKILL, JVM and
+workers included.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ import os
 import sys
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA_JARS = ROOT / ".cache" / "jars" / "plugin-kafka"
+KAFKA_OFFSETS_PER_BATCH = 4
 
 
 def main(url: str, job: str, source: str, sink: str, checkpoint: str, stop_file: str) -> int:
@@ -25,7 +33,11 @@ def main(url: str, job: str, source: str, sink: str, checkpoint: str, stop_file:
     import spark_plugin as sp
     from spark_plugin.streaming import register_data_source
 
-    spark = (SparkSession.builder.master("local[2]").appName("exactly-once-driver")
+    builder = SparkSession.builder
+    if source.startswith("kafka://"):
+        builder = builder.config("spark.jars", ",".join(
+            str(jar) for jar in sorted(KAFKA_JARS.glob("*.jar"))))
+    spark = (builder.master("local[2]").appName("exactly-once-driver")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.default.parallelism", "2")
              .config("spark.ui.enabled", "false")
@@ -36,10 +48,18 @@ def main(url: str, job: str, source: str, sink: str, checkpoint: str, stop_file:
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register_data_source(spark, url=url)
-    query = (spark.readStream.format("metaservice").option("metaservice.url", url)
-             .option("job", job).option("table", source).load()
-             .selectExpr("id", "amount * 2 + 1 AS amount", "batch")
-             .writeStream.format("metaservice").option("metaservice.url", url)
+    if source.startswith("kafka://"):
+        bootstrap, _, topic = source.removeprefix("kafka://").partition("/")
+        rows = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic).option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", str(KAFKA_OFFSETS_PER_BATCH)).load()
+                .selectExpr("CAST(partition AS BIGINT) AS partition", "offset",
+                            "CAST(CAST(value AS STRING) AS BIGINT) AS id"))
+    else:
+        rows = (spark.readStream.format("metaservice").option("metaservice.url", url)
+                .option("job", job).option("table", source).load()
+                .selectExpr("id", "amount * 2 + 1 AS amount", "batch"))
+    query = (rows.writeStream.format("metaservice").option("metaservice.url", url)
              .option("job", job).option("table", sink)
              .option("checkpointLocation", checkpoint)
              .start())

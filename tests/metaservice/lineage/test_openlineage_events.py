@@ -6,6 +6,7 @@ barrier."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -221,6 +222,46 @@ def test_a_pipeline_s_events_reach_the_file_transport(
         schema = served_facet_schema(http)
     events = [json.loads(line) for line in path.read_text().splitlines()]
     check_pipeline_events(events, schema)
+
+
+def test_a_pipeline_s_events_reach_a_kafka_topic_each_job_in_order(
+        pipeline_app: Callable[[dict[str, str]], Any], database: Database, kafka: Any) -> None:
+    """OpenLineage's Kafka transport, configured by its variables, against a real broker: every
+    event arrives, and a job's events share a partition (the transport's message key), so a
+    consumer reads each job's events in the order they were written."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = f"lineage-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, partitions=3)
+    app = pipeline_app({"OPENLINEAGE__TRANSPORT__TYPE": "kafka",
+                        "OPENLINEAGE__TRANSPORT__TOPIC": topic,
+                        "OPENLINEAGE__TRANSPORT__CONFIG": json.dumps(
+                            {"bootstrap.servers": kafka.bootstrap})})
+    src_in_the_builtin_catalog(database)
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
+        run_pipeline(http, app)
+        deliver_all(app)
+        schema = served_facet_schema(http)
+    assert outbox_count(database) == 0
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": topic,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    received: list[tuple[int, int, dict[str, Any]]] = []
+    keys: set[tuple[str, bytes]] = set()
+    deadline = time.monotonic() + 30
+    while len(received) < 11 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            event = json.loads(message.value())
+            received.append((message.partition(), message.offset(), event))
+            keys.add((event["job"]["name"], message.key()))
+    consumer.close()
+    received.sort(key=lambda r: (r[0], r[1]))
+    assert keys == {(job, f"run:metaservice/{job}".encode()) for job in EXPECTED}
+    partitions = {job: {p for p, _, e in received if e["job"]["name"] == job}
+                  for job in EXPECTED}
+    assert all(len(found) == 1 for found in partitions.values()), partitions
+    check_pipeline_events([event for _, _, event in received], schema)
 
 
 def test_without_openlineage_configuration_no_event_is_written(
