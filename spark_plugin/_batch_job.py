@@ -49,11 +49,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from spark_plugin import _runtime_io
 from spark_plugin._barriers import barrier_after
 from spark_plugin._client import MetaServiceClient, client_or_default
-from spark_plugin._errors import UnknownTableError
+from spark_plugin._crash_points import crash_point
+from spark_plugin._errors import SinkCommitConflictError, UnknownTableError
 from spark_plugin._iceberg import (
+    BARRIER_PROPERTY,
+    JOB_PROPERTY,
     SinkCommit,
+    barrier_committed,
     commit_sink,
     delete_files_quietly,
     last_commit_of,
@@ -80,6 +85,8 @@ WriteMode = Literal["append", "overwrite"]
 class _PendingSink:
     overwrite: bool = False
     files: list[DataFile] = field(default_factory=list)
+    # through Iceberg's runtime (``_runtime_io``): the frames, written by the commit itself
+    frames: list[DataFrame] = field(default_factory=list)
 
 
 class BarrierStep:
@@ -138,6 +145,8 @@ class BarrierStep:
         from spark_plugin._spark_io import dataframe_from_plan
 
         name, snapshot_id = self._source(table)
+        if self._job._through_runtime(name):
+            return _runtime_io.read_snapshot(self._job.spark, name, snapshot_id)
         tbl = self._job._table(name)
         return dataframe_from_plan(self._job.spark, tbl, plan_snapshot_read(tbl, snapshot_id))
 
@@ -158,6 +167,8 @@ class BarrierStep:
         if previous is None:
             return self.read(name)
         tbl = self._job._table(name)
+        if self._job._through_runtime(name):
+            return _runtime_io.read_appended(self._job.spark, name, tbl, previous, snapshot_id)
         plan = plan_appended_read(tbl, previous, snapshot_id)
         return dataframe_from_plan(self._job.spark, tbl, plan)
 
@@ -186,9 +197,14 @@ class BarrierStep:
         if name not in self._job.sinks:
             raise ValueError(f"{name} is not a sink of job {self.job!r} "
                              f"(sinks: {list(self._job.sinks)})")
+        pending = self._pending.setdefault(name, _PendingSink(overwrite=self.is_full))
+        if self._job._through_runtime(name):
+            if mode == "overwrite":
+                pending.frames, pending.overwrite = [], True
+            pending.frames.append(df)
+            return
         tbl = self._job._table(name)
         files = write_data_files(self._job.spark, df, tbl)
-        pending = self._pending.setdefault(name, _PendingSink(overwrite=self.is_full))
         if mode == "overwrite":
             delete_files_quietly(tbl, [f.file_path for f in pending.files])
             pending.files, pending.overwrite = [], True
@@ -212,13 +228,17 @@ class BarrierStep:
         for sink in self._job.sinks:
             pending = self._pending.get(sink, _PendingSink(overwrite=self.is_full))
             tbl = self._job._table(sink)
-            result = commit_sink(tbl, job=self.job, barrier=self.barrier,
-                                 data_files=pending.files, overwrite=pending.overwrite,
-                                 summary={"metaservice.source-snapshots": lineage})
-            if result.already_committed:
-                delete_files_quietly(tbl, [f.file_path for f in pending.files])
-            pending.files = []
+            if self._job._through_runtime(sink):
+                result = self._commit_through_runtime(sink, tbl, pending, lineage)
+            else:
+                result = commit_sink(tbl, job=self.job, barrier=self.barrier,
+                                     data_files=pending.files, overwrite=pending.overwrite,
+                                     summary={"metaservice.source-snapshots": lineage})
+                if result.already_committed:
+                    delete_files_quietly(tbl, [f.file_path for f in pending.files])
+            pending.files, pending.frames = [], []
             done[sink] = result
+            crash_point("after_sink_commit")
         for sink, result in done.items():
             if records_barriers(self._job._table(sink), self._job.client.base_url):
                 self.commits[sink] = Commit(sink, self.barrier, result.snapshot_id)
@@ -229,6 +249,29 @@ class BarrierStep:
         self._job._committed(self)
         logger.info("step_committed", extra={"job": self.job, "barrier": self.barrier})
         return dict(self.commits)
+
+    def _commit_through_runtime(self, sink: str, tbl: Table, pending: _PendingSink,
+                                lineage: str) -> SinkCommit:
+        """The sink's commit of ``B`` as one write of Iceberg's runtime, unless the sink holds
+        ``B`` already (a step replayed after a crash): then that commit."""
+        tbl.refresh()
+        found = barrier_committed(tbl.metadata, sink, self.job, self.barrier)
+        replayed = found is not None
+        if not replayed:
+            _runtime_io.write_commit(
+                self._job.spark, sink, pending.frames, replace=pending.overwrite,
+                properties={JOB_PROPERTY: self.job, BARRIER_PROPERTY: str(self.barrier),
+                            "metaservice.source-snapshots": lineage})
+            tbl.refresh()
+            found = barrier_committed(tbl.metadata, sink, self.job, self.barrier)
+        if found is None or found.snapshot_id is None:
+            raise SinkCommitConflictError(
+                f"{sink}: Iceberg's runtime committed no snapshot of barrier {self.barrier}")
+        if replayed:
+            logger.info("sink_commit_replayed", extra={"table": sink, "job": self.job,
+                                                        "barrier": self.barrier,
+                                                        "snapshot_id": found.snapshot_id})
+        return SinkCommit(sink, self.job, self.barrier, found.snapshot_id, replayed)
 
     def abort(self, reason: str = "") -> None:
         """Give barrier ``B`` back to the service (it will be handed out again) and drop the
@@ -288,6 +331,7 @@ class BarrierJob:
         for t in (*self.sources, *self.sinks):  # fail fast on a wrong catalog
             resolve_catalog(TableName.parse(t), catalog, spark=spark, client=self.client)
         self._tables: dict[str, Table] = {}
+        self._runtime_tables: dict[str, bool] = {}
         self._pending_position: Position | None = None
         self._step: BarrierStep | None = None
         self._started = False
@@ -303,6 +347,14 @@ class BarrierJob:
 
     def __repr__(self) -> str:
         return f"BarrierJob({self.job!r}, sources={self.sources}, sinks={self.sinks})"
+
+    def _through_runtime(self, name: str) -> bool:
+        """Whether this session reads and writes ``name`` through Iceberg's own Spark runtime
+        (``_runtime_io``): its catalog is Iceberg's ``SparkCatalog`` in the session."""
+        found = self._runtime_tables.get(name)
+        if found is None:
+            found = self._runtime_tables[name] = _runtime_io.served_by_runtime(self.spark, name)
+        return found
 
     def _table(self, name: str) -> Table:
         table = self._tables.get(name)

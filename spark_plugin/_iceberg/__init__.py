@@ -22,6 +22,7 @@ from spark_plugin._iceberg.catalogs import (
 )
 from spark_plugin._iceberg.commits import (
     SinkCommit,
+    barrier_committed,
     commit_sink,
     data_files_from_arrow,
     data_files_from_parquet,
@@ -64,6 +65,7 @@ __all__ = [
     "SinkCommit",
     "ancestors",
     "appended_snapshots",
+    "barrier_committed",
     "choose_read_method",
     "commit_sink",
     "committer",

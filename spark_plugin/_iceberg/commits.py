@@ -155,6 +155,29 @@ def _make_guarded_transaction(table: Table, guard: Callable[[TableMetadata], Non
     return _GuardedTransaction(table)
 
 
+def barrier_committed(metadata: TableMetadata, name: str, job: str,
+                      barrier: int) -> LastCommit | None:
+    """The snapshot of ``job``'s commit of ``barrier`` on the table's current lineage, or
+    ``None`` when the table holds no commit of ``job`` at or after ``barrier``.
+
+    Raises:
+        SinkCommitConflictError: the table holds a later barrier of ``job`` (a commit of
+            ``barrier`` now would go out of order), or records ``barrier`` without its snapshot.
+    """
+    last = last_commit_of(metadata, job)
+    if last is None or last.barrier < barrier:
+        return None
+    if last.barrier > barrier:
+        raise SinkCommitConflictError(
+            f"{name} already holds barrier {last.barrier} of job {job!r}, after barrier "
+            f"{barrier}; refusing to commit out of order")
+    if last.snapshot_id is None:
+        raise SinkCommitConflictError(
+            f"{name} records barrier {barrier} of job {job!r} as committed, but its snapshot "
+            "is no longer retained")
+    return last
+
+
 def commit_sink(
     table: Table,
     *,
@@ -199,18 +222,7 @@ def commit_sink(
             BARRIER_PROPERTY: str(int(barrier))}
 
     def existing(metadata: TableMetadata) -> LastCommit | None:
-        last = last_commit_of(metadata, job)
-        if last is None or last.barrier < barrier:
-            return None
-        if last.barrier > barrier:
-            raise SinkCommitConflictError(
-                f"{name} already holds barrier {last.barrier} of job {job!r}, after barrier "
-                f"{barrier}; refusing to commit out of order")
-        if last.snapshot_id is None:
-            raise SinkCommitConflictError(
-                f"{name} records barrier {barrier} of job {job!r} as committed, but its snapshot "
-                "is no longer retained")
-        return last
+        return barrier_committed(metadata, name, job, barrier)
 
     def guard(metadata: TableMetadata) -> None:
         if existing(metadata) is not None:

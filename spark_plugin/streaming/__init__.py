@@ -22,8 +22,10 @@ A micro-batch is one aligned barrier. The pieces, each in the module named after
                    by a ``StreamingQueryListener`` when the query terminates;
 - ``batch_read``   ``spark.read.format("metaservice")`` at a strong/weak/explicit version;
 - ``table_access`` how executors open tables, read scan tasks and write data files without a
-                   catalog;
-- ``crash_points`` the test hook that kills the driver at named points.
+                   catalog.
+
+The test hook that kills the driver at named points of the source and sink is
+``spark_plugin._crash_points`` (the batch job's commit has one too).
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from spark_plugin._barriers import barrier_after
+from spark_plugin._crash_points import crash_point
 from spark_plugin._errors import (
     JobNotRunningError,
     SinkCommitConflictError,
@@ -86,7 +87,6 @@ from spark_plugin.streaming.checkpoint import (
     staged_output,
 )
 from spark_plugin.streaming.connections import client_for
-from spark_plugin.streaming.crash_points import crash_point
 from spark_plugin.streaming.lifecycle import remember_query
 from spark_plugin.streaming.options import SinkOptions
 from spark_plugin.streaming.source import _batch_id

@@ -51,6 +51,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from spark_plugin._client import MetaServiceClient
+from spark_plugin._crash_points import crash_point
 from spark_plugin._errors import (
     JobNotRunningError,
     StreamStateError,
@@ -61,7 +62,6 @@ from spark_plugin._errors import (
 from spark_plugin._iceberg import load_table, plan_appended_read, plan_snapshot_read
 from spark_plugin._models import Position
 from spark_plugin.streaming.connections import client_for
-from spark_plugin.streaming.crash_points import crash_point
 from spark_plugin.streaming.offsets import BarrierOffset
 from spark_plugin.streaming.options import SourceOptions
 from spark_plugin.streaming.table_access import (

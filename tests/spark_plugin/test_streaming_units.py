@@ -138,10 +138,10 @@ def test_packing_balances_bytes_and_keeps_every_task():
 
 
 def test_crash_hook_does_nothing_unless_armed_and_kills_at_the_named_point(tmp_path):
-    from spark_plugin.streaming import crash_points
+    from spark_plugin import _crash_points as crash_points
 
     crash_points.crash_point("after_report", 1)  # not armed: returns
-    code = ("from spark_plugin.streaming.crash_points import crash_point\n"
+    code = ("from spark_plugin._crash_points import crash_point\n"
             "crash_point('after_report', 1)\n"
             "crash_point('after_iceberg_commit', 1)\n"
             "crash_point('after_iceberg_commit', 2)\n"

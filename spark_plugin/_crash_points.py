@@ -1,4 +1,5 @@
-"""A test hook: kill the Spark driver at a named point of the streaming source or sink.
+"""A test hook: kill the Spark driver at a named point of the streaming source or sink, or of
+a batch job's commit.
 
 Only for the exactly-once tests. Nothing happens unless ``METASERVICE_PLUGIN_CRASH_AT`` is set::
 
@@ -8,7 +9,8 @@ Only for the exactly-once tests. Nothing happens unless ``METASERVICE_PLUGIN_CRA
 
 ``<point>`` is one of :data:`POINTS`. ``@<n>`` restricts the crash to Spark micro-batch ``n``
 for the points that know their batch (sink and executor points); for ``after_offset`` it means
-the n-th barrier handed out by that source in this run. At the point, the process sends SIGKILL
+the n-th barrier handed out by that source in this run, and for ``after_sink_commit`` the
+n-th sink committed in this run. At the point, the process sends SIGKILL
 to the driver's process group when ``METASERVICE_PLUGIN_CRASH_PGID`` is set (the test starts the
 driver as a session leader, so its Python process, the JVM and the Python workers die at once,
 like a machine failure), then to itself. Just before, one line naming the point is appended to
@@ -34,6 +36,7 @@ POINTS = (
     "after_iceberg_commit",    # sink commit: Iceberg holds the barrier, the service does not
     "after_report",            # sink commit: reported; Spark's commit log not written yet
     "source_commit",           # source: Spark logged the batch as committed
+    "after_sink_commit",       # BarrierJob: a sink holds the barrier, the step's other sinks not
 )
 
 _hits: dict[str, int] = {}
