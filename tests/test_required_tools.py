@@ -5,6 +5,7 @@ Patroni) skip without it on a developer's machine and fail without it under CI, 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,6 +54,19 @@ def test_a_missing_haproxy_fails_when_required(monkeypatch: pytest.MonkeyPatch) 
         soak.require_haproxy()
 
 
+def _skips_then_fails_when_required(monkeypatch: pytest.MonkeyPatch, start: Any,
+                                    variable: str, match: str) -> None:
+    """``start()`` (a component's context manager, its program made missing) skips on a
+    developer's machine and fails once ``variable`` requires the component."""
+    for name in ["CI", *REQUIRED_BY]:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(pytest.skip.Exception, match=match), start():
+        pass
+    monkeypatch.setenv(variable, "1")
+    with pytest.raises(pytest.fail.Exception, match=match), start():
+        pass
+
+
 def test_a_missing_seaweedfs_fails_when_required(monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
     """The object store's tests start SeaweedFS through ``started_seaweedfs``: with no ``weed``
@@ -61,13 +75,8 @@ def test_a_missing_seaweedfs_fails_when_required(monkeypatch: pytest.MonkeyPatch
     from tests.conftest import started_seaweedfs
 
     monkeypatch.setattr(seaweedfs, "weed_command", lambda: None)
-    for name in ["CI", *REQUIRED_BY]:
-        monkeypatch.delenv(name, raising=False)
-    with pytest.raises(pytest.skip.Exception, match="SeaweedFS"), started_seaweedfs(tmp_path):
-        pass
-    monkeypatch.setenv("METASERVICE_REQUIRE_S3", "1")
-    with pytest.raises(pytest.fail.Exception, match="SeaweedFS"), started_seaweedfs(tmp_path):
-        pass
+    _skips_then_fails_when_required(monkeypatch, lambda: started_seaweedfs(tmp_path),
+                                    "METASERVICE_REQUIRE_S3", "SeaweedFS")
 
 
 def test_missing_kafka_jars_fail_when_required(monkeypatch: pytest.MonkeyPatch,
@@ -78,13 +87,8 @@ def test_missing_kafka_jars_fail_when_required(monkeypatch: pytest.MonkeyPatch,
     from tests.conftest import started_kafka
 
     monkeypatch.setattr(kafka, "kafka_jars", lambda directory=None: None)
-    for name in ["CI", *REQUIRED_BY]:
-        monkeypatch.delenv(name, raising=False)
-    with pytest.raises(pytest.skip.Exception, match="Kafka"), started_kafka(tmp_path):
-        pass
-    monkeypatch.setenv("METASERVICE_REQUIRE_KAFKA", "1")
-    with pytest.raises(pytest.fail.Exception, match="Kafka"), started_kafka(tmp_path):
-        pass
+    _skips_then_fails_when_required(monkeypatch, lambda: started_kafka(tmp_path),
+                                    "METASERVICE_REQUIRE_KAFKA", "Kafka")
 
 
 def test_a_missing_patroni_fails_when_required(monkeypatch: pytest.MonkeyPatch) -> None:
