@@ -11,7 +11,9 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from metaservice.settings import Settings
+from metaservice_soak.spark_cluster import StandaloneCluster
 from tests.conftest import LOOPBACK_TLS, ServerThread, serving
+from tests.engines.spark41.rig import spark41_standalone
 
 
 @pytest.fixture
@@ -52,3 +54,12 @@ def rest_catalog(url: str, **properties: str) -> RestCatalog:
 @pytest.fixture
 def catalog(server: ServerThread) -> RestCatalog:
     return rest_catalog(server.url)
+
+
+@pytest.fixture(scope="session")
+def spark41_cluster() -> Iterator[StandaloneCluster]:
+    """A standalone cluster of the Spark 4.1 route (a master and two workers of one core each),
+    shared by the test session's Spark 4.1 tests; no process of it outlives it."""
+    with spark41_standalone() as cluster:
+        yield cluster
+    assert not cluster.pids(), "processes of the Spark 4.1 cluster outlived it"

@@ -3,6 +3,11 @@ runtime (``tests/engines/spark41``, set up by ``engines/spark41/install.sh``), o
 PostgreSQL (Spark adds the engine, not the store: the catalog's database work is tried on both
 backends by the pyiceberg and race tests).
 
+The SQL runs on a real cluster: a standalone master and two workers of that same Spark (one
+core each), the driver in a process of its own at ``spark://…``; Iceberg's runtime reaches the
+executors as the session's ``spark.jars``, and the executors write the tables' data files into
+the warehouse the catalog names. One cluster and one driver serve the module.
+
 A job's SQL writes (``INSERT INTO``, ``MERGE INTO``, ``UPDATE``, ``DELETE``, on copy-on-write and
 merge-on-read tables) carry its barrier through Iceberg's session snapshot properties
 (``SET spark.sql.iceberg.snapshot-property.metaservice.barrier = …`` and ``….metaservice.job``)
@@ -17,6 +22,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from metaservice_soak.spark_cluster import StandaloneCluster
 from tests.conftest import ServerThread
 from tests.engines.spark35.rig import SparkDriver, SparkError
 from tests.engines.spark41.rig import spark41_driver
@@ -29,9 +35,14 @@ COLUMNS = "id long, amount long"
 PROPERTY = "spark.sql.iceberg.snapshot-property"
 
 
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
-    driver = spark41_driver(tmp_path_factory.mktemp("spark41") / "driver.log")
+@pytest.fixture(scope="module")
+def spark(spark41_cluster: StandaloneCluster,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
+    """The module's driver on the cluster. Its application holds both workers' cores while it
+    lives: module-scoped, so that another module's application on the same cluster (the
+    streaming tests' drivers) gets executors after it."""
+    driver = spark41_driver(tmp_path_factory.mktemp("spark41") / "driver.log",
+                            master=spark41_cluster.master_url)
     yield driver
     driver.close()
 
@@ -57,6 +68,33 @@ def snapshot_ids(spark: SparkDriver, table: str) -> list[int]:
 
 
 MODES = {"cow": "copy-on-write", "mor": "merge-on-read"}
+ROW_LEVEL_ID_2 = "cast(id AS string) RLIKE '^2$'"
+"""``id = 2`` as a condition Iceberg cannot decide on a data file's column statistics: a
+DELETE on it rewrites rows (copy-on-write) or writes delete files (merge-on-read), never drops
+whole files."""
+
+
+def test_the_sql_runs_on_the_clusters_executors(
+        spark: SparkDriver, lake: str, spark41_cluster: StandaloneCluster) -> None:
+    """The driver's master is the cluster's; the master lists its application holding both
+    workers' cores; an INSERT and a SELECT through the catalog run their tasks on the two
+    executors (the driver runs none)."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.spread (id bigint) USING iceberg")
+    before = {e["id"]: e["tasks"] for e in spark.executors()["executors"]}
+    spark.sql(f"INSERT INTO {lake}.db.spread SELECT id FROM range(0, 100, 1, 4)")
+    assert spark.sql(f"SELECT count(*), sum(id) FROM {lake}.db.spread") == [[100, 4950]]
+
+    seen = spark.executors()
+    assert seen["master"] == spark41_cluster.master_url
+    ran = {e["id"]: e["tasks"] - before.get(e["id"], 0) for e in seen["executors"]}
+    assert ran.pop("driver") == 0, seen
+    assert len(ran) == 2 and all(tasks > 0 for tasks in ran.values()), seen
+    assert all(e["host_port"].startswith("127.0.0.1:") for e in seen["executors"])
+    status = spark41_cluster.status()
+    [application] = [a for a in status["activeapps"] if a["name"] == "metaservice-catalog-tests"]
+    assert application["cores"] == 2, application
+    assert sorted(w["coresused"] for w in status["workers"]) == [1, 1], status["workers"]
 
 
 def test_a_jobs_sql_writes_complete_its_barriers_in_both_row_level_modes(
@@ -81,7 +119,8 @@ def test_a_jobs_sql_writes_complete_its_barriers_in_both_row_level_modes(
         "MERGE INTO {t} t USING (SELECT id, amount FROM {orders}) s ON t.id = s.id "
         "WHEN MATCHED THEN UPDATE SET t.amount = s.amount WHEN NOT MATCHED THEN INSERT *",
         "UPDATE {t} SET amount = amount + 1 WHERE id = 1",
-        "DELETE FROM {t} WHERE id = 2",
+        # Row-level whatever the files hold: see the next test for a DELETE of whole files.
+        "DELETE FROM {t} WHERE " + ROW_LEVEL_ID_2,
     ]
     answer = None
     for number, step in enumerate(steps, start=1):
@@ -149,3 +188,44 @@ def test_a_dataframe_jobs_overwrite_of_partitions_completes_its_barrier(
     second = snapshot_ids(spark, f"{lake}.db.daily")[-1]
     assert barriers(client, "lake.db.daily") == [(200, second, "daily"), (100, first, "daily")]
     assert spark.sql(f"SELECT * FROM {lake}.db.daily ORDER BY day") == [["mon", 1], ["tue", 5]]
+
+
+def test_a_delete_of_whole_data_files_carries_no_session_properties_and_is_refused(
+        spark: SparkDriver, lake: str, client: httpx.Client) -> None:
+    """Iceberg 1.12's Spark runtime commits a DELETE whose condition covers whole data files
+    (decided on the files' column statistics) as a metadata-only delete that leaves out the
+    session's snapshot properties: in a running job's sink the catalog refuses it as a write
+    without the job's barrier. The same DELETE made row-level (a condition the statistics
+    cannot decide) carries them and completes the barrier."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.src (id bigint, amount bigint) USING iceberg")
+    spark.sql(f"CREATE TABLE {lake}.db.out (id bigint, amount bigint) USING iceberg")
+    plan(client, "copy", ["lake.db.src"], ["lake.db.out"])
+    as_job(spark, None, 100)
+    spark.append(f"{lake}.db.src", COLUMNS, [(1, 10)])
+    as_job(spark, None, 200)
+    spark.append(f"{lake}.db.src", COLUMNS, [(2, 20)])
+    answer = client.post("/jobs/copy/start", json={"from": "earliest"}).json()
+    assert answer["barrier"] == 100, answer
+    as_job(spark, "copy", 100)
+    spark.sql(f"INSERT INTO {lake}.db.out VALUES (1, 10)")
+    answer = client.post("/jobs/copy/barriers/next", json={"after": 100}).json()
+    assert answer["barrier"] == 200, answer
+    as_job(spark, "copy", 200)
+    spark.sql(f"INSERT INTO {lake}.db.out VALUES (2, 20)")  # a file of its own: id 2 alone
+    [[files]] = spark.sql(f"SELECT count(*) FROM {lake}.db.out.files")
+    assert files == 2
+    as_job(spark, None, 300)
+    spark.append(f"{lake}.db.src", COLUMNS, [(3, 30)])
+    answer = client.post("/jobs/copy/barriers/next", json={"after": 200}).json()
+    assert answer["barrier"] == 300, answer
+    as_job(spark, "copy", 300)  # the step of barrier 300 deletes id 2
+
+    with pytest.raises(SparkError, match="metaservice table_has_writer"):
+        spark.sql(f"DELETE FROM {lake}.db.out WHERE id = 2")
+    assert spark.sql(f"SELECT id FROM {lake}.db.out ORDER BY id") == [[1], [2]]
+    spark.sql(f"DELETE FROM {lake}.db.out WHERE {ROW_LEVEL_ID_2}")
+    as_job(spark, None, None)
+    assert spark.sql(f"SELECT id FROM {lake}.db.out ORDER BY id") == [[1]]
+    head = snapshot_ids(spark, f"{lake}.db.out")[-1]
+    assert barriers(client, "lake.db.out")[0] == (300, head, "copy")
