@@ -12,7 +12,10 @@ A job's SQL writes (``INSERT INTO``, ``MERGE INTO``, ``UPDATE``, ``DELETE``, on 
 merge-on-read tables) carry its barrier through Iceberg's session snapshot properties
 (``SET spark.sql.iceberg.snapshot-property.metaservice.barrier = …`` and ``….metaservice.job``)
 and complete that barrier in the commit itself; without them the catalog refuses the write
-into a running job's sink. Spark's snapshot expiration never removes a protected snapshot.
+into a running job's sink. A strong read session (``warehouse=lake@strong``) joins a running
+pipeline's tables at one barrier; ``CALL …system.expire_snapshots`` never removes a protected
+snapshot, and ``CALL …system.rollback_to_snapshot`` moves a table back only under an applied
+rollback plan.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from pyiceberg.catalog.rest import RestCatalog
 
+from metaservice.clock import ManualClock
 from metaservice_soak.spark_cluster import StandaloneCluster
 from tests.conftest import ServerThread
 from tests.engines.spark35.rig import SparkDriver, SparkError
 from tests.engines.spark41.rig import spark41_driver
+from tests.metaservice.catalog.pipeline import FanOut, broken_ids, read_while_running
 from tests.metaservice.catalog.test_pyiceberg import barriers
 from tests.metaservice.jobs.test_jobs import plan
 
@@ -229,3 +235,114 @@ def test_a_delete_of_whole_data_files_carries_no_session_properties_and_is_refus
     assert spark.sql(f"SELECT id FROM {lake}.db.out ORDER BY id") == [[1]]
     head = snapshot_ids(spark, f"{lake}.db.out")[-1]
     assert barriers(client, "lake.db.out")[0] == (300, head, "copy")
+
+
+def test_a_strong_read_session_joins_a_running_pipeline_at_one_barrier(
+        spark: SparkDriver, lake: str, catalog: RestCatalog, client: httpx.Client,
+        clock: ManualClock, server: ServerThread) -> None:
+    """While a writer commits newer barriers, each strong read session's join sees one
+    barrier's cut (no order missing from a sibling's table), where the head mixes barriers."""
+    pipeline = FanOut(catalog, client, clock)
+    pipeline.ingest(2)
+    pipeline.step("a"), pipeline.step("b")
+
+    def read(round_: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        session = f"{lake}_strong{round_}"  # a session's cut is fixed at its first load
+        spark.catalog(session, type="rest", uri=f"{server.url}/iceberg", warehouse="lake@strong")
+        return broken_ids(spark, session), broken_ids(spark, lake)
+
+    reads = read_while_running(pipeline, read, rounds=4)
+    strong, head = [r[0] for r in reads], [r[1] for r in reads]
+    print(f"strong read sessions (orders read, broken ids): {strong}; head: {head}")
+    assert all(broken == 0 for _, broken in strong), strong
+    assert len({orders for orders, _ in strong}) > 1, strong  # new sessions follow the pipeline
+    assert sum(broken > 0 for _, broken in head) > 0, head  # the head mixes barriers
+    with pytest.raises(SparkError, match="read-only session"):
+        spark.sql(f"INSERT INTO {lake}_strong0.db.orders VALUES (99)")
+
+
+def test_expire_snapshots_never_removes_a_leased_or_cut_snapshot(
+        spark: SparkDriver, lake: str, client: httpx.Client) -> None:
+    """``CALL <catalog>.system.expire_snapshots``: a snapshot at the component's strong cut
+    and a leased one stay (the catalog refuses the commit, naming why); unprotected ones go,
+    and so does the leased one once its lease is released."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.orders (id bigint, amount bigint) USING iceberg")
+    spark.sql(f"CREATE TABLE {lake}.db.totals (id bigint, amount bigint) USING iceberg")
+    plan(client, "enrich", ["lake.db.orders"], ["lake.db.totals"])
+    answer = None
+    for barrier in (100, 200):
+        as_job(spark, None, barrier)
+        spark.append(f"{lake}.db.orders", COLUMNS, [(barrier, barrier)])
+        answer = (client.post("/jobs/enrich/start", json={"from": "latest"}).json()
+                  if answer is None else
+                  client.post("/jobs/enrich/barriers/next", json={"after": 100}).json())
+        assert answer["barrier"] == barrier, answer
+        as_job(spark, "enrich", barrier)
+        spark.sql(f"INSERT INTO {lake}.db.totals VALUES ({barrier}, {barrier})")
+    as_job(spark, None, 300)  # orders run ahead of the job: the strong cut stays at 200
+    spark.append(f"{lake}.db.orders", COLUMNS, [(300, 300)])
+    as_job(spark, None, None)
+    orders_100, orders_200, orders_300 = snapshot_ids(spark, f"{lake}.db.orders")
+    totals_100, totals_200 = snapshot_ids(spark, f"{lake}.db.totals")
+
+    def expire(table: str, snapshot: int) -> None:
+        spark.sql(f"CALL {lake}.system.expire_snapshots(table => 'db.{table}', "
+                  f"snapshot_ids => array({snapshot}))")
+
+    with pytest.raises(SparkError, match="metaservice snapshot_protected.*strong_cut"):
+        expire("orders", orders_200)
+    lease = client.post("/versions", json={"tables": ["lake.db.totals"], "barrier": 100,
+                                           "lease_seconds": 300, "holder": "report"}).json()
+    with pytest.raises(SparkError, match=f"snapshot_protected.*lease:{lease['lease_id']}"):
+        expire("totals", totals_100)
+    assert snapshot_ids(spark, f"{lake}.db.orders") == [orders_100, orders_200, orders_300]
+    assert snapshot_ids(spark, f"{lake}.db.totals") == [totals_100, totals_200]
+    assert spark.sql(f"SELECT id FROM {lake}.db.orders VERSION AS OF {orders_200} "
+                     "ORDER BY id") == [[100], [200]]
+
+    expire("orders", orders_100)
+    assert snapshot_ids(spark, f"{lake}.db.orders") == [orders_200, orders_300]
+    assert client.delete(f"/leases/{lease['lease_id']}").status_code == 204
+    expire("totals", totals_100)
+    assert snapshot_ids(spark, f"{lake}.db.totals") == [totals_200]
+    gone = client.post("/versions", json={"tables": ["lake.db.totals"], "barrier": 100})
+    assert (gone.status_code, gone.json()["error"]["code"]) == (410, "snapshot_expired")
+
+
+def test_rollback_to_snapshot_is_refused_unless_an_applied_rollback_plan_targets_it(
+        spark: SparkDriver, lake: str, client: httpx.Client) -> None:
+    """``CALL <catalog>.system.rollback_to_snapshot``: the catalog's refusal reaches Spark and
+    the head stays; under an applied rollback plan the call moves the head to the plan's
+    snapshot, and to no other."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.r (id bigint, amount bigint) USING iceberg")
+    for barrier in (100, 200, 300):
+        as_job(spark, None, barrier)
+        spark.append(f"{lake}.db.r", COLUMNS, [(barrier, barrier)])
+    as_job(spark, None, None)
+    first, second, third = snapshot_ids(spark, f"{lake}.db.r")
+
+    def rollback(snapshot: int) -> None:
+        spark.sql(f"CALL {lake}.system.rollback_to_snapshot('db.r', {snapshot})")
+
+    def head() -> int:
+        [[current]] = spark.sql(f"SELECT snapshot_id FROM {lake}.db.r.history "
+                                "WHERE is_current_ancestor ORDER BY made_current_at DESC LIMIT 1")
+        return int(current)
+
+    with pytest.raises(SparkError, match="metaservice rollback_plan_not_applied"):
+        rollback(first)
+    assert head() == third
+    plan_id = client.post("/rollback-plans",
+                          json={"table": "lake.db.r", "barrier": 100}).json()["id"]
+    with pytest.raises(SparkError, match="metaservice rollback_plan_not_applied"):
+        rollback(first)  # planned, not applied
+    assert client.post(f"/rollback-plans/{plan_id}/apply").status_code == 200
+    with pytest.raises(SparkError, match="metaservice rollback_plan_not_applied"):
+        rollback(second)  # not the plan's snapshot
+    assert head() == third
+    rollback(first)
+    assert head() == first
+    assert client.post(f"/rollback-plans/{plan_id}/complete").status_code == 200
+    assert spark.sql(f"SELECT id FROM {lake}.db.r ORDER BY id") == [[100]]
