@@ -11,14 +11,16 @@ killed with SIGKILL in the middle of its run and started again from its checkpoi
 - Iceberg's source (``readStream.format("iceberg")``) on a job's sink: it yields the rows
   each appended snapshot added, oldest first, from the table's first snapshot on: the job's
   barriers one after the other, each once, across a restart. It follows the head, not a read
-  session's cut, and it reads appends only (Iceberg's own rule: an overwrite or delete snapshot
-  fails the query unless ``streaming-skip-overwrite-snapshots`` / ``…-delete-snapshots``).
+  session's cut, and it reads appends only: a snapshot that rewrites or deletes rows (a step
+  that overwrites the sink) fails the query (unless ``streaming-skip-overwrite-snapshots`` /
+  ``…-delete-snapshots``, Iceberg's options, which then leave its changes unread).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -232,9 +234,20 @@ def test_iceberg_streaming_source_reads_each_barrier_of_a_jobs_sink_once_across_
     commit_barrier(6)  # and one while it runs
     wait_for(lambda: sum(len(rows) for rows in batches().values()) >= 12, RUN_TIMEOUT,
              "the new barrier's rows read", second)
-    second.stop(runs.stop_file)
-
     read = batches()
+
+    # A step that rewrites the sink (here pyiceberg's overwrite at barrier 700): not an
+    # append, and Iceberg's source stops the query (without streaming-skip-*-snapshots).
+    events.append(pa.table({"id": [70], "batch": [7]}, schema=ROWS),
+                  snapshot_properties={"metaservice.barrier": "700"})
+    answer = client.post("/jobs/copy/barriers/next", json={"after": 600})
+    assert answer.json()["barrier"] == 700, answer.text
+    copies.overwrite(pa.table({"id": [70], "batch": [7]}, schema=ROWS),
+                     snapshot_properties={"metaservice.job": "copy", "metaservice.barrier": "700"})
+    assert second.process.wait(timeout=RUN_TIMEOUT) == 3, second.log_tail()
+    assert re.search(r"Cannot process (overwrite|delete) snapshot", second.log.read_text()), (
+        second.log_tail())
+    assert batches() == read  # nothing of the rewrite was read
     # One micro-batch per snapshot, in commit order: barrier n's rows in the n-th batch, once.
     assert [sorted({b for _, b in read[batch]}) for batch in sorted(read)] == [
         [n] for n in range(1, 7)], read
