@@ -44,9 +44,8 @@ PROPERTY = "spark.sql.iceberg.snapshot-property"
 @pytest.fixture(scope="module")
 def spark(spark41_cluster: StandaloneCluster,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
-    """The module's driver on the cluster. Its application holds both workers' cores while it
-    lives: module-scoped, so that another module's application on the same cluster (the
-    streaming tests' drivers) gets executors after it."""
+    """The module's driver on the module's cluster; its application holds both workers'
+    cores."""
     driver = spark41_driver(tmp_path_factory.mktemp("spark41") / "driver.log",
                             master=spark41_cluster.master_url)
     yield driver
