@@ -4,6 +4,10 @@ launcher (``$SPARK_HOME/bin/spark-class``, ``SPARK_HOME`` being the pip-installe
     with StandaloneCluster(workers=2) as cluster:
         spark = SparkSession.builder.master(cluster.master_url)...
 
+The daemons come from this interpreter's pyspark, or from the Spark distribution ``spark_home``
+names (another virtualenv's pyspark package directory: the Spark of another route, such as
+``.venv-spark41``'s).
+
 Everything binds to 127.0.0.1 on free ports. Each daemon is its own JVM in its own process
 group, started with a scrubbed environment (``PATH``, ``JAVA_HOME``, ``HOME`` and the
 ``SPARK_*`` it needs, nothing else: no ``METASERVICE_*``, no ``PYICEBERG_*``, no
@@ -60,26 +64,38 @@ def java_home() -> str:
     return str(Path(java).resolve().parent.parent)
 
 
+DRIVER_SETTINGS = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.memory": "512m",
+    "spark.executor.memory": "512m",
+    "spark.executor.cores": "1",
+    "spark.executor.extraJavaOptions": SPARK_JVM_OPTIONS,
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+"""The settings of a driver on this machine talking to the cluster: loopback only, 512 MiB for
+the driver and each executor of one core, two partitions, no UI, and executors that compile
+with the client compiler alone and collect serially (small batches: less CPU for the same work,
+as ``SPARK_JVM_OPTIONS`` for the daemons)."""
+
+
 def driver_builder(master: str, app: str) -> Any:
-    """A ``SparkSession`` builder for a driver on this machine talking to ``master``: loopback
-    only, 512 MiB for the driver and each executor of one core, two partitions, no UI, and
-    executors that compile with the client compiler alone and collect serially (small batches:
-    less CPU for the same work, as ``SPARK_JVM_OPTIONS`` for the daemons)."""
+    """A ``SparkSession`` builder for a driver on this machine talking to ``master``, with
+    ``DRIVER_SETTINGS``."""
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master(master).appName(app)
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.memory", "512m")
-            .config("spark.executor.memory", "512m")
-            .config("spark.executor.cores", "1")
-            .config("spark.executor.extraJavaOptions", SPARK_JVM_OPTIONS)
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.default.parallelism", "2")
-            .config("spark.sql.adaptive.enabled", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false"))
+    builder = SparkSession.builder.master(master).appName(app)
+    for key, value in DRIVER_SETTINGS.items():
+        builder = builder.config(key, value)
+    return builder
+
+
+_this_spark_home = spark_home  # the default of StandaloneCluster's parameter of that name
 
 
 def free_port() -> int:
@@ -99,8 +115,10 @@ class StandaloneCluster:
     """A master and ``workers`` workers; see the module docstring."""
 
     def __init__(self, workers: int = 2, *, cores: int = 1, memory: str = "512m",
-                 daemon_memory: str = "256m", startup_timeout: float = 120.0) -> None:
+                 daemon_memory: str = "256m", startup_timeout: float = 120.0,
+                 spark_home: Path | None = None) -> None:
         self.workers = workers
+        self.spark_home = spark_home if spark_home is not None else _this_spark_home()
         self.cores = cores
         self.memory = memory
         self.daemon_memory = daemon_memory
@@ -124,7 +142,7 @@ class StandaloneCluster:
             "JAVA_HOME": java,
             "HOME": str(home),
             "LANG": "C.UTF-8",
-            "SPARK_HOME": str(spark_home()),
+            "SPARK_HOME": str(self.spark_home),
             "SPARK_CONF_DIR": str(self.root / "conf"),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOCAL_DIRS": str(home / "local"),
@@ -144,7 +162,7 @@ class StandaloneCluster:
         log = home / "daemon.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [str(spark_home() / "bin" / "spark-class"), *args],
+                [str(self.spark_home / "bin" / "spark-class"), *args],
                 env=self.daemon_env(name), cwd=home, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True)
         daemon = _Daemon(name, process, log)

@@ -20,8 +20,10 @@ started the same way; without its jars its tests skip, or fail under ``CI`` or
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import gc
 import os
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -195,6 +197,25 @@ COSTLIEST_FILES = (
     "tests/metaservice/catalog/test_trust_attacks.py",
     "tests/metaservice/barriers/test_group_commit.py",
 )
+
+
+@contextmanager
+def one_spark_cluster_at_a_time() -> Iterator[None]:
+    """Held while a Spark standalone cluster of the tests lives (``metaservice_soak.
+    spark_cluster``: a master, two workers, their executors): under pytest-xdist the run's
+    workers take it in turn, through a file lock of the run, so that two clusters never share
+    the machine's cores, whichever workers their files went to. A run in one process needs no
+    lock. A file's cluster is module-scoped, so a worker waits at most one file's run."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        yield
+        return
+    with (Path(tempfile.gettempdir()) / f"metaservice-spark-cluster-{run}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _costliest_first(items: list[pytest.Item]) -> None:

@@ -583,7 +583,8 @@ RUN_BY = {
     **dict.fromkeys(WALKTHROUGH_SECTIONS, "test_the_readme_in_order_on_one_server"),
     "From Spark": "tests/spark_plugin/test_examples.py, test_the_engines_page_runs_as_one_script",
     CATALOG_SECTION: "test_the_readme_in_order_on_one_server",
-    SPARK35_SECTION: "test_the_spark35_section_runs_as_written",
+    SPARK35_SECTION: "test_the_spark35_section_runs_as_written, "
+                     "tests/metaservice/catalog/test_spark_sql_cli.py",
     "Lineage in Marquez (OpenLineage)": "tests/metaservice/lineage/test_readme_lineage.py",
     "The lake on object storage":
         "tests/metaservice/catalog/test_s3.py::test_the_readme_section_runs_as_written",

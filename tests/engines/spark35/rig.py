@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -45,10 +45,12 @@ class SparkDriver:
 
     def __init__(self, log: Path, *, packages: str | None = None, python: Path = PYTHON,
                  jars: Sequence[Path] = JARS, install: str = "engines/spark35/install.sh",
-                 ) -> None:
+                 master: str | None = None, conf: Mapping[str, str] | None = None) -> None:
         """``packages``: Maven coordinates Spark fetches itself (``spark.jars.packages``)
         instead of the jars ``install.sh`` put in place. ``python``, ``jars``, ``install``:
-        another Spark route's (``tests/engines/spark41``)."""
+        another Spark route's (``tests/engines/spark41``). ``master``: the session's master
+        (``local[2]`` when None), such as a standalone cluster's ``spark://…``; ``conf``: more
+        settings of the session (for a cluster: its executors' memory and cores)."""
         for path in (python, *jars):
             if not path.exists():
                 missing(f"{path} is missing (set it up with: bash {install})",
@@ -58,8 +60,11 @@ class SparkDriver:
         env.pop("SPARK_HOME", None)
         self._log = log.open("w")
         classpath = ["--packages", packages] if packages else [str(jar) for jar in jars]
+        options = ["--master", master] if master else []
+        for key, value in (conf or {}).items():
+            options += ["--conf", f"{key}={value}"]
         self._process = subprocess.Popen(
-            [str(python), str(HERE / "driver.py"), *classpath], stdin=subprocess.PIPE,
+            [str(python), str(HERE / "driver.py"), *options, *classpath], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         self.pid = self._process.pid  # the driver; the JVM runs as its child
         self._catalogs = 0
@@ -99,6 +104,11 @@ class SparkDriver:
 
     def sql(self, statement: str) -> list[list[Any]]:
         return self._send(op="sql", sql=statement)["rows"]
+
+    def executors(self) -> dict[str, Any]:
+        """The session's ``master`` and its ``executors`` (``driver`` among them), each with
+        ``id``, ``host_port`` and ``tasks``: how many tasks it ran, as Spark recorded them."""
+        return self._send(op="executors")
 
     def open_read_session(self, name: str, *, catalog: str, at: str = "strong") -> str:
         """``spark_plugin.open_read_session`` in the Spark 3.5 session."""

@@ -11,7 +11,9 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from metaservice.settings import Settings
-from tests.conftest import LOOPBACK_TLS, ServerThread, serving
+from metaservice_soak.spark_cluster import StandaloneCluster
+from tests.conftest import LOOPBACK_TLS, ServerThread, one_spark_cluster_at_a_time, serving
+from tests.engines.spark41.rig import spark41_standalone
 
 
 @pytest.fixture
@@ -52,3 +54,13 @@ def rest_catalog(url: str, **properties: str) -> RestCatalog:
 @pytest.fixture
 def catalog(server: ServerThread) -> RestCatalog:
     return rest_catalog(server.url)
+
+
+@pytest.fixture(scope="module")
+def spark41_cluster() -> Iterator[StandaloneCluster]:
+    """A standalone cluster of the Spark 4.1 route (a master and two workers of one core each)
+    for a file's tests, while no other cluster of the run lives; no process of it outlives
+    it."""
+    with one_spark_cluster_at_a_time(), spark41_standalone() as cluster:
+        yield cluster
+    assert not cluster.pids(), "processes of the Spark 4.1 cluster outlived it"

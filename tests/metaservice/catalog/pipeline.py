@@ -8,12 +8,22 @@ while the siblings run at different paces breaks it.
 
 from __future__ import annotations
 
+import itertools
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
 import httpx
 import pyarrow as pa
 from pyiceberg.catalog.rest import RestCatalog
 
 from metaservice.clock import ManualClock
 from tests.metaservice.jobs.test_jobs import plan
+
+if TYPE_CHECKING:
+    from tests.engines.spark35.rig import SparkDriver
+
+T = TypeVar("T")
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 TABLES = ("orders", "a", "b")
@@ -68,3 +78,45 @@ def ids(catalog: RestCatalog, table: str) -> list[int]:
 def consistent(catalog: RestCatalog) -> bool:
     """The pipeline's invariant, read through ``catalog`` (a read session or the head)."""
     return ids(catalog, "db.orders") == ids(catalog, "db.a") == ids(catalog, "db.b")
+
+
+def read_while_running(pipeline: FanOut, read: Callable[[int], T], rounds: int) -> list[T]:
+    """``read(round)`` for each of ``rounds`` rounds while a thread runs the pipeline:
+    ingestion and the two siblings, b at a quarter of a's pace, so that most of the time the
+    head holds orders a has not processed, or a's output b has not caught up with. Answers the
+    reads; a failure of the pipeline's thread fails the call."""
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for turn in itertools.count(1):
+                if stop.wait(0.2):
+                    return
+                pipeline.ingest(1)
+                pipeline.step("a")
+                if turn % 4 == 0:
+                    pipeline.step("b")
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    writer = threading.Thread(target=run)
+    writer.start()
+    try:
+        answers = [read(round_) for round_ in range(rounds)]
+    finally:
+        stop.set()
+        writer.join()
+    assert not failures, failures
+    return answers
+
+
+def broken_ids(spark: SparkDriver, catalog: str) -> tuple[int, int]:
+    """One Spark SQL query joining the fan-out's three tables through the Spark catalog
+    ``catalog``: the orders read, and the ids missing from one of the three tables (the
+    pipeline's invariant is that there are none)."""
+    [[orders, broken]] = spark.sql(
+        f"SELECT count(o.id), count_if(o.id IS NULL OR a.id IS NULL OR b.id IS NULL) "
+        f"FROM {catalog}.db.orders o FULL JOIN {catalog}.db.a a ON o.id = a.id "
+        f"FULL JOIN {catalog}.db.b b ON coalesce(o.id, a.id) = b.id")
+    return orders, broken

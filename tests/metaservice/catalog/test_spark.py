@@ -13,8 +13,6 @@ each test registers its own Spark catalogs on its own server.
 
 from __future__ import annotations
 
-import itertools
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from metaservice.clock import ManualClock
 from tests.conftest import ServerThread
 from tests.engines.spark35.rig import SparkDriver, SparkError
-from tests.metaservice.catalog.pipeline import FanOut
+from tests.metaservice.catalog.pipeline import FanOut, broken_ids, read_while_running
 from tests.metaservice.catalog.test_pyiceberg import barriers
 from tests.metaservice.jobs.test_jobs import plan
 
@@ -147,56 +145,21 @@ def test_a_spark_job_writes_its_barriers_and_reads_them_back(
     assert (gone.status_code, gone.json()["error"]["code"]) == (410, "snapshot_expired")
 
 
-def broken_ids(spark: SparkDriver, catalog: str) -> tuple[int, int]:
-    """One Spark SQL query joining the fan-out's three tables (``pipeline.FanOut``) through
-    ``catalog``: the orders read, and the ids missing from one of the three tables (the
-    pipeline's invariant is that there are none)."""
-    [[orders, broken]] = spark.sql(
-        f"SELECT count(o.id), count_if(o.id IS NULL OR a.id IS NULL OR b.id IS NULL) "
-        f"FROM {catalog}.db.orders o FULL JOIN {catalog}.db.a a ON o.id = a.id "
-        f"FULL JOIN {catalog}.db.b b ON coalesce(o.id, a.id) = b.id")
-    return orders, broken
-
-
 def test_spark_joins_a_running_pipeline_at_one_barrier_in_a_strong_read_session(
         spark: SparkDriver, lake: str, catalog: RestCatalog, client: httpx.Client,
         clock: ManualClock, server: ServerThread) -> None:
     pipeline = FanOut(catalog, client, clock)
     pipeline.ingest(2)
     pipeline.step("a"), pipeline.step("b")
-    stop = threading.Event()
-    failures: list[BaseException] = []
 
-    def run() -> None:
-        """Ingestion and the two siblings, b at a quarter of a's pace: most of the time the
-        head holds orders a has not processed, or a's output b has not caught up with."""
-        try:
-            for turn in itertools.count(1):
-                if stop.wait(0.2):
-                    return
-                pipeline.ingest(1)
-                pipeline.step("a")
-                if turn % 4 == 0:
-                    pipeline.step("b")
-        except BaseException as exc:  # noqa: BLE001
-            failures.append(exc)
+    def read(round_: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        # A session's cut is fixed at its first load: each round registers a new catalog.
+        session = f"{lake}_strong{round_}"
+        spark.catalog(session, type="rest", uri=f"{server.url}/iceberg", warehouse="lake@strong")
+        return broken_ids(spark, session), broken_ids(spark, lake)
 
-    writer = threading.Thread(target=run)
-    writer.start()
-    strong: list[tuple[int, int]] = []
-    head: list[tuple[int, int]] = []
-    try:
-        for round_ in range(6):
-            # A session's cut is fixed at its first load: each round registers a new catalog.
-            session = f"{lake}_strong{round_}"
-            spark.catalog(session, type="rest", uri=f"{server.url}/iceberg",
-                          warehouse="lake@strong")
-            strong.append(broken_ids(spark, session))
-            head.append(broken_ids(spark, lake))
-    finally:
-        stop.set()
-        writer.join()
-    assert not failures, failures
+    reads = read_while_running(pipeline, read, rounds=6)
+    strong, head = [r[0] for r in reads], [r[1] for r in reads]
     print(f"strong read sessions (orders read, broken ids): {strong}; head: {head}")
     assert all(broken == 0 for _, broken in strong), strong
     assert len({orders for orders, _ in strong}) > 1, strong  # new sessions follow the pipeline

@@ -3,11 +3,19 @@ runtime (``tests/engines/spark41``, set up by ``engines/spark41/install.sh``), o
 PostgreSQL (Spark adds the engine, not the store: the catalog's database work is tried on both
 backends by the pyiceberg and race tests).
 
+The SQL runs on a real cluster: a standalone master and two workers of that same Spark (one
+core each), the driver in a process of its own at ``spark://…``; Iceberg's runtime reaches the
+executors as the session's ``spark.jars``, and the executors write the tables' data files into
+the warehouse the catalog names. One cluster and one driver serve the module.
+
 A job's SQL writes (``INSERT INTO``, ``MERGE INTO``, ``UPDATE``, ``DELETE``, on copy-on-write and
 merge-on-read tables) carry its barrier through Iceberg's session snapshot properties
 (``SET spark.sql.iceberg.snapshot-property.metaservice.barrier = …`` and ``….metaservice.job``)
 and complete that barrier in the commit itself; without them the catalog refuses the write
-into a running job's sink. Spark's snapshot expiration never removes a protected snapshot.
+into a running job's sink. A strong read session (``warehouse=lake@strong``) joins a running
+pipeline's tables at one barrier; ``CALL …system.expire_snapshots`` never removes a protected
+snapshot, and ``CALL …system.rollback_to_snapshot`` moves a table back only under an applied
+rollback plan.
 """
 
 from __future__ import annotations
@@ -16,10 +24,14 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from pyiceberg.catalog.rest import RestCatalog
 
+from metaservice.clock import ManualClock
+from metaservice_soak.spark_cluster import StandaloneCluster
 from tests.conftest import ServerThread
 from tests.engines.spark35.rig import SparkDriver, SparkError
 from tests.engines.spark41.rig import spark41_driver
+from tests.metaservice.catalog.pipeline import FanOut, broken_ids, read_while_running
 from tests.metaservice.catalog.test_pyiceberg import barriers
 from tests.metaservice.jobs.test_jobs import plan
 
@@ -29,9 +41,13 @@ COLUMNS = "id long, amount long"
 PROPERTY = "spark.sql.iceberg.snapshot-property"
 
 
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
-    driver = spark41_driver(tmp_path_factory.mktemp("spark41") / "driver.log")
+@pytest.fixture(scope="module")
+def spark(spark41_cluster: StandaloneCluster,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkDriver]:
+    """The module's driver on the module's cluster; its application holds both workers'
+    cores."""
+    driver = spark41_driver(tmp_path_factory.mktemp("spark41") / "driver.log",
+                            master=spark41_cluster.master_url)
     yield driver
     driver.close()
 
@@ -57,6 +73,33 @@ def snapshot_ids(spark: SparkDriver, table: str) -> list[int]:
 
 
 MODES = {"cow": "copy-on-write", "mor": "merge-on-read"}
+ROW_LEVEL_ID_2 = "cast(id AS string) RLIKE '^2$'"
+"""``id = 2`` as a condition Iceberg cannot decide on a data file's column statistics: a
+DELETE on it rewrites rows (copy-on-write) or writes delete files (merge-on-read), never drops
+whole files."""
+
+
+def test_the_sql_runs_on_the_clusters_executors(
+        spark: SparkDriver, lake: str, spark41_cluster: StandaloneCluster) -> None:
+    """The driver's master is the cluster's; the master lists its application holding both
+    workers' cores; an INSERT and a SELECT through the catalog run their tasks on the two
+    executors (the driver runs none)."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.spread (id bigint) USING iceberg")
+    before = {e["id"]: e["tasks"] for e in spark.executors()["executors"]}
+    spark.sql(f"INSERT INTO {lake}.db.spread SELECT id FROM range(0, 100, 1, 4)")
+    assert spark.sql(f"SELECT count(*), sum(id) FROM {lake}.db.spread") == [[100, 4950]]
+
+    seen = spark.executors()
+    assert seen["master"] == spark41_cluster.master_url
+    ran = {e["id"]: e["tasks"] - before.get(e["id"], 0) for e in seen["executors"]}
+    assert ran.pop("driver") == 0, seen
+    assert len(ran) == 2 and all(tasks > 0 for tasks in ran.values()), seen
+    assert all(e["host_port"].startswith("127.0.0.1:") for e in seen["executors"])
+    status = spark41_cluster.status()
+    [application] = [a for a in status["activeapps"] if a["name"] == "metaservice-catalog-tests"]
+    assert application["cores"] == 2, application
+    assert sorted(w["coresused"] for w in status["workers"]) == [1, 1], status["workers"]
 
 
 def test_a_jobs_sql_writes_complete_its_barriers_in_both_row_level_modes(
@@ -81,7 +124,8 @@ def test_a_jobs_sql_writes_complete_its_barriers_in_both_row_level_modes(
         "MERGE INTO {t} t USING (SELECT id, amount FROM {orders}) s ON t.id = s.id "
         "WHEN MATCHED THEN UPDATE SET t.amount = s.amount WHEN NOT MATCHED THEN INSERT *",
         "UPDATE {t} SET amount = amount + 1 WHERE id = 1",
-        "DELETE FROM {t} WHERE id = 2",
+        # Row-level whatever the files hold: see the next test for a DELETE of whole files.
+        "DELETE FROM {t} WHERE " + ROW_LEVEL_ID_2,
     ]
     answer = None
     for number, step in enumerate(steps, start=1):
@@ -149,3 +193,155 @@ def test_a_dataframe_jobs_overwrite_of_partitions_completes_its_barrier(
     second = snapshot_ids(spark, f"{lake}.db.daily")[-1]
     assert barriers(client, "lake.db.daily") == [(200, second, "daily"), (100, first, "daily")]
     assert spark.sql(f"SELECT * FROM {lake}.db.daily ORDER BY day") == [["mon", 1], ["tue", 5]]
+
+
+def test_a_delete_of_whole_data_files_carries_no_session_properties_and_is_refused(
+        spark: SparkDriver, lake: str, client: httpx.Client) -> None:
+    """Iceberg 1.12's Spark runtime commits a DELETE whose condition covers whole data files
+    (decided on the files' column statistics) as a metadata-only delete that leaves out the
+    session's snapshot properties: in a running job's sink the catalog refuses it as a write
+    without the job's barrier. The same DELETE made row-level (a condition the statistics
+    cannot decide) carries them and completes the barrier."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.src (id bigint, amount bigint) USING iceberg")
+    spark.sql(f"CREATE TABLE {lake}.db.out (id bigint, amount bigint) USING iceberg")
+    plan(client, "copy", ["lake.db.src"], ["lake.db.out"])
+    as_job(spark, None, 100)
+    spark.append(f"{lake}.db.src", COLUMNS, [(1, 10)])
+    as_job(spark, None, 200)
+    spark.append(f"{lake}.db.src", COLUMNS, [(2, 20)])
+    answer = client.post("/jobs/copy/start", json={"from": "earliest"}).json()
+    assert answer["barrier"] == 100, answer
+    as_job(spark, "copy", 100)
+    spark.sql(f"INSERT INTO {lake}.db.out VALUES (1, 10)")
+    answer = client.post("/jobs/copy/barriers/next", json={"after": 100}).json()
+    assert answer["barrier"] == 200, answer
+    as_job(spark, "copy", 200)
+    spark.sql(f"INSERT INTO {lake}.db.out VALUES (2, 20)")  # a file of its own: id 2 alone
+    [[files]] = spark.sql(f"SELECT count(*) FROM {lake}.db.out.files")
+    assert files == 2
+    as_job(spark, None, 300)
+    spark.append(f"{lake}.db.src", COLUMNS, [(3, 30)])
+    answer = client.post("/jobs/copy/barriers/next", json={"after": 200}).json()
+    assert answer["barrier"] == 300, answer
+    as_job(spark, "copy", 300)  # the step of barrier 300 deletes id 2
+
+    with pytest.raises(SparkError, match="metaservice table_has_writer"):
+        spark.sql(f"DELETE FROM {lake}.db.out WHERE id = 2")
+    assert spark.sql(f"SELECT id FROM {lake}.db.out ORDER BY id") == [[1], [2]]
+    spark.sql(f"DELETE FROM {lake}.db.out WHERE {ROW_LEVEL_ID_2}")
+    as_job(spark, None, None)
+    assert spark.sql(f"SELECT id FROM {lake}.db.out ORDER BY id") == [[1]]
+    head = snapshot_ids(spark, f"{lake}.db.out")[-1]
+    assert barriers(client, "lake.db.out")[0] == (300, head, "copy")
+
+
+def test_a_strong_read_session_joins_a_running_pipeline_at_one_barrier(
+        spark: SparkDriver, lake: str, catalog: RestCatalog, client: httpx.Client,
+        clock: ManualClock, server: ServerThread) -> None:
+    """While a writer commits newer barriers, each strong read session's join sees one
+    barrier's cut (no order missing from a sibling's table), where the head mixes barriers."""
+    pipeline = FanOut(catalog, client, clock)
+    pipeline.ingest(2)
+    pipeline.step("a"), pipeline.step("b")
+
+    def read(round_: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        session = f"{lake}_strong{round_}"  # a session's cut is fixed at its first load
+        spark.catalog(session, type="rest", uri=f"{server.url}/iceberg", warehouse="lake@strong")
+        return broken_ids(spark, session), broken_ids(spark, lake)
+
+    reads = read_while_running(pipeline, read, rounds=4)
+    strong, head = [r[0] for r in reads], [r[1] for r in reads]
+    print(f"strong read sessions (orders read, broken ids): {strong}; head: {head}")
+    assert all(broken == 0 for _, broken in strong), strong
+    assert len({orders for orders, _ in strong}) > 1, strong  # new sessions follow the pipeline
+    assert sum(broken > 0 for _, broken in head) > 0, head  # the head mixes barriers
+    with pytest.raises(SparkError, match="read-only session"):
+        spark.sql(f"INSERT INTO {lake}_strong0.db.orders VALUES (99)")
+
+
+def test_expire_snapshots_never_removes_a_leased_or_cut_snapshot(
+        spark: SparkDriver, lake: str, client: httpx.Client) -> None:
+    """``CALL <catalog>.system.expire_snapshots``: a snapshot at the component's strong cut
+    and a leased one stay (the catalog refuses the commit, naming why); unprotected ones go,
+    and so does the leased one once its lease is released."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.orders (id bigint, amount bigint) USING iceberg")
+    spark.sql(f"CREATE TABLE {lake}.db.totals (id bigint, amount bigint) USING iceberg")
+    plan(client, "enrich", ["lake.db.orders"], ["lake.db.totals"])
+    answer = None
+    for barrier in (100, 200):
+        as_job(spark, None, barrier)
+        spark.append(f"{lake}.db.orders", COLUMNS, [(barrier, barrier)])
+        answer = (client.post("/jobs/enrich/start", json={"from": "latest"}).json()
+                  if answer is None else
+                  client.post("/jobs/enrich/barriers/next", json={"after": 100}).json())
+        assert answer["barrier"] == barrier, answer
+        as_job(spark, "enrich", barrier)
+        spark.sql(f"INSERT INTO {lake}.db.totals VALUES ({barrier}, {barrier})")
+    as_job(spark, None, 300)  # orders run ahead of the job: the strong cut stays at 200
+    spark.append(f"{lake}.db.orders", COLUMNS, [(300, 300)])
+    as_job(spark, None, None)
+    orders_100, orders_200, orders_300 = snapshot_ids(spark, f"{lake}.db.orders")
+    totals_100, totals_200 = snapshot_ids(spark, f"{lake}.db.totals")
+
+    def expire(table: str, snapshot: int) -> None:
+        spark.sql(f"CALL {lake}.system.expire_snapshots(table => 'db.{table}', "
+                  f"snapshot_ids => array({snapshot}))")
+
+    with pytest.raises(SparkError, match="metaservice snapshot_protected.*strong_cut"):
+        expire("orders", orders_200)
+    lease = client.post("/versions", json={"tables": ["lake.db.totals"], "barrier": 100,
+                                           "lease_seconds": 300, "holder": "report"}).json()
+    with pytest.raises(SparkError, match=f"snapshot_protected.*lease:{lease['lease_id']}"):
+        expire("totals", totals_100)
+    assert snapshot_ids(spark, f"{lake}.db.orders") == [orders_100, orders_200, orders_300]
+    assert snapshot_ids(spark, f"{lake}.db.totals") == [totals_100, totals_200]
+    assert spark.sql(f"SELECT id FROM {lake}.db.orders VERSION AS OF {orders_200} "
+                     "ORDER BY id") == [[100], [200]]
+
+    expire("orders", orders_100)
+    assert snapshot_ids(spark, f"{lake}.db.orders") == [orders_200, orders_300]
+    assert client.delete(f"/leases/{lease['lease_id']}").status_code == 204
+    expire("totals", totals_100)
+    assert snapshot_ids(spark, f"{lake}.db.totals") == [totals_200]
+    gone = client.post("/versions", json={"tables": ["lake.db.totals"], "barrier": 100})
+    assert (gone.status_code, gone.json()["error"]["code"]) == (410, "snapshot_expired")
+
+
+def test_rollback_to_snapshot_is_refused_unless_an_applied_rollback_plan_targets_it(
+        spark: SparkDriver, lake: str, client: httpx.Client) -> None:
+    """``CALL <catalog>.system.rollback_to_snapshot``: the catalog's refusal reaches Spark and
+    the head stays; under an applied rollback plan the call moves the head to the plan's
+    snapshot, and to no other."""
+    spark.sql(f"CREATE NAMESPACE {lake}.db")
+    spark.sql(f"CREATE TABLE {lake}.db.r (id bigint, amount bigint) USING iceberg")
+    for barrier in (100, 200, 300):
+        as_job(spark, None, barrier)
+        spark.append(f"{lake}.db.r", COLUMNS, [(barrier, barrier)])
+    as_job(spark, None, None)
+    first, second, third = snapshot_ids(spark, f"{lake}.db.r")
+
+    def rollback(snapshot: int) -> None:
+        spark.sql(f"CALL {lake}.system.rollback_to_snapshot('db.r', {snapshot})")
+
+    def head() -> int:
+        [[current]] = spark.sql(f"SELECT snapshot_id FROM {lake}.db.r.history "
+                                "WHERE is_current_ancestor ORDER BY made_current_at DESC LIMIT 1")
+        return int(current)
+
+    with pytest.raises(SparkError, match="metaservice rollback_plan_not_applied"):
+        rollback(first)
+    assert head() == third
+    plan_id = client.post("/rollback-plans",
+                          json={"table": "lake.db.r", "barrier": 100}).json()["id"]
+    with pytest.raises(SparkError, match="metaservice rollback_plan_not_applied"):
+        rollback(first)  # planned, not applied
+    assert client.post(f"/rollback-plans/{plan_id}/apply").status_code == 200
+    with pytest.raises(SparkError, match="metaservice rollback_plan_not_applied"):
+        rollback(second)  # not the plan's snapshot
+    assert head() == third
+    rollback(first)
+    assert head() == first
+    assert client.post(f"/rollback-plans/{plan_id}/complete").status_code == 200
+    assert spark.sql(f"SELECT id FROM {lake}.db.r ORDER BY id") == [[100]]
