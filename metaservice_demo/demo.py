@@ -8,7 +8,10 @@ What it does, printing each step as it happens:
 2. creates the tables in that catalog, which the jobs' source and sink find by name;
 3. ingests a synthetic stream into two root tables, ``orders`` and ``customers``, with pyiceberg
    through the catalog (both roots complete the same barrier, one tick every ``--interval``
-   seconds);
+   seconds); with ``--kafka HOST:PORT`` the orders go to a Kafka topic instead, and a fourth
+   streaming job, ``ingest-orders``, reads them with Spark's own Kafka source into ``orders``,
+   one barrier per micro-batch (a job without ``metaservice`` sources, exactly once across
+   restarts: docs/engines.md#kafka);
 4. runs three Structured Streaming jobs through the ``metaservice`` source and sink:
    ``enrich-orders`` (orders ⋈ customers → ``orders_enriched``, append),
    ``revenue-by-segment`` (an aggregate of ``orders_enriched`` → ``revenue_by_segment``,
@@ -75,6 +78,9 @@ REVENUE_JOB = "revenue-by-segment"
 SPEND_JOB = "customer-spend"
 SINKS = {ENRICH_JOB: ENRICHED, SPEND_JOB: SPEND, REVENUE_JOB: REVENUE}
 INGEST_LABEL = "demo-ingest"
+INGEST_ORDERS_JOB = "ingest-orders"  # with --kafka: the topic's orders → ORDERS
+KAFKA_TOPIC = "metaservice-demo-orders"
+KAFKA_JARS = Path(".cache") / "jars" / "plugin-kafka"  # bash engines/kafka/install.sh
 SEGMENTS = ("retail", "business", "public")
 INVARIANT = ("at one cut, every order is enriched exactly once, revenue_by_segment sums exactly "
              "the enriched orders, and customer_spend, computed from the same orders by a second "
@@ -188,8 +194,10 @@ class SyntheticStream:
     ingested are kept (``barriers``), so that the pace actually reached can be reported.
     """
 
-    def __init__(self, client: Any, catalog: Any, console: Console, seed: int = 7) -> None:
+    def __init__(self, client: Any, catalog: Any, console: Console, seed: int = 7,
+                 kafka: KafkaOrders | None = None) -> None:
         self.client, self.catalog, self.console = client, catalog, console
+        self.kafka = kafka
         self.random = random.Random(seed)
         self.customers = 0
         self.orders = 0
@@ -223,10 +231,16 @@ class SyntheticStream:
         count = 0 if existing == 0 else self.random.randint(2, 6)
         order_ids = list(range(self.orders + 1, self.orders + count + 1))
         self.orders += count
-        self._append(ORDERS, {
+        orders: dict[str, list[Any]] = {
             "order_id": order_ids,
             "customer_id": [self.random.randint(1, existing) for _ in order_ids],
-            "amount": [round(self.random.uniform(5, 200), 2) for _ in order_ids]}, barrier)
+            "amount": [round(self.random.uniform(5, 200), 2) for _ in order_ids]}
+        if self.kafka is not None:
+            # after the customers they name were appended: their barrier is older than the
+            # one ingest-orders gives these orders
+            self.kafka.produce(orders)
+        else:
+            self._append(ORDERS, orders, barrier)
         with self._lock:
             self.ticks += 1
             self.last_barrier = barrier
@@ -236,6 +250,31 @@ class SyntheticStream:
     def barriers_since(self, index: int) -> list[int]:
         with self._lock:
             return self.barriers[index:]
+
+
+class KafkaOrders:
+    """The orders of each tick as JSON messages of a Kafka topic (``--kafka``), written with
+    ``confluent-kafka``, the Python client Kafka's users have (the ``dev`` extra installs it;
+    the topic must exist, or the broker must create topics on first use)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        try:
+            from confluent_kafka import Producer
+        except ModuleNotFoundError:
+            raise RuntimeError("--kafka needs Kafka's Python client: pip install confluent-kafka"
+                               ) from None
+        self.bootstrap, self.topic = bootstrap, topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+
+    def produce(self, orders: dict[str, list[Any]]) -> None:
+        import json
+
+        for order in zip(orders["order_id"], orders["customer_id"], orders["amount"],
+                         strict=True):
+            self.producer.produce(self.topic, value=json.dumps(
+                dict(zip(("order_id", "customer_id", "amount"), order, strict=True))).encode())
+        if self.producer.flush(30) != 0:
+            raise RuntimeError(f"Kafka at {self.bootstrap} took no orders within 30 s")
 
 
 # -- Spark ------------------------------------------------------------------------------------
@@ -260,10 +299,11 @@ logger.hadoop.level = error
 """
 
 
-def start_spark(local_dir: Path) -> Any:
+def start_spark(local_dir: Path, jars: list[Path] | None = None) -> Any:
     """A local[2] session on loopback whose scratch space (``SPARK_LOCAL_DIRS``) is
     ``local_dir`` unless configured otherwise, so that the demo's directory holds everything it
-    writes, and whose log shows errors only."""
+    writes, and whose log shows errors only; ``jars`` on its class path (Spark's Kafka
+    source)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_DIRS", str(local_dir))  # spark.local.dir, unwarned
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local[2] needs no other address
@@ -272,7 +312,10 @@ def start_spark(local_dir: Path) -> Any:
     log4j2.write_text(SPARK_LOG4J2)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("metaservice-demo")
+    builder = SparkSession.builder
+    if jars:
+        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    spark = (builder.master("local[2]").appName("metaservice-demo")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.default.parallelism", "2")
              .config("spark.ui.enabled", "false")
@@ -340,17 +383,22 @@ class Jobs:
     WORKER_TIMEOUT = "Python worker failed to connect back"
 
     def __init__(self, spark: Any, url: str, checkpoints: Path, trigger_seconds: float,
-                 slow_trigger_seconds: float, console: Console) -> None:
+                 slow_trigger_seconds: float, console: Console,
+                 kafka: KafkaOrders | None = None) -> None:
         self.spark, self.url, self.checkpoints = spark, url, checkpoints
         self.console = console
+        self.kafka = kafka
         self.trigger = f"{trigger_seconds:g} seconds"
         self.slow_trigger = f"{slow_trigger_seconds:g} seconds"
         self.triggers = {ENRICH_JOB: self.trigger, SPEND_JOB: self.slow_trigger,
-                         REVENUE_JOB: self.trigger}
+                         REVENUE_JOB: self.trigger, INGEST_ORDERS_JOB: self.trigger}
         self.queries: dict[str, Any] = {}
         self.restarts: dict[str, int] = {}
         self._starts = {ENRICH_JOB: self.start_enrichment, SPEND_JOB: self.start_spend,
-                        REVENUE_JOB: self.start_revenue}
+                        REVENUE_JOB: self.start_revenue,
+                        INGEST_ORDERS_JOB: self.start_kafka_ingestion}
+        # each job's sink; with Kafka, ingest-orders writes the orders
+        self.sinks = dict(SINKS) if kafka is None else {INGEST_ORDERS_JOB: ORDERS, **SINKS}
 
     def _source(self, job: str, table: str) -> Any:
         return (self.spark.readStream.format("metaservice").option("metaservice.url", self.url)
@@ -363,6 +411,19 @@ class Jobs:
                  .trigger(processingTime=self.triggers[job]).queryName(job).start())
         self.queries[job] = query
         return query
+
+    def start_kafka_ingestion(self) -> Any:
+        """The Kafka topic's orders → orders: Spark's own Kafka source, each micro-batch one
+        barrier of ``orders`` (its job has no ``metaservice`` source)."""
+        assert self.kafka is not None
+        schema = "order_id BIGINT, customer_id BIGINT, amount DOUBLE"
+        orders = (self.spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", self.kafka.bootstrap)
+                  .option("subscribe", self.kafka.topic).option("startingOffsets", "earliest")
+                  .load()
+                  .selectExpr(f"from_json(CAST(value AS STRING), '{schema}') AS o")
+                  .select("o.order_id", "o.customer_id", "o.amount"))
+        return self._sink(orders, INGEST_ORDERS_JOB, ORDERS, "append")
 
     def start_enrichment(self) -> Any:
         """orders ⋈ customers (a stream-stream join: both sides at the same barrier) →
@@ -492,9 +553,9 @@ def figures_from_arrow(data: dict[str, Any]) -> Figures:
 
 
 STRONG_WAREHOUSE = f"{CATALOG}@strong"
-SPARK_SQL_NOTE = ("Spark SQL reads the same read sessions with pyspark 3.5 and Apache "
-                  "Iceberg's Spark runtime (a catalog with warehouse lake@strong); pyspark 4 "
-                  "has no Iceberg runtime, so DuckDB reads them here.")
+SPARK_SQL_NOTE = ("Spark SQL reads the same read sessions with Apache Iceberg's Spark runtime "
+                  "(Spark 3.5 or 4.1: a catalog with warehouse lake@strong); the demo's Spark, "
+                  "4.2, has no Iceberg runtime yet, so DuckDB reads them here.")
 
 
 @dataclass
@@ -644,7 +705,7 @@ class Paces:
 
     def _commits_line(self) -> str:
         parts = []
-        for job, table in SINKS.items():
+        for job, table in self.jobs.sinks.items():
             history = self.client.table_barriers(table, limit=200)["barriers"]
             since = self._since_ms.get(table, self._started_ms)
             times = sorted(b["committed_at"] / 1000 for b in history
@@ -681,6 +742,19 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="where Spark's, py4j's and the JVM's messages go, kept after the "
                              "demo ends (default: metaservice-demo.log in the system's "
                              "temporary directory); the terminal shows the demo's own lines only")
+    parser.add_argument("--kafka", metavar="HOST:PORT", default=None,
+                        help="take the orders from this Kafka broker: each tick's orders are "
+                             "messages of --kafka-topic, and a fourth streaming job, "
+                             f"{INGEST_ORDERS_JOB}, reads them with Spark's Kafka source into "
+                             f"{ORDERS} (needs confluent-kafka and Spark's Kafka source: "
+                             "bash engines/kafka/install.sh)")
+    parser.add_argument("--kafka-topic", default=KAFKA_TOPIC,
+                        help=f"the orders' topic (default {KAFKA_TOPIC}; it must exist, or the "
+                             "broker must create topics on first use)")
+    parser.add_argument("--kafka-jars", type=Path, default=KAFKA_JARS,
+                        help="the directory of Spark's Kafka source's jars, at pyspark's "
+                             f"version (default {KAFKA_JARS}, where engines/kafka/install.sh "
+                             "puts them)")
     parser.add_argument("--slow-trigger", type=float, default=None,
                         help=f"processing-time trigger of {SPEND_JOB}, in seconds (default: "
                              "four ingestion intervals, at least 2)")
@@ -806,9 +880,20 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
                           f"{REVENUE_JOB} → {REVENUE}")
     console.say("tables", f"{ORDERS} → {SPEND_JOB} (slower) → {SPEND}: a second job on the "
                           "same stream")
+    kafka = None
+    kafka_jars: list[Path] = []
+    if args.kafka is not None:
+        kafka_jars = sorted(Path(args.kafka_jars).glob("*.jar"))
+        if not any(j.name.startswith("spark-sql-kafka") for j in kafka_jars):
+            raise RuntimeError(f"Spark's Kafka source is not in {args.kafka_jars} "
+                               "(bash engines/kafka/install.sh, or --kafka-jars DIR)")
+        kafka = KafkaOrders(args.kafka, args.kafka_topic)
+        console.say("tables", f"Kafka {args.kafka} topic {args.kafka_topic} → "
+                              f"{INGEST_ORDERS_JOB} (Spark's Kafka source) → {ORDERS}: the "
+                              "orders come from Kafka, each micro-batch one barrier")
     console.say("invariant", INVARIANT)
     client = sp.MetaServiceClient(url)
-    stream = SyntheticStream(client, catalog, console)
+    stream = SyntheticStream(client, catalog, console, kafka=kafka)
     for _ in range(2):
         barrier, c, o = stream.tick()
         console.say("ingest", f"barrier {clock(barrier)}: +{c} customers, +{o} orders")
@@ -823,7 +908,7 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
                              "laptop to a minute or more on a busy machine)")
         started_spark = time.monotonic()
         with ticking(console, "spark", "starting the JVM and the session"):
-            spark = start_spark(base / "spark-local")
+            spark = start_spark(base / "spark-local", kafka_jars)
         signals.install()  # pyspark replaced the SIGINT handler with its own
         console.say("spark", f"session up after {time.monotonic() - started_spark:.0f} s; "
                              "checking that Spark's Python workers import the plugin (a first "
@@ -831,7 +916,8 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
         with ticking(console, "spark", "the first Spark job starts Spark's Python workers"):
             sp.register_data_source(spark, url=url)
         slow = args.slow_trigger if args.slow_trigger is not None else max(2.0, 4 * args.interval)
-        jobs = Jobs(spark, url, base / "checkpoints", max(0.5, args.interval / 2), slow, console)
+        jobs = Jobs(spark, url, base / "checkpoints", max(0.5, args.interval / 2), slow, console,
+                    kafka)
 
         def ingest_forever() -> None:
             due = time.monotonic() + args.interval
@@ -848,30 +934,44 @@ def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, 
                 due = max(due + args.interval, time.monotonic())
 
         feeder = threading.Thread(target=ingest_forever, name="demo-ingest", daemon=True)
-        # A table that joins a pipeline behind the strong cut it serves is "catching up" (not
-        # readable in strong reads) until it reaches the cut of the rest of its component. So
-        # the jobs start while ingestion pauses, and the stream resumes once all caught up.
-        console.say("ingest", "paused while the jobs start and catch up with the roots")
+        if kafka is None:
+            # A table that joins a pipeline behind the strong cut it serves is "catching up"
+            # (not readable in strong reads) until it reaches the cut of the rest of its
+            # component. So the jobs start while ingestion pauses, and the stream resumes once
+            # all caught up.
+            console.say("ingest", "paused while the jobs start and catch up with the roots")
+        else:
+            # The orders' barriers are the ones ingest-orders gives its micro-batches, each
+            # later than the customers they name: a job reading both is handed a barrier both
+            # have passed, which a pause of the customers would never give. Ingestion goes on.
+            feeder.start()
+            console.say("ingest", f"a tick asked for every {args.interval:g} s while the jobs "
+                                  f"start: the orders' barriers come from {INGEST_ORDERS_JOB}, "
+                                  "and the jobs align with both roots as they advance")
         # One query after the other: each starts Python workers that must connect back to the
         # JVM within Spark's fixed 10 s, which several at once on a busy machine may not.
-        for start, what in ((jobs.start_spend, "per customer, complete mode"),
-                            (jobs.start_enrichment, "orders ⋈ customers, append"),
-                            (jobs.start_revenue, "per segment, complete mode")):
+        queries = [(jobs.start_spend, "per customer, complete mode"),
+                   (jobs.start_enrichment, "orders ⋈ customers, append"),
+                   (jobs.start_revenue, "per segment, complete mode")]
+        if kafka is not None:
+            queries.insert(0, (jobs.start_kafka_ingestion, "Kafka's orders, append"))
+        for start, what in queries:
             with ticking(console, "spark", f"starting a streaming query ({what})"):
                 job = start().name
             console.say("spark", f"streaming job {job} started ({what}, trigger "
                                  f"{jobs.triggers[job]})")
             _wait_for_first_trigger(console, jobs, job)
-        _wait_for_sinks(console, client, jobs, stream.last_barrier)
+        _wait_for_sinks(console, client, jobs, None if kafka else stream.last_barrier)
         duck = DuckDB(url, client)
         console.say("reads", f"DuckDB attaches '{STRONG_WAREHOUSE}' (a new read session, one "
                              f"cut, released once read) and '{CATALOG}' (the head) for every "
                              "report; no code of MetaService's in the reads")
         console.say("reads", SPARK_SQL_NOTE)
         paces = Paces(stream, client, args, jobs)
-        feeder.start()
-        console.say("ingest", f"resumed: a tick asked for every {args.interval:g} s (the "
-                              "reports show the pace measured)")
+        if kafka is None:
+            feeder.start()
+            console.say("ingest", f"resumed: a tick asked for every {args.interval:g} s (the "
+                                  "reports show the pace measured)")
         console.say("pipeline", "every job has caught up: a strong read asked for every "
                                 f"{args.report_every:g} s, "
                                 + (f"for {args.duration:g} s" if args.duration is not None
@@ -946,8 +1046,9 @@ def _wait_for_first_trigger(console: Console, jobs: Jobs, job: str) -> None:
 
 
 def _wait_for_sinks(console: Console, client: Any, jobs: Jobs, barrier: int | None) -> None:
-    """Until every job's sink completes ``barrier`` (printing each commit)."""
-    seen: dict[str, int | None] = dict.fromkeys(SINKS)
+    """Until every job's sink completes ``barrier``, or (``None``) a first barrier (printing
+    each commit)."""
+    seen: dict[str, int | None] = dict.fromkeys(jobs.sinks)
     started = time.monotonic()
     next_line = started + PROGRESS_EVERY
     while True:
@@ -957,9 +1058,10 @@ def _wait_for_sinks(console: Console, client: Any, jobs: Jobs, barrier: int | No
             behind = [f"{job} at {clock(at) if at is not None else 'nothing yet'}"
                       for job, at in seen.items()
                       if at is None or (barrier is not None and at < barrier)]
-            console.say("catch-up", f"… to barrier {clock(barrier)}: " + ", ".join(behind)
+            target = "a first barrier" if barrier is None else f"barrier {clock(barrier)}"
+            console.say("catch-up", f"… to {target}: " + ", ".join(behind)
                         + f" ({time.monotonic() - started:.0f} s)")
-        for job, table in SINKS.items():
+        for job, table in jobs.sinks.items():
             try:
                 latest = client.table_barriers(table, limit=1).get("latest_barrier")
             except sp.UnknownTableError:
@@ -967,7 +1069,7 @@ def _wait_for_sinks(console: Console, client: Any, jobs: Jobs, barrier: int | No
             if latest is not None and latest != seen[job]:
                 seen[job] = latest
                 console.say("commit", f"{job} committed barrier {clock(latest)} to {table}")
-        if barrier is not None and all(b is not None and b >= barrier for b in seen.values()):
+        if all(b is not None and (barrier is None or b >= barrier) for b in seen.values()):
             return
         time.sleep(0.2)
 

@@ -189,7 +189,7 @@ def test_strong_read_sessions_hold_the_invariant_across_sibling_jobs_and_head_re
     # the head, read outside a read session, is measurably wrong
     assert int(summary.group(3)) >= 1, out
     assert sum(m.group(1) == "broken" for m in heads) >= 1, out
-    assert "Spark SQL reads the same read sessions with pyspark 3.5" in out
+    assert "Spark SQL reads the same read sessions with Apache Iceberg's Spark runtime" in out
 
 
 def test_the_printed_paces_are_the_measured_ones(demo):
@@ -240,6 +240,32 @@ def _java_children(pid: int) -> list[int]:
             if b"java" in command:
                 found.append(int(child))
     return found
+
+
+def test_the_demo_takes_its_orders_from_kafka(kafka, tmp_path):
+    """``--kafka``: each tick's orders are messages of a real broker's topic, read by a fourth
+    streaming job with Spark's own Kafka source into ``orders`` (its barriers are that job's),
+    and the strong reads hold the invariant as they do with the orders appended directly."""
+    topic = "demo-orders"
+    kafka.create_topic(topic, partitions=2)
+    proc, output = _start(tmp_path, tmp_path / "stderr.txt", "--kafka", kafka.bootstrap,
+                          "--kafka-topic", topic, "--report-every", "3", "--duration", "8")
+    try:
+        proc.wait(timeout=480)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = output.text()
+    assert proc.returncode == 0, out[-3000:]
+    assert f"Kafka {kafka.bootstrap} topic {topic} → ingest-orders" in out
+    assert "ingest-orders committed barrier" in out
+    # the lag table names the orders' writer: the job that reads Kafka
+    assert re.search(r"lake\.shop\.orders +\S.* ingest-orders$", out, re.M), out[-3000:]
+    reads = [x for x in out.splitlines() if STRONG_READ.match(x)]
+    assert reads and all(": invariant held — " in x for x in reads), "\n".join(reads)
+    orders = [int(m.group(1)) for x in reads for m in [re.search(r" orders (\d+) ", x)] if m]
+    assert orders and max(orders) > 0, "\n".join(reads)
 
 
 def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
