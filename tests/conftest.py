@@ -179,6 +179,8 @@ COSTLIEST_FILES = (
     "tests/spark_plugin/test_builtin_catalog.py",
     "tests/spark_plugin/test_kafka_root.py",
     "tests/spark_plugin/test_standalone_cluster.py",
+    "tests/metaservice/catalog/test_spark_streaming.py",
+    "tests/metaservice/catalog/test_spark_sql.py",
     "tests/metaservice/catalog/test_spark.py",
     "tests/spark_plugin/test_examples.py",
     "tests/spark_plugin/test_demo.py",

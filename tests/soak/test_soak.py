@@ -13,7 +13,7 @@ from metaservice_soak.faults import KINDS
 from metaservice_soak.harness import Soak, SoakConfig
 from metaservice_soak.postgres import ClusterError, server_binary
 from metaservice_soak.report import build, render
-from tests.conftest import missing
+from tests.conftest import missing, one_spark_cluster_at_a_time
 from tests.soak.conftest import require_haproxy
 
 pytestmark = pytest.mark.slow  # about five minutes: PostgreSQL, servers, Spark, every fault
@@ -32,9 +32,10 @@ def test_a_short_soak_on_postgresql_loses_nothing_and_breaks_nothing(
     except ClusterError as exc:
         missing(str(exc), required_by="METASERVICE_REQUIRE_POSTGRES")
 
-    outcome = Soak(SoakConfig(minutes=MINUTES, seed=SEED, backend="postgresql",
-                              state=tmp_path / "state", drain_timeout=240,
-                              stop_timeout=90)).run()
+    with one_spark_cluster_at_a_time():  # its cluster has the cores to itself
+        outcome = Soak(SoakConfig(minutes=MINUTES, seed=SEED, backend="postgresql",
+                                  state=tmp_path / "state", drain_timeout=240,
+                                  stop_timeout=90)).run()
     report = build(outcome)
     text = render(report)
     print(text)
