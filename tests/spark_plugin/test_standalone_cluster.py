@@ -38,13 +38,6 @@ FORBIDDEN = ("METASERVICE_", "PYICEBERG_", "PYSPARK_PYTHON")
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[StandaloneCluster]:
-    with StandaloneCluster(workers=2, cores=1, memory="512m") as c:
-        yield c
-    assert not c.pids(), "processes of the cluster outlived it"
-
-
-@pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from pydantic import SecretStr
 
