@@ -16,6 +16,14 @@ configuration, never the executors' environment), so executors of a cluster whos
 no AWS variables write and read with exactly the table's credentials. Spark redacts these keys
 (``access.key``, ``secret``, ``token``) in plans and UIs; nothing here logs them.
 
+A write into S3 commits its tasks with ``FileOutputCommitter``'s algorithm 2
+(:data:`OBJECT_STORE_WRITE_OPTIONS`): each task's files are renamed once, by the task, into the
+write's directory, instead of twice with the job's commit renaming every file serially on the
+driver (a rename on S3 is a copy and a delete). Algorithm 2's weakness, a job's output visible
+before the job commits, does not matter here: the directory is fresh and nothing reads it until
+the Iceberg commit names its files; Spark lets one attempt of a task commit, and a retried
+attempt writes the same file names.
+
 Hadoop caches one filesystem per bucket and process: with credentials that differ by table and
 expire, a cached filesystem would keep the first table's. The options turn the cache off for
 ``s3a`` in that job (``fs.s3a.impl.disable.cache``), so each job's filesystems are built from its
@@ -36,6 +44,9 @@ OBJECT_STORE_SCHEMES = ("s3", "s3a", "s3n")
 
 TEMPORARY_PROVIDER = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
 SIMPLE_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+
+OBJECT_STORE_WRITE_OPTIONS = {"mapreduce.fileoutputcommitter.algorithm.version": "2"}
+"""Hadoop options of a Spark write into S3 (see the module docstring)."""
 
 # pyiceberg's FileIO property → S3A's per-bucket key (fs.s3a.bucket.<bucket>.<key>)
 _S3A_KEYS = {

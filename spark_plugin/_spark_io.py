@@ -46,7 +46,13 @@ from spark_plugin._iceberg import (
     unsupported_columns,
 )
 from spark_plugin._names import TableName
-from spark_plugin._s3a import hadoop_path, table_hadoop_options, table_path
+from spark_plugin._s3a import (
+    OBJECT_STORE_WRITE_OPTIONS,
+    hadoop_path,
+    is_object_store,
+    table_hadoop_options,
+    table_path,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -390,10 +396,11 @@ def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list
     codec = table.metadata.properties.get("write.parquet.compression-codec", "zstd").lower()
     out = f"{data_location(table)}/ms-{uuid.uuid4().hex}"
     storage = table_hadoop_options(table, out)
+    committer = OBJECT_STORE_WRITE_OPTIONS if is_object_store(out) else {}
     with scoped_spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                                    "spark.sql.parquet.fieldId.write.enabled": "true"}):
         (aligned.write.mode("errorifexists")
-         .options(**storage)
+         .options(**storage, **committer)
          .option("compression", _SPARK_CODECS.get(codec, "zstd"))
          .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
          .parquet(hadoop_path(out)))
