@@ -404,12 +404,33 @@ def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list
          .option("compression", _SPARK_CODECS.get(codec, "zstd"))
          .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
          .parquet(hadoop_path(out)))
+    return sorted(table_path(p, out) for p in _files_written(spark, aligned, out, storage))
+
+
+def _files_written(spark: SparkSession, aligned: DataFrame, out: str,
+                   storage: Mapping[str, str]) -> list[str]:
+    """The data files in ``out``: listed by Hadoop's filesystem in the driver's JVM (one
+    listing, no query planned), else (a session without a JVM of its own) by a Spark read."""
+    jvm_session = getattr(spark, "_jsparkSession", None)
+    if jvm_session is None:
+        try:
+            return list(spark.read.schema(aligned.schema).options(**storage)
+                        .parquet(hadoop_path(out)).inputFiles())
+        except Exception:  # noqa: BLE001 - nothing was written (no rows, no partitions)
+            return []
+    conf = jvm_session.sessionState().newHadoopConf()
+    for key, value in storage.items():
+        conf.set(key, value)
+    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(hadoop_path(out))
+    fs = path.getFileSystem(conf)
     try:
-        paths = (spark.read.schema(aligned.schema).options(**storage)
-                 .parquet(hadoop_path(out)).inputFiles())
-    except Exception:  # noqa: BLE001 - nothing was written (no rows, no partitions)
-        return []
-    return sorted(table_path(p, out) for p in paths)
+        if not fs.exists(path):
+            return []
+        return [str(status.getPath().toString()) for status in fs.listStatus(path)
+                if status.isFile() and not status.getPath().getName().startswith(("_", "."))]
+    finally:
+        if storage:  # a filesystem of its own (no cache): close it; a cached one is shared
+            fs.close()
 
 
 def _write_with_arrow(aligned: DataFrame, table: Table) -> list[DataFile]:
