@@ -21,9 +21,9 @@ vended-credentials`` only; the catalog records barrier B in the same commit.
 
 The rows are ``id, id * 7 % 1000 AS amount, concat('order-', id) AS note`` over ``range(N)``
 (two partitions, two files each append), zstd on both tables, both tables' columns nullable.
-Three untimed warm-up appends each (alternating; the plugin's JVM is still compiling its write
-path after one: about 1.3 s, then 1.1, 1.0, 0.9 in a quick look here, the runtime's steady after
-one), then rounds in which the two write back to back, the order swapped every round, so both
+Six untimed warm-up appends each (alternating; the plugin's JVM was still getting faster after
+three: 1.3, 1.1, 1.0, 0.9 s in a quick look here, the runtime's steady after one), then rounds
+in which the two write back to back, the order swapped every round, so both
 see the same load on the machine; the warm-ups' times are reported in the notes. Afterwards
 both tables are checked: every append's rows, and one recorded barrier per append. Throughput
 is rows per second of the call (client-timed: ``append_root`` returns after the commit; the

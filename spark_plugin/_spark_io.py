@@ -421,7 +421,8 @@ def _files_written(spark: SparkSession, aligned: DataFrame, out: str,
     conf = jvm_session.sessionState().newHadoopConf()
     for key, value in storage.items():
         conf.set(key, value)
-    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(hadoop_path(out))
+    jvm: Any = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(hadoop_path(out))
     fs = path.getFileSystem(conf)
     try:
         if not fs.exists(path):
