@@ -5,13 +5,13 @@
 # route's Spark or JUnit finds them. Nothing is built. Idempotent: a profile whose jars were
 # copied from the same engines/pom.xml is left alone without starting Maven.
 #
-#   bash engines/fetch-jars.sh spark35 [spark41 plugin-kafka kafka rck]
+#   bash engines/fetch-jars.sh spark35 [spark41 plugin-kafka plugin-s3 kafka rck]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$#" -eq 0 ]; then
     echo "usage: bash engines/fetch-jars.sh PROFILE... (profiles of engines/pom.xml:" \
-         "spark35 spark41 plugin-kafka kafka rck)" >&2
+         "spark35 spark41 plugin-kafka plugin-s3 kafka rck)" >&2
     exit 2
 fi
 if ! command -v mvn >/dev/null; then

@@ -16,6 +16,11 @@ Reading (``dataframe_from_plan``):
     ``spark.sql.parquet.fieldId.read.enabled=true``: set on the session on first use).
     ``arrow`` plans are read by pyiceberg on the driver and handed to Spark as Arrow.
 
+Tables on S3:
+    Spark's reader and writer reach ``s3://`` through Hadoop's S3A (``s3a://``), with the
+    table's FileIO credentials (vended by its catalog) as per-bucket options of the one read or
+    write: they travel to the executors inside the job (``spark_plugin/_s3a.py``).
+
 pyspark is imported lazily so that the rest of the plugin works without it.
 """
 
@@ -41,6 +46,13 @@ from spark_plugin._iceberg import (
     unsupported_columns,
 )
 from spark_plugin._names import TableName
+from spark_plugin._s3a import (
+    OBJECT_STORE_WRITE_OPTIONS,
+    hadoop_path,
+    is_object_store,
+    table_hadoop_options,
+    table_path,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -379,27 +391,47 @@ def write_data_files(spark: SparkSession, df: DataFrame, table: Table) -> list[D
 
 def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list[str]:
     """Spark's Parquet writer into a fresh directory under the table's data location; the
-    paths of the files written."""
+    paths of the files written, spelled as the table spells its location. On S3 the job
+    carries the table's credentials in its Hadoop options (``spark_plugin/_s3a.py``)."""
     codec = table.metadata.properties.get("write.parquet.compression-codec", "zstd").lower()
     out = f"{data_location(table)}/ms-{uuid.uuid4().hex}"
+    storage = table_hadoop_options(table, out)
+    committer = OBJECT_STORE_WRITE_OPTIONS if is_object_store(out) else {}
     with scoped_spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                                    "spark.sql.parquet.fieldId.write.enabled": "true"}):
         (aligned.write.mode("errorifexists")
+         .options(**storage, **committer)
          .option("compression", _SPARK_CODECS.get(codec, "zstd"))
          .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-         .parquet(out))
+         .parquet(hadoop_path(out)))
+    return sorted(table_path(p, out) for p in _files_written(spark, aligned, out, storage))
+
+
+def _files_written(spark: SparkSession, aligned: DataFrame, out: str,
+                   storage: Mapping[str, str]) -> list[str]:
+    """The data files in ``out``: listed by Hadoop's filesystem in the driver's JVM (one
+    listing, no query planned), else (a session without a JVM of its own) by a Spark read."""
+    jvm_session = getattr(spark, "_jsparkSession", None)
+    if jvm_session is None:
+        try:
+            return list(spark.read.schema(aligned.schema).options(**storage)
+                        .parquet(hadoop_path(out)).inputFiles())
+        except Exception:  # noqa: BLE001 - nothing was written (no rows, no partitions)
+            return []
+    conf = jvm_session.sessionState().newHadoopConf()
+    for key, value in storage.items():
+        conf.set(key, value)
+    jvm: Any = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(hadoop_path(out))
+    fs = path.getFileSystem(conf)
     try:
-        paths = spark.read.schema(aligned.schema).parquet(out).inputFiles()
-    except Exception:  # noqa: BLE001 - nothing was written (no rows, no partitions)
-        return []
-    return sorted(_same_scheme(p, out) for p in paths)
-
-
-def _same_scheme(path: str, like: str) -> str:
-    """Spark may answer ``file:/x`` for ``file:///x``; keep the table location's spelling."""
-    if like.startswith("file:///") and path.startswith("file:/") and not path.startswith("file://"):
-        return "file://" + path[len("file:"):]
-    return path
+        if not fs.exists(path):
+            return []
+        return [str(status.getPath().toString()) for status in fs.listStatus(path)
+                if status.isFile() and not status.getPath().getName().startswith(("_", "."))]
+    finally:
+        if storage:  # a filesystem of its own (no cache): close it; a cached one is shared
+            fs.close()
 
 
 def _write_with_arrow(aligned: DataFrame, table: Table) -> list[DataFile]:
@@ -424,7 +456,8 @@ def dataframe_from_plan(spark: SparkSession, table: Table, plan: ReadPlan) -> Da
             spark.conf.set(FIELD_ID_READ_CONF, "true")
         spark_schema = iceberg_schema_to_spark(schema, with_ids=plan.by_field_id)
         return (spark.read.schema(spark_schema)
+                .options(**table_hadoop_options(table, *plan.file_paths))
                 .option("recursiveFileLookup", "true")
-                .parquet(*plan.file_paths))
+                .parquet(*[hadoop_path(p) for p in plan.file_paths]))
     data = read_arrow(table, plan)
     return spark.createDataFrame(data, schema=iceberg_schema_to_spark(schema))

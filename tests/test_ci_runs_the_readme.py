@@ -58,3 +58,13 @@ def test_the_readme_test_command_installs_both_spark_routes_with_the_iceberg_run
         assert steps.index(f"bash engines/{route}/install.sh") < _pytest_step(steps)
         assert (ROOT / "engines" / route / "install.sh").is_file()
     assert "METASERVICE_REQUIRE_SPARK_JVM=1" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_test_command_installs_the_plugins_s3a_jars() -> None:
+    """Without Hadoop's S3A the plugin's tests on S3 would skip on a new user's machine."""
+    steps = [step.strip() for step in _readme_commands()[1].split("&&")]
+    install = "bash engines/plugin-s3/install.sh"
+    assert install in steps and steps.index(install) < _pytest_step(steps)
+    script = (ROOT / "engines" / "plugin-s3" / "install.sh").read_text()
+    assert 'fetch-jars.sh" plugin-s3' in script
+    assert "METASERVICE_REQUIRE_S3=1" in (ROOT / ".ci" / "run").read_text()

@@ -15,7 +15,9 @@ this process's environment before the session starts (``batch``), or by ``spark-
 Streaming query ``PREFIX.events`` → ``PREFIX.events_out`` through the ``metaservice`` source and
 sink with ``Trigger.AvailableNow`` (the test has ingested the source's barriers), from the
 earliest barrier. Both first run a few Python tasks that report which executor JVM ran them and
-what environment they saw, and write everything as JSON to ``RESULT_FILE``.
+what environment they saw, and write everything as JSON to ``RESULT_FILE``, with the rows each
+executor wrote through Spark's writers (its tasks' output metrics, from the driver's status
+store).
 """
 
 from __future__ import annotations
@@ -86,6 +88,25 @@ def cluster_evidence(spark: Any) -> dict[str, Any]:
             "driver_pid": os.getpid(), "driver_cwd": os.getcwd(), "tasks": tasks}
 
 
+def records_written(spark: Any) -> dict[str, int]:
+    """Rows written by Spark's own writers (tasks' ``outputMetrics.recordsWritten``), summed
+    by the executor that ran the task (``driver`` in local mode)."""
+    sc = spark.sparkContext
+    store = sc._jsc.sc().statusStore()
+    no_quantiles = sc._gateway.new_array(sc._jvm.double, 0)
+    stages = store.stageList(None, False, False, no_quantiles, None)
+    written: dict[str, int] = {}
+    for i in range(stages.size()):
+        stage = stages.apply(i)
+        tasks = store.taskList(stage.stageId(), stage.attemptId(), 100_000)
+        for j in range(tasks.size()):
+            task = tasks.apply(j)
+            if task.taskMetrics().isDefined():
+                rows = int(task.taskMetrics().get().outputMetrics().recordsWritten())
+                written[task.executorId()] = written.get(task.executorId(), 0) + rows
+    return written
+
+
 def run_batch(spark: Any, prefix: str) -> dict[str, Any]:
     """The README's batch example, on the built-in catalog (found by name: nothing configures
     ``PREFIX``'s catalog)."""
@@ -152,6 +173,7 @@ def main(mode: str, master: str, prefix: str, result_file: str, *rest: str) -> i
             result["stream"] = run_stream(spark, prefix, rest[0])
         else:
             raise SystemExit(f"unknown mode {mode!r}")
+        result["records_written"] = records_written(spark)
     finally:
         spark.stop()
     with open(result_file, "w") as out:

@@ -75,6 +75,20 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[object]:
+    """A Spark standalone cluster of the module's own: a master and two workers of one core
+    and 512 MiB each, their environment empty (``metaservice_soak/spark_cluster.py``); one
+    cluster of the run at a time (``one_spark_cluster_at_a_time``)."""
+    from metaservice_soak.spark_cluster import StandaloneCluster
+    from tests.conftest import one_spark_cluster_at_a_time
+
+    with one_spark_cluster_at_a_time(), StandaloneCluster(workers=2, cores=1,
+                                                          memory="512m") as c:
+        yield c
+    assert not c.pids(), "processes of the cluster outlived it"
+
+
 # -- the real server over loopback -------------------------------------------------------------
 
 

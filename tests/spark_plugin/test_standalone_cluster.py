@@ -28,7 +28,6 @@ import pytest
 import spark_plugin as sp
 from metaservice_soak.spark_cluster import StandaloneCluster, spark_home
 from spark_plugin import _iceberg as ice
-from tests.conftest import one_spark_cluster_at_a_time
 
 pytestmark = pytest.mark.spark
 
@@ -36,14 +35,6 @@ DRIVER = Path(__file__).with_name("cluster_driver.py")
 CATALOG = "house"
 TOKEN = "cluster-admin-" + uuid.uuid4().hex
 FORBIDDEN = ("METASERVICE_", "PYICEBERG_", "PYSPARK_PYTHON")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[StandaloneCluster]:
-    with one_spark_cluster_at_a_time(), StandaloneCluster(workers=2, cores=1,
-                                                          memory="512m") as c:
-        yield c
-    assert not c.pids(), "processes of the cluster outlived it"
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,9 @@ RUNTIME = JAR_DIRECTORY / "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"
 jars (S3FileIO, hadoop-aws, Kafka's source) are for object storage and Kafka: a session on a
 local warehouse needs the runtime alone."""
 INSTALL = "engines/spark41/install.sh"
+AWS_BUNDLE = JAR_DIRECTORY / "iceberg-aws-bundle-1.12.0.jar"
+"""S3FileIO and the AWS SDK it needs: with the runtime, tables on s3:// with the catalog's
+vended credentials (benchmarks/plugin_s3.py)."""
 
 
 def spark41_home() -> Path:

@@ -1,0 +1,242 @@
+"""The plugin with its tables on S3 (a real SeaweedFS serving STS), their credentials vended by
+the catalog: no process of Spark's has an AWS variable or any S3 setting of its own.
+
+A batch job on a standalone cluster (master and two workers, ``test_standalone_cluster.py``'s)
+writes with Spark's native Parquet writer and reads ``native`` plans through Hadoop's S3A
+(``.cache/jars/plugin-s3`` on the classpath, engines/plugin-s3/install.sh), the table's
+credentials travelling inside each job's Hadoop configuration (spark_plugin/_s3a.py). A
+streaming query copies barriers between two tables on S3 through the ``metaservice`` source and
+sink (pyiceberg's FileIO on the executors, with the FileIO properties the driver ships), in local
+mode, its checkpoint on the local disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import spark_plugin as sp
+from metaservice_soak.spark_cluster import StandaloneCluster, s3a_classpath, spark_home
+from spark_plugin import _iceberg as ice
+from tests.conftest import missing
+from tests.metaservice.catalog.test_vended_credentials import _sts_store
+from tests.spark_plugin.test_standalone_cluster import (
+    CATALOG,
+    DRIVER,
+    TOKEN,
+    check_ran_on_the_cluster,
+    driver_env,
+    ingest,
+)
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+AWS_SETTINGS = ("AWS_ACCESS_KEY", "AWS_SECRET", "AWS_SESSION", "AWS_ENDPOINT", "AWS_PROFILE",
+                "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_SHARED_CREDENTIALS_FILE",
+                "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY", "AWS_ROLE")
+"""The variables that would give an S3 client credentials, an endpoint or a region."""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with _sts_store(tmp_path_factory.mktemp("plugin-s3")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def warehouse() -> str:
+    return f"wh-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory, store: Any,
+               warehouse: str) -> Iterator[str]:
+    """A server whose warehouse is ``s3://lake/<warehouse>``, authentication required, vending
+    each table's credentials (STS sessions narrowed to the table's prefix)."""
+    from pydantic import SecretStr
+
+    from metaservice.app import create_app
+    from metaservice.db.engine import build_engine
+    from metaservice.db.migrate import upgrade_to_head
+    from metaservice.db.session import Database
+    from metaservice_soak.seaweedfs import ROLE_ARN
+    from tests.conftest import ServerThread
+    from tests.metaservice.catalog.test_s3 import s3_settings
+
+    path = tmp_path_factory.mktemp("s3-server")
+    url = f"sqlite:///{path / 'metaservice.db'}"
+    database = Database(build_engine(url))
+    upgrade_to_head(database.engine)
+    settings = s3_settings(url, store, warehouse).model_copy(update={
+        "catalog_name": CATALOG, "auth": "required", "admin_token": SecretStr(TOKEN),
+        "vended_credentials_role_arn": ROLE_ARN, "vended_credentials_seconds": 900,
+        "storage_connect_seconds": 5.0, "storage_request_seconds": 30.0})
+    with ServerThread(create_app(settings, database=database)) as server:
+        yield server.url
+    database.dispose()
+
+
+@pytest.fixture
+def client(server_url: str) -> Iterator[sp.MetaServiceClient]:
+    with sp.MetaServiceClient(server_url, token=TOKEN) as c:
+        yield c
+
+
+def bucket_keys(store: Any, prefix: str) -> set[str]:
+    """Every object under ``prefix``, listed by the store's admin client (not the plugin's)."""
+    client = store.client()
+    found: set[str] = set()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=store.bucket,
+                                                                  Prefix=prefix):
+        found.update(item["Key"] for item in page.get("Contents", [])
+                     if not item["Key"].endswith("/"))
+    return found
+
+
+def current_data_files(client: sp.MetaServiceClient, table: str) -> list[str]:
+    return [t.file.file_path for t in ice.load_table(table, client=client).scan().plan_files()]
+
+
+def secrets_of(client: sp.MetaServiceClient, table: str) -> list[str]:
+    """The vended secret and session token of ``table`` for the admin's token: the catalog
+    hands the same STS session out again while half its life is left, so these are the
+    driver's and the executors' too."""
+    props = ice.load_table(table, client=client).io.properties
+    secrets = [props["s3.secret-access-key"], props["s3.session-token"]]
+    assert all(len(s) >= 16 for s in secrets)
+    return secrets
+
+
+def without_aws(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if not k.startswith("AWS_")}
+
+
+def test_a_batch_job_on_the_cluster_writes_and_reads_its_tables_on_s3(
+        cluster: StandaloneCluster, server_url: str, client: sp.MetaServiceClient,
+        store: Any, warehouse: str, tmp_path: Path) -> None:
+    classpath = s3a_classpath()
+    if classpath is None:
+        missing("Hadoop's S3A jars are not fetched (bash engines/plugin-s3/install.sh)",
+                required_by="METASERVICE_REQUIRE_S3")
+    database = f"db_{uuid.uuid4().hex[:8]}"
+    prefix = f"{CATALOG}.{database}"
+    result_file = tmp_path / "result.json"
+    (tmp_path / "driver").mkdir()
+    # this checkout's code on the driver and in the executors' Python workers, as pytest
+    # imports it here (not another installed copy of the plugin)
+    env = {**without_aws(driver_env(server_url)), "PYTHONPATH": str(ROOT)}
+    command = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url,
+               "--driver-class-path", classpath,
+               "--conf", f"spark.executor.extraClassPath={classpath}",
+               "--conf", f"spark.pyspark.python={sys.executable}",
+               "--conf", f"spark.executorEnv.PYTHONPATH={ROOT}",
+               str(DRIVER), "batch", cluster.master_url, prefix, str(result_file)]
+    run = subprocess.run(command, env=env, cwd=tmp_path / "driver", capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[
+        run.stderr.rfind("Traceback"):][-6000:]
+    result = json.loads(result_file.read_text())
+    evidence = result["evidence"]
+    check_ran_on_the_cluster(evidence, cluster)
+    for task in evidence["tasks"]:
+        assert [k for k in task["jvm_env"] + task["python_env"] if k.startswith("AWS_")] == []
+
+    source, sink = f"{prefix}.orders", f"{prefix}.orders_enriched"
+    rows = ice.load_table(sink, client=client).scan().to_arrow().sort_by("order_id").to_pylist()
+    assert [(r["order_id"], r["vip"]) for r in rows] == [(1, False), (2, True), (3, True),
+                                                        (4, True)]
+    [step] = result["batch"]["steps"]
+    assert [b["barrier"] for b in client.table_barriers(sink)["barriers"]] == [step["barrier"]]
+
+    # the files each table's snapshot names are objects of the bucket, written by Spark's
+    # writer (its part-files, in a directory of the write) into the table's data location
+    objects = bucket_keys(store, f"{warehouse}/{database}/")
+    for table, name in ((source, "orders"), (sink, "orders_enriched")):
+        files = current_data_files(client, table)
+        assert files, f"{table} has no data file"
+        for path in files:
+            assert path.startswith(f"s3://lake/{warehouse}/{database}/{name}/data/ms-")
+            assert Path(path).name.startswith("part-")
+            assert path.removeprefix("s3://lake/") in objects
+    # ... by the executors: Spark's writer counted four rows for each table, all in the
+    # executors' tasks (the driver runs none on a cluster)
+    written = {k: v for k, v in result["records_written"].items() if v}
+    assert set(written) <= set(evidence["executor_ids"]) and "driver" not in written
+    assert sum(written.values()) == 8
+
+    # no secret in the driver's output nor in any log of the cluster's
+    secrets = secrets_of(client, source) + secrets_of(client, sink)
+    logs = [run.stdout, run.stderr] + [
+        p.read_text(errors="replace") for p in cluster.root.rglob("*")
+        if p.is_file() and p.suffix != ".jar" and p.stat().st_size < 20_000_000]
+    assert len(logs) > 4
+    assert not [s for s in secrets if any(s in text for text in logs)]
+
+
+def test_a_streaming_query_copies_barriers_between_tables_on_s3(
+        spark: Any, server_url: str, client: sp.MetaServiceClient, store: Any, warehouse: str,
+        tmp_path: Path) -> None:
+    """Each barrier of the source once in the sink, across two runs of the query on one
+    checkpoint; the sink's files are objects of the bucket. Spark's Python workers inherit this
+    process's environment, which must hold no AWS setting."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    assert [k for k in os.environ if k.startswith(AWS_SETTINGS)] == []
+    assert not (Path.home() / ".aws").exists()
+    database = f"db_{uuid.uuid4().hex[:8]}"
+    prefix = f"{CATALOG}.{database}"
+    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
+    catalog.create_namespace(database)
+    schema = Schema(*[NestedField(i + 1, n, LongType(), required=False)
+                      for i, n in enumerate(("id", "amount", "batch"))])
+    for table in ("events", "events_out"):
+        catalog.create_table((database, table), schema=schema)
+    source, sink = f"{prefix}.events", f"{prefix}.events_out"
+    job = f"{database}.copy"
+    first = int(time.time() * 1000) - 60_000
+    barriers = [first + 1000 * i for i in range(3)]
+    ids = [[10 * i + k for k in range(2 + i % 2)] for i in range(3)]
+    sp.register_data_source(spark, url=server_url, token=TOKEN)
+
+    def run_query() -> None:
+        query = (spark.readStream.format("metaservice").option("job", job)
+                 .option("metaservice.url", server_url).option("metaservice.token", TOKEN)
+                 .option("table", source).option("startingBarrier", "earliest").load()
+                 .selectExpr("id", "amount * 2 + 1 AS amount", "batch")
+                 .writeStream.format("metaservice").option("job", job)
+                 .option("metaservice.url", server_url).option("metaservice.token", TOKEN)
+                 .option("table", sink)
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        finished = query.awaitTermination(300)
+        if not finished:
+            query.stop()
+        assert finished and query.exception() is None, query.exception()
+
+    for i in range(2):
+        ingest(client, source, ids[i], i, barriers[i])
+    run_query()
+    ingest(client, source, ids[2], 2, barriers[2])
+    run_query()
+
+    rows = ice.load_table(sink, client=client).scan().to_arrow().to_pylist()
+    expected = sorted((x, x * 7 % 100 * 2 + 1, i) for i, group in enumerate(ids) for x in group)
+    assert sorted((r["id"], r["amount"], r["batch"]) for r in rows) == expected
+    recorded = client.table_barriers(sink)["barriers"]
+    assert recorded[0]["barrier"] == barriers[-1]
+    assert {b["writer_job"] for b in recorded} == {job}
+    assert {b["barrier"] for b in recorded} <= set(barriers)
+    objects = bucket_keys(store, f"{warehouse}/{database}/events_out/data/")
+    files = current_data_files(client, sink)
+    assert files and {p.removeprefix("s3://lake/") for p in files} <= objects
