@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -79,13 +79,15 @@ class Plan:
 
 
 def plan_scan(metadata: TableMetadata, metadata_location: str, io: FileIO, scan: Scan,
-              files_per_batch: int) -> Plan:
+              files_per_batch: int, confine: Callable[[str, str], object]) -> Plan:
     """Plan ``scan`` over ``metadata`` (at the head, or a read session's cut: its current
-    snapshot is the default).
+    snapshot is the default). Every manifest list and manifest is handed to ``confine`` (with
+    what it is) before it is read.
 
     Raises:
         BadRequestError: a snapshot the metadata does not hold, an incremental range that is
         not one line of appends, a field or filter the scan's schema cannot bind.
+        OSError, ValueError: a manifest list or manifest that cannot be read.
     """
     table = StaticTable(("scan",), metadata, metadata_location, io, NoopCatalog("scan"))
     if scan.start_snapshot_id is not None and scan.end_snapshot_id is not None:
@@ -109,6 +111,8 @@ def plan_scan(metadata: TableMetadata, metadata_location: str, io: FileIO, scan:
         raise BadRequestError(f"invalid scan: filter: {exc}") from exc
     if snapshot is None:
         return Plan(protected, ())
+    for read in (snapshot, *(appended or ())):
+        _confine_manifests(read, io, confine)
     tasks: list[FileScanTask] = list(table.scan(
         row_filter=row_filter, case_sensitive=scan.case_sensitive,
         snapshot_id=snapshot.snapshot_id).plan_files())
@@ -119,6 +123,15 @@ def plan_scan(metadata: TableMetadata, metadata_location: str, io: FileIO, scan:
     batches = tuple(encoder.batch(tasks[i:i + files_per_batch])
                     for i in range(0, len(tasks), files_per_batch))
     return Plan(tuple(dict.fromkeys(protected)), batches)
+
+
+def _confine_manifests(snapshot: Snapshot, io: FileIO,
+                       confine: Callable[[str, str], object]) -> None:
+    """The snapshot's manifest list and manifests, each confined before it is read (pyiceberg
+    keeps the list it read, so planning reads it once)."""
+    confine(snapshot.manifest_list, "manifest list")
+    for manifest in snapshot.manifests(io):
+        confine(manifest.manifest_path, "manifest")
 
 
 def _snapshot(metadata: TableMetadata, snapshot_id: int, what: str) -> Snapshot:

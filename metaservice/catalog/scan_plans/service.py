@@ -18,6 +18,10 @@
   answers the plan's plan tasks. A plan that was cancelled, expired, never was, is another
   principal's or another table's is 404 ``NoSuchPlanIdException`` (its plan tasks 404
   ``NoSuchPlanTaskException``), from any server process: plans live in the database.
+- Every manifest list and manifest is confined to the warehouse before it is read (400
+  ``location_outside_warehouse``); one that cannot be read (files deleted behind the catalog)
+  makes the planning ``failed`` (the specification's ``FailedPlanningResult``), keeping no plan;
+  an object store that does not answer is 503.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from metaservice.catalog.requests import PlanTableScanRequest
 from metaservice.catalog.scan_plans import repository as repo
 from metaservice.catalog.scan_plans.planning import Plan, Scan, plan_scan
 from metaservice.catalog.site import CatalogSite, existing_table_namespace, table_name
+from metaservice.catalog.storage.object_store import unavailable_as_503
 from metaservice.catalog.tables import repository as tables_catalog_repo
 from metaservice.catalog.tables import service as tables
 from metaservice.context import ServiceContext
@@ -94,8 +99,15 @@ def plan_table_scan(database: Database, ctx: ServiceContext, catalog: CatalogSit
                 end_snapshot_id=body.end_snapshot_id, select=body.select, filter=body.filter,
                 case_sensitive=body.case_sensitive, use_snapshot_schema=body.use_snapshot_schema,
                 stats_fields=body.stats_fields)
-    plan = plan_scan(metadata, location, catalog.warehouse.io(location), scan,
-                     ctx.settings.scan_plan_files_per_task)
+    try:
+        with unavailable_as_503(location):
+            plan = plan_scan(metadata, location, catalog.warehouse.io(location), scan,
+                             ctx.settings.scan_plan_files_per_task, catalog.warehouse.confine)
+    except (OSError, ValueError, EOFError) as exc:  # a manifest that cannot be read
+        logger.warning("catalog_scan_planning_failed",
+                       extra={"table": str(name), "error_class": type(exc).__name__})
+        return failed(f"the scan of {name} cannot be planned: a manifest list or manifest "
+                      f"cannot be read ({type(exc).__name__}: {str(exc)[:300]})")
     batches = [json.dumps(batch, separators=(",", ":")) for batch in plan.batches]
     with database.transaction(write=True) as session:
         pointer = tables_catalog_repo.get_pointer(session, namespace, table)
@@ -113,6 +125,12 @@ def plan_table_scan(database: Database, ctx: ServiceContext, catalog: CatalogSit
         whole = plan.batches[0] if plan.batches else {"file-scan-tasks": [], "delete-files": []}
         return {"status": "completed", "plan-id": plan_id, **whole}
     return {"status": "completed", "plan-id": plan_id, "plan-tasks": _tokens(plan_id, len(batches))}
+
+
+def failed(message: str) -> dict[str, Any]:
+    """A planning that failed (``FailedPlanningResult``): no plan is kept."""
+    return {"status": "failed", "error": {"message": message, "type": "NotFoundException",
+                                          "code": 404}}
 
 
 def _record(session: Session, ctx: ServiceContext, name: TableName, plan: Plan, batches: list[str],

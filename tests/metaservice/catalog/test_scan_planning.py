@@ -318,3 +318,17 @@ def test_planning_is_authorized_as_a_load(secured: tuple[str, dict[str, str]]) -
         reader = rest_catalog(url, token=tokens["r1"], **{"scan-planning-mode": "server"})
         assert sorted(reader.load_table("db.events").scan(
             row_filter=EqualTo("kind", "a")).to_arrow()["id"].to_pylist()) == [1, 2, 30]
+
+
+def test_a_table_whose_manifests_are_gone_fails_planning_and_keeps_no_plan(
+        catalog: RestCatalog, client: httpx.Client) -> None:
+    events(catalog)
+    manifest_list = catalog.load_table("db.events").current_snapshot().manifest_list
+    Path(manifest_list.removeprefix("file://")).unlink()
+    answer = client.post(f"{TABLE}/plan", json={})
+    assert answer.status_code == 200, answer.text
+    result = answer.json()
+    assert result["status"] == "failed" and "plan-id" not in result
+    assert result["error"]["code"] == 404 and "cannot be read" in result["error"]["message"]
+    assert not [lease for lease in client.get("/leases").json()["leases"]
+                if lease["holder"].startswith("scan plan")]
