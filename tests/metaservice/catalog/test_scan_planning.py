@@ -332,3 +332,37 @@ def test_a_table_whose_manifests_are_gone_fails_planning_and_keeps_no_plan(
     assert result["error"]["code"] == 404 and "cannot be read" in result["error"]["message"]
     assert not [lease for lease in client.get("/leases").json()["leases"]
                 if lease["holder"].startswith("scan plan")]
+
+
+@pytest.mark.spark_jvm
+@pytest.mark.backends("postgresql")
+def test_position_deletes_written_by_spark_are_planned_with_their_data_files(
+        tmp_path: Path, catalog: RestCatalog, client: httpx.Client,
+        server: ServerThread) -> None:
+    """Iceberg's Spark runtime deletes a row merge-on-read (a position delete file); the
+    server's plan names the same data and delete files as pyiceberg's own planning, and a
+    planned read leaves the deleted row out."""
+    from tests.engines.spark35.rig import SparkDriver
+
+    spark = SparkDriver(tmp_path / "driver.log")
+    try:
+        lake = spark.head_catalog(server.url)
+        spark.sql(f"CREATE NAMESPACE {lake}.db")
+        spark.sql(f"CREATE TABLE {lake}.db.deletes (id bigint, data bigint) USING iceberg "
+                  "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+        spark.sql(f"INSERT INTO {lake}.db.deletes VALUES (1, 10), (2, 20), (3, 30)")
+        spark.sql(f"DELETE FROM {lake}.db.deletes WHERE id = 2")
+    finally:
+        spark.close()
+    local = list(catalog.load_table("db.deletes").scan().plan_files())
+    assert any(task.delete_files for task in local)  # Spark wrote a position delete
+    result = plan(client, {}, "/iceberg/v1/namespaces/db/tables/deletes")
+    (deleted,) = result["delete-files"]
+    assert deleted["content"] == "position-deletes"
+    assert files(result) == sorted(task.file.file_path for task in local)
+    assert {deleted["file-path"]} == {d.file_path for task in local for d in task.delete_files}
+    assert all(task["delete-file-references"] == [0] for task in result["file-scan-tasks"]
+               if task["data-file"]["file-path"] in {
+                   t.file.file_path for t in local if t.delete_files})
+    table = planning(catalog).load_table("db.deletes")
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [1, 3]
