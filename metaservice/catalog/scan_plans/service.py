@@ -106,8 +106,11 @@ def plan_table_scan(database: Database, ctx: ServiceContext, catalog: CatalogSit
     except (OSError, ValueError, EOFError) as exc:  # a manifest that cannot be read
         logger.warning("catalog_scan_planning_failed",
                        extra={"table": str(name), "error_class": type(exc).__name__})
-        return failed(f"the scan of {name} cannot be planned: a manifest list or manifest "
-                      f"cannot be read ({type(exc).__name__}: {str(exc)[:300]})")
+        gone = isinstance(exc, FileNotFoundError)
+        return failed(f"the scan of {name} cannot be planned"
+                      f"{': a manifest list or manifest is gone' if gone else ''} "
+                      f"({type(exc).__name__}: {str(exc)[:300]})",
+                      404 if gone else 400)
     batches = [json.dumps(batch, separators=(",", ":")) for batch in plan.batches]
     with database.transaction(write=True) as session:
         pointer = tables_catalog_repo.get_pointer(session, namespace, table)
@@ -127,10 +130,10 @@ def plan_table_scan(database: Database, ctx: ServiceContext, catalog: CatalogSit
     return {"status": "completed", "plan-id": plan_id, "plan-tasks": _tokens(plan_id, len(batches))}
 
 
-def failed(message: str) -> dict[str, Any]:
+def failed(message: str, code: int) -> dict[str, Any]:
     """A planning that failed (``FailedPlanningResult``): no plan is kept."""
-    return {"status": "failed", "error": {"message": message, "type": "NotFoundException",
-                                          "code": 404}}
+    kind = "NotFoundException" if code == 404 else "BadRequestException"
+    return {"status": "failed", "error": {"message": message, "type": kind, "code": code}}
 
 
 def _record(session: Session, ctx: ServiceContext, name: TableName, plan: Plan, batches: list[str],
@@ -170,12 +173,15 @@ def _live_plan(session: Session, ctx: ServiceContext, levels: Sequence[str], tab
     namespace = existing_table_namespace(levels, table)
     if prefix is not None:
         read_sessions.ensure_live(session, ctx, prefix, principal)
-    tables.current_metadata_location(session, namespace, table)
+    pointer = tables_catalog_repo.get_pointer(session, namespace, table)
+    if pointer is None:
+        raise NoSuchTableError(f"Table does not exist: {namespace}.{table}")
     found = repo.get_scan_plan(session, plan_id) if "\x00" not in plan_id else None
     if (found is None or found[1].expires_at <= ctx.clock.now_ms()
             or not leases_service.visible_to(found[1], principal)
-            or (found[0].namespace, found[0].name, found[0].prefix) != (namespace, table, prefix)):
-        return None
+            or (found[0].namespace, found[0].name, found[0].prefix) != (namespace, table, prefix)
+            or (pointer.table_uuid is not None and pointer.table_uuid != found[0].table_uuid)):
+        return None  # a later table of the same name is another table
     return found
 
 

@@ -329,7 +329,7 @@ def test_a_table_whose_manifests_are_gone_fails_planning_and_keeps_no_plan(
     assert answer.status_code == 200, answer.text
     result = answer.json()
     assert result["status"] == "failed" and "plan-id" not in result
-    assert result["error"]["code"] == 404 and "cannot be read" in result["error"]["message"]
+    assert result["error"]["code"] == 404 and "is gone" in result["error"]["message"]
     assert not [lease for lease in client.get("/leases").json()["leases"]
                 if lease["holder"].startswith("scan plan")]
 
@@ -366,3 +366,17 @@ def test_position_deletes_written_by_spark_are_planned_with_their_data_files(
                    t.file.file_path for t in local if t.delete_files})
     table = planning(catalog).load_table("db.deletes")
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [1, 3]
+
+
+def test_a_plan_ends_with_its_table(catalog: RestCatalog, client: httpx.Client) -> None:
+    """A plan of a dropped table is not a plan of a later table of the same name."""
+    events(catalog)
+    held = plan(client, {})
+    catalog.drop_table("db.events")
+    assert_iceberg_error(client.get(f"{TABLE}/plan/{held['plan-id']}"), 404,
+                         "NoSuchTableException")
+    catalog.create_table("db.events", schema=SCHEMA)
+    assert_iceberg_error(client.get(f"{TABLE}/plan/{held['plan-id']}"), 404,
+                         "NoSuchPlanIdException")
+    assert_iceberg_error(client.post(f"{TABLE}/tasks", json={
+        "plan-task": f"{held['plan-id']}:0"}), 404, "NoSuchPlanTaskException")
