@@ -33,7 +33,6 @@ from pyiceberg.types import (
     DecimalType,
     FixedType,
     IcebergType,
-    NestedField,
     PrimitiveType,
     StructType,
     TimestampNanoType,
@@ -288,22 +287,21 @@ class _Encoder:
             for field_id in self.stats_ids:
                 if not bounds or field_id not in bounds:
                     continue
-                field = self._primitive(field_id)
-                if field is None:
+                field_type = self._primitive(field_id)
+                if field_type is None:
                     continue
-                value = value_json(field.field_type, from_bytes(field.field_type,
-                                                                bounds[field_id]))
+                value = value_json(field_type, from_bytes(field_type, bounds[field_id]))
                 if value is not None:
                     kept.append((field_id, value))
             if kept:
                 answer[key] = {"keys": [i for i, _ in kept], "values": [v for _, v in kept]}
 
-    def _primitive(self, field_id: int) -> NestedField | None:
+    def _primitive(self, field_id: int) -> PrimitiveType | None:
         try:
-            field = self.schema.find_field(field_id)
+            field_type = self.schema.find_field(field_id).field_type
         except ValueError:
             return None
-        return field if isinstance(field.field_type, PrimitiveType) else None
+        return field_type if isinstance(field_type, PrimitiveType) else None
 
 
 _CONTENT = {DataFileContent.DATA: "data", DataFileContent.POSITION_DELETES: "position-deletes",

@@ -380,3 +380,41 @@ def test_a_plan_ends_with_its_table(catalog: RestCatalog, client: httpx.Client) 
                          "NoSuchPlanIdException")
     assert_iceberg_error(client.post(f"{TABLE}/tasks", json={
         "plan-task": f"{held['plan-id']}:0"}), 404, "NoSuchPlanTaskException")
+
+
+def test_values_are_written_as_the_specification_encodes_them() -> None:
+    """Partition values and bounds, from pyiceberg's internal representation (days,
+    microseconds, nanoseconds, bytes) to the specification's ``PrimitiveTypeValue`` examples."""
+    from decimal import Decimal
+    from uuid import UUID
+
+    from pyiceberg.types import (
+        BinaryType,
+        DateType,
+        DecimalType,
+        FixedType,
+        TimestampNanoType,
+        TimestampType,
+        TimestamptzNanoType,
+        TimestamptzType,
+        TimeType,
+        UUIDType,
+    )
+
+    from metaservice.catalog.scan_plans.planning import value_json
+
+    micros = 1196676930123456  # 2007-12-03T10:15:30.123456
+    uuid = "eb26bdb1-a1d8-4aa6-990e-da940875492c"
+    assert value_json(DateType(), 13850) == "2007-12-03"
+    assert value_json(TimeType(), 81068123456) == "22:31:08.123456"
+    assert value_json(TimestampType(), micros) == "2007-12-03T10:15:30.123456"
+    assert value_json(TimestamptzType(), micros) == "2007-12-03T10:15:30.123456+00:00"
+    assert value_json(TimestampNanoType(), micros * 1000 + 789) == "2007-12-03T10:15:30.123456789"
+    assert value_json(TimestamptzNanoType(), micros * 1000 + 789) == (
+        "2007-12-03T10:15:30.123456789+00:00")
+    assert value_json(DecimalType(9, 4), Decimal("123.4500")) == "123.4500"
+    assert value_json(UUIDType(), UUID(uuid)) == uuid
+    assert value_json(UUIDType(), UUID(uuid).bytes) == uuid
+    assert value_json(FixedType(3), b"xyz") == value_json(BinaryType(), b"xyz") == "78797A"
+    assert value_json(LongType(), 5) == 5 and value_json(StringType(), "b") == "b"
+    assert value_json(None, float("nan")) is None
