@@ -142,6 +142,19 @@ class Settings(BaseSettings):
         default=10.0, gt=0, le=3600,
         description="how often each server process looks for purges whose claim lapsed (and "
                     "once at its start)")
+    scan_plan_seconds: float = Field(
+        default=600.0, gt=0, le=86_400,
+        description="a scan plan of the catalog (server-side scan planning) lives this long; "
+                    "its planned snapshots are leased as long, or until DELETE …/plan/{plan-id}")
+    max_scan_plans: int = Field(
+        default=256, ge=1,
+        description="live scan plans per principal; one more is refused (429 "
+                    "too_many_scan_plans) until one is cancelled (DELETE …/plan/{plan-id}) or "
+                    "expires")
+    scan_plan_files_per_task: int = Field(
+        default=1000, ge=1, le=100_000,
+        description="file scan tasks per answer of a scan plan: a plan of more files is answered "
+                    "as plan tasks of at most this many, fetched with POST …/tasks")
     read_session_seconds: float = Field(
         default=3600.0, gt=0, le=30 * 86_400,
         description="a read session of a consistent warehouse (lake@strong) lasts this long "

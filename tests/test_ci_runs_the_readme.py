@@ -50,21 +50,20 @@ def test_the_readme_test_command_installs_the_browser_and_haproxy() -> None:
     assert "METASERVICE_REQUIRE_BROWSER=1" in run and "METASERVICE_REQUIRE_HAPROXY=1" in run
 
 
-def test_the_readme_test_command_installs_both_spark_routes_with_the_iceberg_runtime() -> None:
-    """Without it the catalog's Spark tests would skip on a new user's machine."""
+def test_the_readme_test_command_installs_every_engine() -> None:
+    """``bash engines/install.sh`` runs before the tests, and it runs the installer of every
+    engine directory (the Spark routes with Iceberg's runtime, Kafka, the plugin's S3A jars,
+    pyiceberg's suite): without one, its tests would skip on a new user's machine (under CI
+    they fail: each is required in .ci/run)."""
     steps = [step.strip() for step in _readme_commands()[1].split("&&")]
-    for route in ("spark35", "spark41"):
-        assert f"bash engines/{route}/install.sh" in steps
-        assert steps.index(f"bash engines/{route}/install.sh") < _pytest_step(steps)
-        assert (ROOT / "engines" / route / "install.sh").is_file()
-    assert "METASERVICE_REQUIRE_SPARK_JVM=1" in (ROOT / ".ci" / "run").read_text()
-
-
-def test_the_readme_test_command_installs_the_plugins_s3a_jars() -> None:
-    """Without Hadoop's S3A the plugin's tests on S3 would skip on a new user's machine."""
-    steps = [step.strip() for step in _readme_commands()[1].split("&&")]
-    install = "bash engines/plugin-s3/install.sh"
+    install = "bash engines/install.sh"
     assert install in steps and steps.index(install) < _pytest_step(steps)
-    script = (ROOT / "engines" / "plugin-s3" / "install.sh").read_text()
-    assert 'fetch-jars.sh" plugin-s3' in script
-    assert "METASERVICE_REQUIRE_S3=1" in (ROOT / ".ci" / "run").read_text()
+    script = (ROOT / "engines" / "install.sh").read_text()
+    listed = script.split("for installer in ", 1)[1].split(";", 1)[0].split()
+    present = sorted(p.parent.name for p in (ROOT / "engines").glob("*/install.sh"))
+    assert sorted(listed) == present
+    assert {"spark35", "spark41", "kafka", "plugin-s3", "pyiceberg-suite"} <= set(listed)
+    assert 'fetch-jars.sh" plugin-s3' in (ROOT / "engines" / "plugin-s3" / "install.sh").read_text()
+    run = (ROOT / ".ci" / "run").read_text()
+    for required in ("SPARK_JVM", "S3", "KAFKA", "PYICEBERG_SUITE"):
+        assert f"METASERVICE_REQUIRE_{required}=1" in run

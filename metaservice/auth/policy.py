@@ -72,6 +72,18 @@ ROUTE_ROLES: dict[tuple[str, str], Role | str] = {
     ("DELETE", "/iceberg/v1/namespaces/{namespace}"): Role.admin,
     ("DELETE", "/iceberg/v1/namespaces/{namespace}/tables/{table}"): Role.admin,
     ("POST", "/iceberg/v1/namespaces/{namespace}/tables/{table}/unregister"): Role.admin,
+    # Scan planning is a load's read (docs/contract.md#scan-planning): a reader plans, fetches
+    # and cancels its own plans.
+    ("POST", "/iceberg/v1/namespaces/{namespace}/tables/{table}/plan"): Role.reader,
+    ("GET", "/iceberg/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}"): Role.reader,
+    ("DELETE", "/iceberg/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}"): Role.reader,
+    ("POST", "/iceberg/v1/namespaces/{namespace}/tables/{table}/tasks"): Role.reader,
+    ("POST", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables/{table}/plan"): Role.reader,
+    ("GET", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan_id}"):
+        Role.reader,
+    ("DELETE", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan_id}"):
+        Role.reader,
+    ("POST", "/iceberg/v1/{prefix}/namespaces/{namespace}/tables/{table}/tasks"): Role.reader,
     ("GET", "/iceberg/v1/namespaces/{namespace}/functions"): Role.reader,
     ("GET", "/iceberg/v1/namespaces/{namespace}/functions/{function}"): Role.reader,
     # Read sessions of its consistent warehouses (docs/contract.md#read-sessions) are read-only: a

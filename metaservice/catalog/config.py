@@ -15,6 +15,14 @@ VIEW_ENDPOINTS = [
     "POST /v1/{prefix}/views/rename",
 ]
 
+# Server-side scan planning (``scan_plans/``), as ``config`` lists it.
+SCAN_PLANNING_ENDPOINTS = [
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/tasks",
+]
+
 # Every endpoint of the specification this catalog serves, as ``config`` lists them.
 ENDPOINTS = [
     "GET /v1/{prefix}/namespaces",
@@ -37,5 +45,6 @@ ENDPOINTS = [
     "POST /v1/{prefix}/transactions/commit",
     "GET /v1/{prefix}/namespaces/{namespace}/functions",
     "GET /v1/{prefix}/namespaces/{namespace}/functions/{function}",
+    *SCAN_PLANNING_ENDPOINTS,
     *VIEW_ENDPOINTS,
 ]

@@ -64,6 +64,20 @@ class NoSuchReadSessionError(IcebergError):
     type = "NotFoundException"
 
 
+class NoSuchPlanIdError(IcebergError):
+    """A scan plan that was cancelled, expired, or never was (docs/contract.md#scan-planning)."""
+
+    status_code = 404
+    type = "NoSuchPlanIdException"
+
+
+class NoSuchPlanTaskError(IcebergError):
+    """A plan task of no live scan plan (docs/contract.md#scan-planning)."""
+
+    status_code = 404
+    type = "NoSuchPlanTaskException"
+
+
 class AlreadyExistsError(IcebergError):
     status_code = 409
     type = "AlreadyExistsException"
@@ -129,6 +143,7 @@ LOCATION_OUTSIDE_WAREHOUSE = "location_outside_warehouse"
 TABLE_ALREADY_REGISTERED = "table_already_registered"
 HEAD_NOT_FORWARD = "head_not_forward"
 TOO_MANY_READ_SESSIONS = "too_many_read_sessions"
+TOO_MANY_SCAN_PLANS = "too_many_scan_plans"
 TABLE_IN_USE = "table_in_use"
 IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
 METADATA_TOO_LARGE = "metadata_too_large"

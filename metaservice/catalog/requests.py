@@ -2,8 +2,8 @@
 them (``open-api/rest-catalog-open-api.yaml``): ``CreateNamespaceRequest``,
 ``UpdateNamespacePropertiesRequest``, ``CreateTableRequest``, ``RegisterTableRequest``,
 ``RenameTableRequest``, ``CommitTableRequest``, ``CommitTransactionRequest``,
-``CreateViewRequest``, ``RegisterViewRequest``, ``CommitViewRequest`` and
-``ReportMetricsRequest``.
+``CreateViewRequest``, ``RegisterViewRequest``, ``CommitViewRequest``,
+``ReportMetricsRequest``, ``PlanTableScanRequest`` and ``FetchScanTasksRequest``.
 
 The Iceberg parts of a body (schemas, partition specs, sort orders, a commit's requirements and
 updates, a view's version) are pyiceberg's own models; the document describes each as a JSON
@@ -28,6 +28,7 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pyiceberg.expressions import BooleanExpression, SerializableBooleanExpression
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import CommitTableRequest as PyIcebergCommitTableRequest
@@ -233,3 +234,48 @@ class S3SignRequest(BaseModel):
     headers: dict[str, list[str]]
     properties: dict[str, str] | None = None
     body: str | None = None
+
+
+IcebergExpression = Annotated[SerializableBooleanExpression, _iceberg_object(
+    "an Expression (the specification's Predicate): true, false, and, or, not, a unary, "
+    "literal or set predicate")]
+FieldNames = Annotated[list[Annotated[str, Field(max_length=1000)]], Field(max_length=10_000)]
+
+
+class PlanTableScanRequest(IcebergRequest):
+    """A scan to plan (``PlanTableScanRequest``): a point-in-time scan at ``snapshot-id`` (default:
+    the table's current snapshot, in a read session the session's cut), or an incremental scan of
+    the appends after ``start-snapshot-id`` up to ``end-snapshot-id``; never both."""
+
+    refused_as: ClassVar[str] = "invalid scan"
+
+    snapshot_id: int | None = Field(default=None, alias="snapshot-id")
+    select: FieldNames | None = None
+    filter: IcebergExpression | None = None
+    min_rows_requested: int | None = Field(default=None, alias="min-rows-requested")
+    case_sensitive: StrictBool = Field(default=True, alias="case-sensitive")
+    use_snapshot_schema: StrictBool = Field(default=False, alias="use-snapshot-schema")
+    start_snapshot_id: int | None = Field(default=None, alias="start-snapshot-id")
+    end_snapshot_id: int | None = Field(default=None, alias="end-snapshot-id")
+    stats_fields: FieldNames | None = Field(default=None, alias="stats-fields")
+
+    @model_validator(mode="after")
+    def _one_kind_of_scan(self) -> PlanTableScanRequest:
+        incremental = self.start_snapshot_id is not None or self.end_snapshot_id is not None
+        if incremental and self.snapshot_id is not None:
+            raise BadRequestError("invalid scan: snapshot-id (a point-in-time scan) and "
+                                  "start-snapshot-id/end-snapshot-id (an incremental scan) "
+                                  "exclude each other")
+        if incremental and (self.start_snapshot_id is None or self.end_snapshot_id is None):
+            raise BadRequestError("invalid scan: an incremental scan needs both "
+                                  "start-snapshot-id and end-snapshot-id")
+        return self
+
+
+class FetchScanTasksRequest(IcebergRequest):
+    """A plan task of a scan plan, whose file scan tasks to fetch (``FetchScanTasksRequest``)."""
+
+    plan_task: str = Field(alias="plan-task", max_length=200)
+
+
+PlanTableScanRequest.model_rebuild(_types_namespace={"BooleanExpression": BooleanExpression})

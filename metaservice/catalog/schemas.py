@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Query
+from fastapi import Path, Query
 from pydantic import BaseModel
 
 
@@ -45,3 +45,5 @@ ICEBERG_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 # The list routes' pagination parameters (``catalog/pages.py``).
 PageToken = Annotated[str | None, Query(alias="pageToken", max_length=2000)]
 PageSize = Annotated[int | None, Query(alias="pageSize")]
+PlanId = Annotated[str, Path(alias="plan_id", max_length=200,
+                             description="a scan plan's id, as its planning answered it")]

@@ -407,6 +407,38 @@ class ReadSessionCutRow(Base):
     snapshot_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
 
+class ScanPlanRow(Base):
+    """A scan plan of the catalog (server-side scan planning, docs/contract.md#scan-planning). Its
+    lease (same id) holds the snapshots it planned and gives its term: the plan lives while its
+    lease does, and goes with it (cancelled: the lease released; expired: forgotten with it)."""
+
+    __tablename__ = "catalog_scan_plans"
+
+    id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("leases.id", ondelete="CASCADE"), primary_key=True)
+    # The table planned, by its pointer's key and its identity (a later table of that name is
+    # another table).
+    namespace: Mapped[str] = mapped_column(String(128), nullable=False)
+    name: Mapped[str] = mapped_column(String(128), nullable=False)
+    table_uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    # The read session's prefix it was planned in (None: at the head).
+    prefix: Mapped[str | None] = mapped_column(String(200))
+    tasks: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class ScanPlanTaskRow(Base):
+    """One plan task of a scan plan: a batch of its file scan tasks as the answer's JSON
+    (``file-scan-tasks`` and the ``delete-files`` they reference)."""
+
+    __tablename__ = "catalog_scan_plan_tasks"
+
+    plan_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("catalog_scan_plans.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+
+
 class CutFileRow(Base):
     """A cut file (docs/contract.md#a-table-at-a-cut), recorded when first served: the file serves
     one snapshot of one catalog table, and is deleted with the snapshot's expiration or the table's

@@ -8,7 +8,13 @@ from sqlalchemy import ColumnElement, case, delete, exists, func, or_, select, t
 from sqlalchemy.orm import Session
 
 from metaservice.db.engine import on_postgres
-from metaservice.db.models import LeaseRow, LeaseSnapshotRow, ReadSessionRow, TableRow
+from metaservice.db.models import (
+    LeaseRow,
+    LeaseSnapshotRow,
+    ReadSessionRow,
+    ScanPlanRow,
+    TableRow,
+)
 
 
 def add_lease(session: Session, lease: LeaseRow, snapshots: Iterable[tuple[int, int]]) -> None:
@@ -152,12 +158,13 @@ _LEASES_LOCK = 0x4D534C  # "MSL"
 
 
 def count_live_leases(session: Session, principal: str | None, now_ms: int) -> int:
-    """The principal's live leases, read sessions' left out (they have a cap of their own), and
-    so are leases that ended with their tables."""
+    """The principal's live leases, read sessions' and scan plans' left out (they have caps of
+    their own), and so are leases that ended with their tables."""
     return session.scalar(
         select(func.count()).select_from(LeaseRow)
         .where(LeaseRow.principal.is_(None) if principal is None
                else LeaseRow.principal == principal,
                LeaseRow.expires_at > now_ms,
                exists().where(LeaseSnapshotRow.lease_id == LeaseRow.id),
-               ~exists().where(ReadSessionRow.id == LeaseRow.id))) or 0
+               ~exists().where(ReadSessionRow.id == LeaseRow.id),
+               ~exists().where(ScanPlanRow.id == LeaseRow.id))) or 0

@@ -1,6 +1,6 @@
 """The routes of a consistent warehouse's read sessions (HTTP only; docs/contract.md#read-sessions),
 under ``/iceberg/v1/{prefix}``: the same reads as at the head, under a session's prefix, with tables
-served at the session's cut; every write is refused.
+served (and scans planned) at the session's cut; every write is refused.
 
 ``router`` is included before every other catalog router. Routes are matched one after the
 other in the order they were included, so a session's table load is not tried against every
@@ -36,8 +36,13 @@ from metaservice.catalog.namespaces.answers import (
     namespace_exists,
 )
 from metaservice.catalog.read_sessions import service as read_sessions
-from metaservice.catalog.requests import ReportMetricsRequest
-from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
+from metaservice.catalog.requests import (
+    FetchScanTasksRequest,
+    PlanTableScanRequest,
+    ReportMetricsRequest,
+)
+from metaservice.catalog.scan_plans import service as scan_plans
+from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken, PlanId
 from metaservice.catalog.tables import service as tables
 from metaservice.catalog.tables.answers import (
     Snapshots,
@@ -48,7 +53,7 @@ from metaservice.catalog.tables.answers import (
     table_response,
     vended_access,
 )
-from metaservice.deps import Context, DatabaseDep, ReadSession
+from metaservice.deps import Context, DatabaseDep, ReadSession, WriteSession
 
 
 class SessionPrefixConvertor(Convertor[str]):
@@ -162,6 +167,46 @@ def report_metrics_in_session(request: Request, session: ReadSession, ctx: Conte
                               namespace: str, table: str, body: ReportMetricsRequest) -> Response:
     _in_session(session, request, ctx, prefix)
     return report_metrics(request, namespace, table, body)
+
+
+@router.post("/namespaces/{namespace}/tables/{table}/plan",
+             operation_id="iceberg_session_plan_table_scan")
+def plan_table_scan_in_session(request: Request, database: DatabaseDep, ctx: Context,
+                               prefix: str, namespace: str, table: str,
+                               body: PlanTableScanRequest) -> dict[str, Any]:
+    """Plan a scan at the read session's cut (fixed now if the table's pipeline has none yet
+    in the session), held against expiration while the plan lives."""
+    return scan_plans.plan_table_scan(database, ctx, site(request), levels(namespace), table,
+                                      body, principal(request), prefix)
+
+
+@router.get("/namespaces/{namespace}/tables/{table}/plan/{plan_id}",
+            operation_id="iceberg_session_fetch_planning_result")
+def fetch_planning_result_in_session(request: Request, session: ReadSession, ctx: Context,
+                                     prefix: str, namespace: str, table: str,
+                                     plan_id: PlanId) -> dict[str, Any]:
+    return scan_plans.fetch_planning_result(session, ctx, levels(namespace), table, plan_id,
+                                            principal(request), prefix)
+
+
+@router.delete("/namespaces/{namespace}/tables/{table}/plan/{plan_id}", status_code=204,
+               operation_id="iceberg_session_cancel_planning")
+def cancel_planning_in_session(request: Request, session: WriteSession, ctx: Context,
+                               prefix: str, namespace: str, table: str,
+                               plan_id: PlanId) -> Response:
+    scan_plans.cancel_planning(session, ctx, levels(namespace), table, plan_id,
+                               principal(request), prefix)
+    return Response(status_code=204)
+
+
+@router.post("/namespaces/{namespace}/tables/{table}/tasks",
+             operation_id="iceberg_session_fetch_scan_tasks")
+def fetch_scan_tasks_in_session(request: Request, session: ReadSession, ctx: Context,
+                                prefix: str, namespace: str, table: str,
+                                body: FetchScanTasksRequest) -> Response:
+    return Response(scan_plans.fetch_scan_tasks(session, ctx, levels(namespace), table,
+                                                body.plan_task, principal(request), prefix),
+                    media_type="application/json")
 
 
 @router.post("/{path:path}", status_code=204, operation_id="iceberg_session_post")

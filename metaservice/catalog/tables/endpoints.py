@@ -1,5 +1,6 @@
 """The catalog's table routes (HTTP only), under ``/iceberg``: list, create, register, load,
-exists, drop, unregister, rename, and metrics reports. Commits are ``commit_endpoints.py``."""
+exists, drop, unregister, rename, metrics reports, and scan planning (plan, its result, its
+cancel, its tasks). Commits are ``commit_endpoints.py``."""
 
 from __future__ import annotations
 
@@ -21,17 +22,20 @@ from metaservice.catalog.deps import (
 )
 from metaservice.catalog.requests import (
     CreateTableRequest,
+    FetchScanTasksRequest,
+    PlanTableScanRequest,
     RegisterTableRequest,
     RenameTableRequest,
     ReportMetricsRequest,
     S3SignRequest,
 )
-from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
+from metaservice.catalog.scan_plans import service as scan_plans
+from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken, PlanId
 from metaservice.catalog.tables import answers, delegation
 from metaservice.catalog.tables import service as tables
 from metaservice.catalog.tables.answers import Snapshots, table_response, vended_access
 from metaservice.catalog.tables.idempotent import idempotent
-from metaservice.deps import Context, DatabaseDep, ReadSession
+from metaservice.deps import Context, DatabaseDep, ReadSession, WriteSession
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
 
@@ -166,3 +170,41 @@ def sign_s3_request(request: Request, database: DatabaseDep, body: S3SignRequest
                                         body.method, body.uri, body.headers)
     return JSONResponse({"uri": body.uri, "headers": headers},
                         headers={"Cache-Control": "no-cache"})
+
+
+# -- server-side scan planning (docs/contract.md#scan-planning) -------------------------------
+
+@router.post("/v1/namespaces/{namespace}/tables/{table}/plan",
+             operation_id="iceberg_plan_table_scan")
+def plan_table_scan(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
+                    table: str, body: PlanTableScanRequest) -> dict[str, Any]:
+    """Plan a scan at the head: the files of the request's snapshot (default the current one),
+    held against expiration while the plan lives."""
+    return scan_plans.plan_table_scan(database, ctx, site(request), levels(namespace), table,
+                                      body, principal(request))
+
+
+@router.get("/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}",
+            operation_id="iceberg_fetch_planning_result")
+def fetch_planning_result(request: Request, session: ReadSession, ctx: Context, namespace: str,
+                          table: str, plan_id: PlanId) -> dict[str, Any]:
+    return scan_plans.fetch_planning_result(session, ctx, levels(namespace), table, plan_id,
+                                            principal(request))
+
+
+@router.delete("/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}", status_code=204,
+               operation_id="iceberg_cancel_planning")
+def cancel_planning(request: Request, session: WriteSession, ctx: Context, namespace: str,
+                    table: str, plan_id: PlanId) -> Response:
+    scan_plans.cancel_planning(session, ctx, levels(namespace), table, plan_id,
+                               principal(request))
+    return Response(status_code=204)
+
+
+@router.post("/v1/namespaces/{namespace}/tables/{table}/tasks",
+             operation_id="iceberg_fetch_scan_tasks")
+def fetch_scan_tasks(request: Request, session: ReadSession, ctx: Context, namespace: str,
+                     table: str, body: FetchScanTasksRequest) -> Response:
+    return Response(scan_plans.fetch_scan_tasks(session, ctx, levels(namespace), table,
+                                                body.plan_task, principal(request)),
+                    media_type="application/json")

@@ -200,6 +200,21 @@ def open_read_session_lease(session: Session, ctx: ServiceContext, holder: str,
     return _grant(session, ctx, holder, ctx.settings.read_session_seconds, [], principal)
 
 
+def open_scan_plan_lease(session: Session, ctx: ServiceContext, holder: str,
+                         snapshots: Sequence[tuple[str, int, int]],
+                         principal: Principal) -> Lease:
+    """The lease of a new scan plan of the catalog (``catalog/scan_plans/service.py``) on its
+    planned ``(table name, table_id, snapshot_id)``: it lasts ``METASERVICE_SCAN_PLAN_SECONDS``
+    and is capped with the principal's scan plans (the caller checks), not with its leases.
+
+    Raises:
+        SnapshotExpiredError: 410, a planned snapshot was approved for expiration.
+    """
+    handout.hold(session, (t for _, t, _ in snapshots))
+    handout.refuse_approved(session, snapshots)
+    return _grant(session, ctx, holder, ctx.settings.scan_plan_seconds, snapshots, principal)
+
+
 def _get(session: Session, lease_id: str, principal: Principal, *,
          for_update: bool = False) -> LeaseRow:
     """The lease, if it exists and ``principal`` may see it; another principal's lease, and one

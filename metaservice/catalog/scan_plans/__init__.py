@@ -1,0 +1,1 @@
+"""Server-side scan planning (docs/contract.md#scan-planning)."""
