@@ -120,3 +120,34 @@ def broken_ids(spark: SparkDriver, catalog: str) -> tuple[int, int]:
         f"FROM {catalog}.db.orders o FULL JOIN {catalog}.db.a a ON o.id = a.id "
         f"FULL JOIN {catalog}.db.b b ON coalesce(o.id, a.id) = b.id")
     return orders, broken
+
+
+def strong_sessions_hold_while_the_head_mixes(spark: SparkDriver, lake: str, catalog: RestCatalog,
+                                              client: httpx.Client, clock: ManualClock,
+                                              server_url: str, rounds: int) -> None:
+    """The fan-out runs (two barriers in, both siblings stepped) while Spark reads it ``rounds``
+    times, each round through a new catalog of the consistent warehouse ``lake@strong`` (a
+    read session's cut is fixed at its first load) and through the head ``lake``: no session's
+    join breaks the invariant and new sessions follow the pipeline, the head mixes barriers,
+    and a write through a session is refused."""
+    import pytest
+
+    from tests.engines.spark35.rig import SparkError
+
+    pipeline = FanOut(catalog, client, clock)
+    pipeline.ingest(2)
+    pipeline.step("a"), pipeline.step("b")
+
+    def read(round_: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        session = f"{lake}_strong{round_}"
+        spark.catalog(session, type="rest", uri=f"{server_url}/iceberg", warehouse="lake@strong")
+        return broken_ids(spark, session), broken_ids(spark, lake)
+
+    reads = read_while_running(pipeline, read, rounds=rounds)
+    strong, head = [r[0] for r in reads], [r[1] for r in reads]
+    print(f"strong read sessions (orders read, broken ids): {strong}; head: {head}")
+    assert all(broken == 0 for _, broken in strong), strong
+    assert len({orders for orders, _ in strong}) > 1, strong  # new sessions follow the pipeline
+    assert sum(broken > 0 for _, broken in head) > 0, head  # the head mixes barriers
+    with pytest.raises(SparkError, match="read-only session"):
+        spark.sql(f"INSERT INTO {lake}_strong0.db.orders VALUES (99)")

@@ -23,7 +23,11 @@ from pyiceberg.catalog.rest import RestCatalog
 from metaservice.clock import ManualClock
 from tests.conftest import ServerThread
 from tests.engines.spark35.rig import SparkDriver, SparkError
-from tests.metaservice.catalog.pipeline import FanOut, broken_ids, read_while_running
+from tests.metaservice.catalog.pipeline import (
+    FanOut,
+    broken_ids,
+    strong_sessions_hold_while_the_head_mixes,
+)
 from tests.metaservice.catalog.test_pyiceberg import barriers
 from tests.metaservice.jobs.test_jobs import plan
 
@@ -148,24 +152,8 @@ def test_a_spark_job_writes_its_barriers_and_reads_them_back(
 def test_spark_joins_a_running_pipeline_at_one_barrier_in_a_strong_read_session(
         spark: SparkDriver, lake: str, catalog: RestCatalog, client: httpx.Client,
         clock: ManualClock, server: ServerThread) -> None:
-    pipeline = FanOut(catalog, client, clock)
-    pipeline.ingest(2)
-    pipeline.step("a"), pipeline.step("b")
-
-    def read(round_: int) -> tuple[tuple[int, int], tuple[int, int]]:
-        # A session's cut is fixed at its first load: each round registers a new catalog.
-        session = f"{lake}_strong{round_}"
-        spark.catalog(session, type="rest", uri=f"{server.url}/iceberg", warehouse="lake@strong")
-        return broken_ids(spark, session), broken_ids(spark, lake)
-
-    reads = read_while_running(pipeline, read, rounds=6)
-    strong, head = [r[0] for r in reads], [r[1] for r in reads]
-    print(f"strong read sessions (orders read, broken ids): {strong}; head: {head}")
-    assert all(broken == 0 for _, broken in strong), strong
-    assert len({orders for orders, _ in strong}) > 1, strong  # new sessions follow the pipeline
-    assert sum(broken > 0 for _, broken in head) > 0, head  # the head mixes barriers
-    with pytest.raises(SparkError, match="read-only session"):
-        spark.sql(f"INSERT INTO {lake}_strong0.db.orders VALUES (99)")
+    strong_sessions_hold_while_the_head_mixes(spark, lake, catalog, client, clock, server.url,
+                                              rounds=6)
 
 
 def test_open_read_session_opens_a_new_read_session_under_the_same_name(

@@ -31,7 +31,9 @@ from metaservice_soak.spark_cluster import StandaloneCluster
 from tests.conftest import ServerThread
 from tests.engines.spark35.rig import SparkDriver, SparkError
 from tests.engines.spark41.rig import spark41_driver
-from tests.metaservice.catalog.pipeline import FanOut, broken_ids, read_while_running
+from tests.metaservice.catalog.pipeline import (
+    strong_sessions_hold_while_the_head_mixes,
+)
 from tests.metaservice.catalog.test_pyiceberg import barriers
 from tests.metaservice.jobs.test_jobs import plan
 
@@ -241,23 +243,8 @@ def test_a_strong_read_session_joins_a_running_pipeline_at_one_barrier(
         clock: ManualClock, server: ServerThread) -> None:
     """While a writer commits newer barriers, each strong read session's join sees one
     barrier's cut (no order missing from a sibling's table), where the head mixes barriers."""
-    pipeline = FanOut(catalog, client, clock)
-    pipeline.ingest(2)
-    pipeline.step("a"), pipeline.step("b")
-
-    def read(round_: int) -> tuple[tuple[int, int], tuple[int, int]]:
-        session = f"{lake}_strong{round_}"  # a session's cut is fixed at its first load
-        spark.catalog(session, type="rest", uri=f"{server.url}/iceberg", warehouse="lake@strong")
-        return broken_ids(spark, session), broken_ids(spark, lake)
-
-    reads = read_while_running(pipeline, read, rounds=4)
-    strong, head = [r[0] for r in reads], [r[1] for r in reads]
-    print(f"strong read sessions (orders read, broken ids): {strong}; head: {head}")
-    assert all(broken == 0 for _, broken in strong), strong
-    assert len({orders for orders, _ in strong}) > 1, strong  # new sessions follow the pipeline
-    assert sum(broken > 0 for _, broken in head) > 0, head  # the head mixes barriers
-    with pytest.raises(SparkError, match="read-only session"):
-        spark.sql(f"INSERT INTO {lake}_strong0.db.orders VALUES (99)")
+    strong_sessions_hold_while_the_head_mixes(spark, lake, catalog, client, clock, server.url,
+                                              rounds=4)
 
 
 def test_expire_snapshots_never_removes_a_leased_or_cut_snapshot(
