@@ -99,7 +99,9 @@ class KafkaBroker:
         marker = self.directory / "cluster-id"
         if marker.exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's own ids: a leading "-" reads as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         done = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
                           "-c", str(properties), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT)

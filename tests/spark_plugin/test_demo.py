@@ -306,7 +306,7 @@ def test_a_failure_a_stop_signal_caused_while_spark_starts_is_that_stop(tmp_path
 
     from metaservice_demo import demo as demo_module
 
-    def start_spark_interrupted(local_dir: Path) -> None:
+    def start_spark_interrupted(local_dir: Path, jars: list[Path] | None = None) -> None:
         try:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)

@@ -235,8 +235,10 @@ def test_a_pipeline_s_events_reach_a_kafka_topic_each_job_in_order(
     kafka.create_topic(topic, partitions=3)
     app = pipeline_app({"OPENLINEAGE__TRANSPORT__TYPE": "kafka",
                         "OPENLINEAGE__TRANSPORT__TOPIC": topic,
+                        # quiet: the app's producer outlives the test, and the broker the
+                        # test session (librdkafka logs every reconnection attempt)
                         "OPENLINEAGE__TRANSPORT__CONFIG": json.dumps(
-                            {"bootstrap.servers": kafka.bootstrap})})
+                            {"bootstrap.servers": kafka.bootstrap, "log_level": "0"})})
     src_in_the_builtin_catalog(database)
     with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
         run_pipeline(http, app)

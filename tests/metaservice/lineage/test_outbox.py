@@ -175,7 +175,7 @@ def test_metrics_show_the_outbox(database: Database, settings: Settings, clock: 
     client = OpenLineageClient(config={"transport": {
         "type": "http", "url": f"http://127.0.0.1:{closed}", "retry": {"total": 0}}})
     app = create_app(settings, clock=clock, database=database, openlineage_client=client)
-    with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
         for barrier in (10, 20):
             assert http.post("/tables/lake/db/t/barriers",
                              json={"snapshot_id": barrier, "barrier": barrier}).status_code == 200
