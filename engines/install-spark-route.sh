@@ -5,8 +5,10 @@
 # (editable, from this checkout), the route's jars fetched by Maven (engines/fetch-jars.sh
 # ROUTE: .cache/jars/ROUTE/) and named, with Iceberg's SQL extensions, in that pyspark's
 # conf/spark-defaults.conf, so that every SparkSession, pyspark or spark-submit of the
-# virtualenv has them with no option. Needs python3, Maven and Java 17. Idempotent: does
-# nothing when everything is there.
+# virtualenv has them with no option. Its bin/activate sets SPARK_HOME to that pyspark: else
+# pyspark's bin/ scripts (spark-sql, spark-submit) find their Spark through $PYSPARK_PYTHON
+# when it is set, which may be another virtualenv's (the plugin's .venv, with another Spark).
+# Needs python3, Maven and Java 17. Idempotent: does nothing when everything is there.
 #
 #   bash engines/install-spark-route.sh ROUTE PYSPARK
 set -euo pipefail
@@ -52,5 +54,9 @@ CONF=$(spark_defaults)
 if [ "$(cat "$CONF" 2>/dev/null)" != "$(defaults)" ]; then
     mkdir -p "$(dirname "$CONF")"
     defaults > "$CONF"
+fi
+HOME_LINE="export SPARK_HOME=\"$(dirname "$CONF" | xargs dirname)\"  # this route's Spark"
+if ! grep -qxF "$HOME_LINE" $VENV/bin/activate; then
+    echo "$HOME_LINE" >> $VENV/bin/activate
 fi
 echo "install $ROUTE: pyspark $PYSPARK in $VENV, Iceberg's runtime and the route's jars from $JARS"

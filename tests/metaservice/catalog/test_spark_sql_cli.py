@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -77,6 +78,9 @@ def test_the_readmes_spark_sql_command_runs_a_jobs_step_on_the_cluster(
     script = re.sub(r"(?<=[ =])\.(venv-spark41|cache)/", lambda m: f"{ROOT}/.{m.group(1)}/",
                     script)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
+    # a user who runs the plugin too may have its interpreter in PYSPARK_PYTHON: activate's
+    # SPARK_HOME keeps spark-sql on the route's Spark (without it, Spark 4.2 met the 4.1 runtime)
+    env["PYSPARK_PYTHON"] = sys.executable
     env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_CONF_DIR=str(conf), B=str(answer["barrier"]),
                S=str(answer["snapshots"]["lake.shop.orders"]))
     done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=tmp_path, env=env,
