@@ -160,55 +160,83 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # --dist loadgroup, are not in force under pytest 9.2: they rename node ids through an attribute
 # pytest 9.2 no longer reads.)
 #
-# The files go out costliest first, so that the last file handed out is a short one and no
-# worker idles while another finishes the soak: xdist's own order (the files with the most tests
-# first) handed out the single-test files that take minutes last. One exception to cost: the
-# soak (a Spark cluster, two servers, haproxy, PostgreSQL, timed faults) goes first with files
-# that start no Spark beside it, so that it is not starved by a second Spark; the Spark-heavy
-# files follow. COSTLIEST_FILES is that order, measured by a CI run (`pytest --junitxml`, each
-# file's summed test time); a file not listed comes after them, in collection order. A stale
-# order costs minutes, never a result.
-COSTLIEST_FILES = (
-    # a Spark cluster's files (the soak, standalone_cluster, on_s3, the Spark 4.1 route's) hold
-    # one lock of the run (one_spark_cluster_at_a_time): they are spread out, each after about
-    # as much work without a cluster as the one before it takes, so that a worker seldom waits
+# One exception to file by file: the files that start a Spark standalone cluster (a master, two
+# workers, their executors) are one unit of work, run one after the other on one worker, so that
+# two clusters never share the machine's cores and no worker waits for another's cluster to end
+# (pytest_xdist_make_scheduler below; one_spark_cluster_at_a_time still orders clusters of runs
+# spread otherwise, e.g. --dist load).
+#
+# The units go out costliest first, so that the last one handed out is a short one and no worker
+# idles while another finishes the cluster files: xdist's own order (the files with the most tests
+# first) handed out the single-test files that take minutes last. COSTLIEST_FILES is that order,
+# measured by a CI run (`pytest --junitxml`, each file's summed test time); a file not listed
+# comes after them, in collection order. A stale order costs minutes, never a result.
+SPARK_CLUSTER_FILES = (
     "tests/soak/test_soak.py",
-    "tests/spark_plugin/test_streaming_exactly_once.py",
-    "tests/spark_plugin/test_builtin_catalog.py",
+    "tests/metaservice/catalog/test_spark_sql.py",
+    "tests/metaservice/catalog/test_spark_sql_cli.py",
+    "tests/metaservice/catalog/test_spark_streaming.py",
     "tests/spark_plugin/test_standalone_cluster.py",
-    "tests/spark_plugin/test_kafka_root.py",
-    "tests/metaservice/test_api_fuzz.py",
     "tests/spark_plugin/test_on_s3.py",
+)
+COSTLIEST_FILES = (
+    *SPARK_CLUSTER_FILES,  # one unit, the costliest
+    "tests/spark_plugin/test_streaming_exactly_once.py",
     "tests/spark_plugin/test_demo.py",
     "tests/test_readme.py",
-    "tests/metaservice/test_races.py",
-    "tests/metaservice/catalog/test_spark_streaming.py",
-    "tests/spark_plugin/test_examples.py",
+    "tests/spark_plugin/test_builtin_catalog.py",
+    "tests/spark_plugin/test_kafka_root.py",
     "tests/spark_plugin/test_streaming.py",
-    "tests/metaservice/catalog/test_spark_sql.py",
-    "tests/metaservice/ui/test_dashboard_browser.py",
     "tests/metaservice/protocol/test_machine.py",
-    "tests/metaservice/catalog/test_spark_sql_cli.py",
-    "tests/soak/test_patroni.py",
-    "tests/metaservice/catalog/test_spark.py",
-    "tests/metaservice/catalog/test_s3.py",
+    "tests/metaservice/ui/test_dashboard_browser.py",
+    "tests/metaservice/test_api_fuzz.py",
     "tests/benchmarks/test_plugin_s3_benchmark.py",
+    "tests/soak/test_patroni.py",
+    "tests/spark_plugin/test_examples.py",
     "tests/benchmarks/test_streaming_benchmark.py",
-    "tests/metaservice/test_lock_order_races.py",
-    "tests/soak/test_replicas.py",
-    "tests/metaservice/catalog/test_rest_compatibility_kit.py",
+    "tests/metaservice/catalog/test_spark.py",
+    "tests/metaservice/test_races.py",
+    "tests/metaservice/catalog/test_bad_input.py",
+    "tests/metaservice/catalog/test_s3.py",
     "tests/metaservice/catalog/test_vended_credentials.py",
-    "tests/spark_plugin/test_runtime_barrier_job.py",
-    "tests/test_packaging.py",
-    "tests/spark_plugin/test_batch_job.py",
-    "tests/metaservice/catalog/test_read_sessions.py",
-    "tests/spark_plugin/test_spark_io.py",
-    "tests/metaservice/catalog/test_durability.py",
-    "tests/metaservice/test_cli.py",
     "tests/metaservice/catalog/test_sql_views.py",
+    "tests/metaservice/test_lock_order_races.py",
+    "tests/metaservice/catalog/test_rest_compatibility_kit.py",
+    "tests/benchmarks/test_catalog_benchmark.py",
+    "tests/metaservice/catalog/test_purges.py",
+    "tests/metaservice/catalog/test_scan_planning.py",
+    "tests/metaservice/test_durability.py",
+    "tests/metaservice/auth/test_auth.py",
+    "tests/spark_plugin/test_runtime_barrier_job.py",
+    "tests/soak/test_replicas.py",
+    "tests/test_packaging.py",
+    "tests/metaservice/catalog/test_rest_protocol.py",
     "tests/metaservice/catalog/test_trust_attacks.py",
-    "tests/metaservice/barriers/test_group_commit.py",
+    "tests/metaservice/test_replicas.py",
+    "tests/metaservice/catalog/test_durability.py",
+    "tests/metaservice/catalog/test_trust.py",
+    "tests/benchmarks/test_spark_views_benchmark.py",
+    "tests/metaservice/catalog/test_pyiceberg.py",
+    "tests/metaservice/leases/test_leases.py",
+    "tests/metaservice/test_cli.py",
+    "tests/metaservice/catalog/test_read_sessions.py",
 )
+_SPARK_CLUSTER_UNIT = "the Spark cluster files"
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """--dist loadfile, with SPARK_CLUSTER_FILES one unit of work (see above)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ClusterFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return _SPARK_CLUSTER_UNIT if path in SPARK_CLUSTER_FILES else path
+
+    return ClusterFilesTogether(config, log)  # type: ignore[arg-type]
 
 
 @contextmanager

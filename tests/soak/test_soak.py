@@ -16,9 +16,9 @@ from metaservice_soak.report import build, render
 from tests.conftest import missing, one_spark_cluster_at_a_time
 from tests.soak.conftest import require_haproxy
 
-pytestmark = pytest.mark.slow  # about five minutes: PostgreSQL, servers, Spark, every fault
+pytestmark = pytest.mark.slow  # about four minutes: PostgreSQL, servers, Spark, every fault
 
-MINUTES = 1.5
+MINUTES = 1.0
 SEED = 25
 
 

@@ -21,10 +21,10 @@ pytestmark = pytest.mark.spark
 
 # (crash point, micro-batch) per run; a string batch: the point's own count (see crash_points).
 CRASH_RUNS = [
-    ("after_iceberg_commit", 2),   # Iceberg holds the barrier, the service does not
-    ("after_report", 4),           # the service holds it, Spark's commit log does not
-    ("before_iceberg_commit", 6),  # data files written, nothing committed
-    ("in_write", 8),               # an executor task dies while writing
+    ("after_iceberg_commit", 1),   # Iceberg holds the barrier, the service does not
+    ("after_report", 2),           # the service holds it, Spark's commit log does not
+    ("before_iceberg_commit", 3),  # data files written, nothing committed
+    ("in_write", 4),               # an executor task dies while writing
     ("after_offset", "2"),         # the barrier is pinned, Spark has not logged the offset
 ]
 
@@ -54,7 +54,7 @@ def test_every_barrier_committed_exactly_once_across_driver_kills(
                 latest = pipeline.sink_latest()
                 assert pipeline.iceberg_latest() == latest and latest in pipeline.barriers[-2:]
                 assert not (tmp_path / "checkpoint" / "commits" / str(batch)).exists()
-        pipeline.finish(more_barriers=2)
+        pipeline.finish(more_barriers=1)
     finally:
         pipeline.kill_leftovers()
     elapsed = time.monotonic() - started

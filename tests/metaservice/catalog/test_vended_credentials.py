@@ -204,8 +204,9 @@ def test_a_session_is_handed_out_again_while_half_its_life_is_left(sts_store: An
                               clock=lambda: now[0])
     a, b = ["s3://lake/p/db/a"], ["s3://lake/p/db/b"]
     first = vendor.vend(a, write=True, caller="w")
+    answered = time.time()  # STS dates the expiry when it answers, seconds later on a busy machine
     life = first.expires_at_ms / 1000 - now[0]
-    assert 800 < life <= 901
+    assert 800 < life <= 900 + (answered - now[0]) + 1
     assert vendor.vend(a, write=True, caller="w") == first
     others = [vendor.vend(a, write=False, caller="w"), vendor.vend(a, write=True, caller="x"),
               vendor.vend(b, write=True, caller="w")]
