@@ -5,7 +5,7 @@
 #   engines/spark41/install.sh          Spark 4.1 with Iceberg 1.12's runtime (.venv-spark41)
 #   engines/kafka/install.sh            Kafka's broker and Spark's Kafka source for the plugin
 #   engines/plugin-s3/install.sh        Hadoop's S3A for the plugin's Parquet path on s3://
-#   engines/pyiceberg-suite/install.sh  pyiceberg's own scan planning suite
+#   engines/pyiceberg-suite/install.sh  pyiceberg's own integration suites for REST catalogs
 # Needs python3, Maven and Java 17.
 set -euo pipefail
 here=$(dirname "$0")

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# pyiceberg's own scan planning suite (tests/integration/test_rest_scan_planning_integration.py),
-# for tests/metaservice/catalog/test_pyiceberg_scan_planning_suite.py: the sdist of the pyiceberg
-# the venv has (pip download), its tests/ and pyproject.toml (the suite's pytest configuration) under
-# .cache/pyiceberg-suite/<version>/, and what the suite's conftest imports that the venv lacks
-# (boto3, moto, pytest-lazy-fixtures) in .cache/pyiceberg-suite/deps. Idempotent: does nothing
-# when they are there.
+# pyiceberg's own integration tests for REST catalogs (tests/integration/test_rest_catalog.py,
+# test_catalog.py, test_rest_scan_planning_integration.py), for
+# tests/metaservice/catalog/test_pyiceberg_suite.py: the sdist of the pyiceberg the venv has (pip
+# download), its tests/ and pyproject.toml (the suite's pytest configuration) under
+# .cache/pyiceberg-suite/<version>/, and what the suite imports that the venv lacks (boto3, moto,
+# pytest-lazy-fixtures; thrift, which test_catalog.py's import of pyiceberg's Hive catalog needs)
+# in .cache/pyiceberg-suite/deps. Idempotent: does nothing when they are there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-.venv/bin/python}
 VERSION=$("$PYTHON" -c 'from importlib.metadata import version; print(version("pyiceberg"))')
 TARGET=.cache/pyiceberg-suite
-if [ -f "$TARGET/$VERSION/pyproject.toml" ] && [ -d "$TARGET/deps/moto" ]; then
+if [ -f "$TARGET/$VERSION/pyproject.toml" ] && [ -d "$TARGET/deps/moto" ] \
+        && [ -d "$TARGET/deps/thrift" ]; then
     exit 0
 fi
 mkdir -p "$TARGET"
@@ -28,7 +30,7 @@ for member in members:
 archive.extractall(target, members=members, filter="data")
 PY
 rm -rf "$TARGET/deps"
-"$PYTHON" -m pip install -q --target "$TARGET/deps" boto3 moto pytest-lazy-fixtures
+"$PYTHON" -m pip install -q --target "$TARGET/deps" boto3 moto pytest-lazy-fixtures thrift
 # What the venv has already stays the venv's (its pytest, pydantic, ...): only the rest is added.
 SITE=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 for entry in "$TARGET"/deps/*; do

@@ -41,6 +41,7 @@ from metaservice.catalog.requests import (
     PlanTableScanRequest,
     ReportMetricsRequest,
 )
+from metaservice.catalog.scan_plans import answers as scan_plan_answers
 from metaservice.catalog.scan_plans import service as scan_plans
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken, PlanId
 from metaservice.catalog.tables import service as tables
@@ -53,7 +54,7 @@ from metaservice.catalog.tables.answers import (
     table_response,
     vended_access,
 )
-from metaservice.deps import Context, DatabaseDep, ReadSession, WriteSession
+from metaservice.deps import Context, DatabaseDep, ReadSession
 
 
 class SessionPrefixConvertor(Convertor[str]):
@@ -170,14 +171,15 @@ def report_metrics_in_session(request: Request, session: ReadSession, ctx: Conte
 
 
 @router.post("/namespaces/{namespace}/tables/{table}/plan",
-             operation_id="iceberg_session_plan_table_scan")
+             operation_id="iceberg_session_plan_table_scan", response_model=dict[str, Any])
 def plan_table_scan_in_session(request: Request, database: DatabaseDep, ctx: Context,
                                prefix: str, namespace: str, table: str,
-                               body: PlanTableScanRequest) -> dict[str, Any]:
+                               body: PlanTableScanRequest) -> Response:
     """Plan a scan at the read session's cut (fixed now if the table's pipeline has none yet
-    in the session), held against expiration while the plan lives."""
-    return scan_plans.plan_table_scan(database, ctx, site(request), levels(namespace), table,
-                                      body, principal(request), prefix)
+    in the session), held against expiration while the plan lives; ``Idempotency-Key``
+    honoured."""
+    return scan_plan_answers.plan_table_scan(request, database, ctx, namespace, table, body,
+                                             prefix)
 
 
 @router.get("/namespaces/{namespace}/tables/{table}/plan/{plan_id}",
@@ -191,12 +193,11 @@ def fetch_planning_result_in_session(request: Request, session: ReadSession, ctx
 
 @router.delete("/namespaces/{namespace}/tables/{table}/plan/{plan_id}", status_code=204,
                operation_id="iceberg_session_cancel_planning")
-def cancel_planning_in_session(request: Request, session: WriteSession, ctx: Context,
+def cancel_planning_in_session(request: Request, database: DatabaseDep, ctx: Context,
                                prefix: str, namespace: str, table: str,
                                plan_id: PlanId) -> Response:
-    scan_plans.cancel_planning(session, ctx, levels(namespace), table, plan_id,
-                               principal(request), prefix)
-    return Response(status_code=204)
+    return scan_plan_answers.cancel_planning(request, database, ctx, namespace, table, plan_id,
+                                             prefix)
 
 
 @router.post("/namespaces/{namespace}/tables/{table}/tasks",

@@ -13,6 +13,11 @@
   expired. It lives ``METASERVICE_SCAN_PLAN_SECONDS``; ``DELETE …/plan/{plan-id}`` releases it at
   once. A principal holds at most ``METASERVICE_MAX_SCAN_PLANS`` live plans: one more is 429
   ``too_many_scan_plans``, naming the cancel route.
+- Planning and cancelling take an ``Idempotency-Key`` (``idempotency.py``): a plan claims it in
+  the transaction that records the plan, before the plan is counted, with the answer as its
+  outcome; a retry of the same request gets that answer (the same plan, no second lease, nothing
+  counted) and a cancel's retry its 204. A planning that failed (it keeps no plan) is the key's
+  outcome too.
 - A plan of at most ``METASERVICE_SCAN_PLAN_FILES_PER_TASK`` files is answered whole; a bigger
   one as plan tasks of at most that many, fetched with ``POST …/tasks``. ``GET …/plan/{plan-id}``
   answers the plan's plan tasks. A plan that was cancelled, expired, never was, is another
@@ -34,6 +39,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from metaservice.auth.service import Principal
+from metaservice.catalog import idempotency
 from metaservice.catalog.errors import (
     TOO_MANY_SCAN_PLANS,
     NoSuchPlanIdError,
@@ -66,8 +72,10 @@ TASK_SEPARATOR = ":"
 
 def plan_table_scan(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                     levels: Sequence[str], table: str, body: PlanTableScanRequest,
-                    principal: Principal, prefix: str | None = None) -> dict[str, Any]:
-    """Plan a scan of the table; answers ``CompletedPlanningWithIDResult``.
+                    principal: Principal, prefix: str | None = None,
+                    guard: idempotency.Guard | None = None) -> dict[str, Any]:
+    """Plan a scan of the table; answers ``CompletedPlanningWithIDResult`` (or
+    ``FailedPlanningResult``), which is ``guard``'s outcome.
 
     Raises:
         NoSuchTableError, NoSuchNamespaceError: 404.
@@ -75,6 +83,7 @@ def plan_table_scan(database: Database, ctx: ServiceContext, catalog: CatalogSit
         BadRequestError: 400, a scan the table's metadata cannot answer.
         RefusedError: 429 ``too_many_scan_plans``; 410 ``snapshot_expired``, a planned
         snapshot was approved for expiration meanwhile.
+        idempotency.Replay: ``guard``'s key was claimed by an earlier request.
     """
     namespace = existing_table_namespace(levels, table)
     name = table_name(catalog, namespace, table)
@@ -107,12 +116,17 @@ def plan_table_scan(database: Database, ctx: ServiceContext, catalog: CatalogSit
         logger.warning("catalog_scan_planning_failed",
                        extra={"table": str(name), "error_class": type(exc).__name__})
         gone = isinstance(exc, FileNotFoundError)
-        return failed(f"the scan of {name} cannot be planned"
-                      f"{': a manifest list or manifest is gone' if gone else ''} "
-                      f"({type(exc).__name__}: {str(exc)[:300]})",
-                      404 if gone else 400)
+        result = failed(f"the scan of {name} cannot be planned"
+                        f"{': a manifest list or manifest is gone' if gone else ''} "
+                        f"({type(exc).__name__}: {str(exc)[:300]})",
+                        404 if gone else 400)
+        if guard is not None:  # nothing was written: the key records it on its own
+            guard.outcome = {"body": result}
+        return result
     batches = [json.dumps(batch, separators=(",", ":")) for batch in plan.batches]
     with database.transaction(write=True) as session:
+        if guard is not None:  # before the plan is counted: a retry holds nothing more
+            guard.claim(session)
         pointer = tables_catalog_repo.get_pointer(session, namespace, table)
         if pointer is None or (pointer.table_uuid is not None
                                and pointer.table_uuid != str(metadata.table_uuid)):
@@ -121,13 +135,19 @@ def plan_table_scan(database: Database, ctx: ServiceContext, catalog: CatalogSit
         plan_id = _record(session, ctx, name, plan, batches, principal, ScanPlanRow(
             namespace=namespace, name=table, table_uuid=str(metadata.table_uuid), prefix=prefix,
             tasks=len(batches), created_at=ctx.clock.now_ms()))
+        if len(plan.batches) <= 1:
+            whole = (plan.batches[0] if plan.batches
+                     else {"file-scan-tasks": [], "delete-files": []})
+            result = {"status": "completed", "plan-id": plan_id, **whole}
+        else:
+            result = {"status": "completed", "plan-id": plan_id,
+                      "plan-tasks": _tokens(plan_id, len(batches))}
+        if guard is not None:
+            guard.finish(session, {"body": result})
     logger.info("catalog_scan_planned", extra={
         "plan_id": plan_id, "table": str(name), "snapshots": list(plan.snapshot_ids),
         "plan_tasks": len(batches)})
-    if len(plan.batches) <= 1:
-        whole = plan.batches[0] if plan.batches else {"file-scan-tasks": [], "delete-files": []}
-        return {"status": "completed", "plan-id": plan_id, **whole}
-    return {"status": "completed", "plan-id": plan_id, "plan-tasks": _tokens(plan_id, len(batches))}
+    return result
 
 
 def failed(message: str, code: int) -> dict[str, Any]:
@@ -200,16 +220,22 @@ def fetch_planning_result(session: Session, ctx: ServiceContext, levels: Sequenc
 
 
 def cancel_planning(session: Session, ctx: ServiceContext, levels: Sequence[str], table: str,
-                    plan_id: str, principal: Principal, prefix: str | None = None) -> None:
+                    plan_id: str, principal: Principal, prefix: str | None = None,
+                    guard: idempotency.Guard | None = None) -> None:
     """``DELETE …/plan/{plan-id}``: the plan ends and its snapshots are no longer held by it.
 
     Raises:
         NoSuchPlanIdError: 404, no live plan of the caller's by that id for this table.
+        idempotency.Replay: ``guard``'s key was claimed by an earlier request.
     """
+    if guard is not None:
+        guard.claim(session)
     found = _live_plan(session, ctx, levels, table, plan_id, principal, prefix)
     if found is None:
         raise _no_plan(plan_id)
     leases_repo.delete_lease(session, plan_id)
+    if guard is not None:
+        guard.finish(session, {})
     logger.info("catalog_scan_plan_cancelled", extra={"plan_id": plan_id})
 
 

@@ -29,13 +29,14 @@ from metaservice.catalog.requests import (
     ReportMetricsRequest,
     S3SignRequest,
 )
+from metaservice.catalog.scan_plans import answers as scan_plan_answers
 from metaservice.catalog.scan_plans import service as scan_plans
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken, PlanId
 from metaservice.catalog.tables import answers, delegation
 from metaservice.catalog.tables import service as tables
 from metaservice.catalog.tables.answers import Snapshots, table_response, vended_access
 from metaservice.catalog.tables.idempotent import idempotent
-from metaservice.deps import Context, DatabaseDep, ReadSession, WriteSession
+from metaservice.deps import Context, DatabaseDep, ReadSession
 
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
 
@@ -175,13 +176,12 @@ def sign_s3_request(request: Request, database: DatabaseDep, body: S3SignRequest
 # -- server-side scan planning (docs/contract.md#scan-planning) -------------------------------
 
 @router.post("/v1/namespaces/{namespace}/tables/{table}/plan",
-             operation_id="iceberg_plan_table_scan")
+             operation_id="iceberg_plan_table_scan", response_model=dict[str, Any])
 def plan_table_scan(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
-                    table: str, body: PlanTableScanRequest) -> dict[str, Any]:
+                    table: str, body: PlanTableScanRequest) -> Response:
     """Plan a scan at the head: the files of the request's snapshot (default the current one),
-    held against expiration while the plan lives."""
-    return scan_plans.plan_table_scan(database, ctx, site(request), levels(namespace), table,
-                                      body, principal(request))
+    held against expiration while the plan lives; ``Idempotency-Key`` honoured."""
+    return scan_plan_answers.plan_table_scan(request, database, ctx, namespace, table, body)
 
 
 @router.get("/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}",
@@ -194,11 +194,9 @@ def fetch_planning_result(request: Request, session: ReadSession, ctx: Context, 
 
 @router.delete("/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}", status_code=204,
                operation_id="iceberg_cancel_planning")
-def cancel_planning(request: Request, session: WriteSession, ctx: Context, namespace: str,
+def cancel_planning(request: Request, database: DatabaseDep, ctx: Context, namespace: str,
                     table: str, plan_id: PlanId) -> Response:
-    scan_plans.cancel_planning(session, ctx, levels(namespace), table, plan_id,
-                               principal(request))
-    return Response(status_code=204)
+    return scan_plan_answers.cancel_planning(request, database, ctx, namespace, table, plan_id)
 
 
 @router.post("/v1/namespaces/{namespace}/tables/{table}/tasks",

@@ -1,6 +1,7 @@
 """A table or view mutation of the catalog under its ``Idempotency-Key`` (HTTP only; the key's
 rules are ``idempotency.py``): run once, its first outcome replayed to a retry of the same
-request."""
+request. An outcome is a metadata file (a table's or a view's answer, loaded again), an answer
+kept whole (``body``: a scan plan's), an empty answer, or a final refusal (``error``)."""
 
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ def replay(request: Request, database: Database, one: idempotency.Guard,
 def answer(request: Request, one: idempotency.Guard, found: idempotency.Stored,
            load: Callable[[str], Response] | None = None) -> Response:
     """The key's outcome as the answer to ``one``'s request (``load``: the answer of its
-    ``metadata-location``, a table's by default).
+    ``metadata-location``, a table's by default; a ``body`` as it was answered).
 
     Raises:
         RefusedError: the key was used for another request (422).
@@ -128,6 +129,8 @@ def answer(request: Request, one: idempotency.Guard, found: idempotency.Stored,
     logger.info("catalog_idempotent_replay", extra={"operation": one.operation})
     if "error" in found.outcome:
         return JSONResponse(found.outcome["error"], status_code=found.status)
+    if "body" in found.outcome:
+        return JSONResponse(found.outcome["body"], status_code=found.status)
     location = found.outcome.get("metadata-location")
     if location is None:
         return Response(status_code=found.status)

@@ -3,6 +3,7 @@ directory, and real Iceberg clients pointed at it."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +50,27 @@ def client(server: ServerThread) -> Iterator[httpx.Client]:
 
 def rest_catalog(url: str, **properties: str) -> RestCatalog:
     return RestCatalog("lake", **{"uri": f"{url}/iceberg", "warehouse": "lake", **properties})
+
+
+def send_together(url: str, requests: list[tuple[str, dict[str, object]]],
+                   key: dict[str, str]) -> list[httpx.Response]:
+    """POST each ``(path, body)`` with the same key, all released at once; answers in order."""
+    start = threading.Barrier(len(requests))
+    answers: list[httpx.Response | None] = [None] * len(requests)
+
+    def send(k: int) -> None:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            http.get("/healthz")  # connected before the start
+            start.wait()
+            answers[k] = http.post(requests[k][0], json=requests[k][1], headers=key)
+
+    threads = [threading.Thread(target=send, args=(k,)) for k in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(a is not None for a in answers)
+    return answers  # type: ignore[return-value]
 
 
 @pytest.fixture

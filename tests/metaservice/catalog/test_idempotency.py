@@ -20,7 +20,7 @@ from sqlalchemy import event
 from metaservice.clock import ManualClock
 from metaservice.db.session import Database
 from tests.conftest import ServerThread
-from tests.metaservice.catalog.conftest import rest_catalog
+from tests.metaservice.catalog.conftest import rest_catalog, send_together
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 TABLES = "/iceberg/v1/namespaces/db/tables"
@@ -195,27 +195,6 @@ def test_create_drop_and_rename_replay_and_final_refusals_are_kept(
     assert bad.status_code == 400
 
 
-def _send_together(url: str, requests: list[tuple[str, dict[str, object]]],
-                   key: dict[str, str]) -> list[httpx.Response]:
-    """POST each ``(path, body)`` with the same key, all released at once; answers in order."""
-    start = threading.Barrier(len(requests))
-    answers: list[httpx.Response | None] = [None] * len(requests)
-
-    def send(k: int) -> None:
-        with httpx.Client(base_url=url, timeout=30) as http:
-            http.get("/healthz")  # connected before the start
-            start.wait()
-            answers[k] = http.post(requests[k][0], json=requests[k][1], headers=key)
-
-    threads = [threading.Thread(target=send, args=(k,)) for k in range(len(requests))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert all(a is not None for a in answers)
-    return answers  # type: ignore[return-value]
-
-
 def test_two_requests_racing_with_one_key_change_the_table_once(
         catalog: RestCatalog, client: httpx.Client, server: ServerThread) -> None:
     catalog.create_namespace("db")
@@ -223,7 +202,7 @@ def test_two_requests_racing_with_one_key_change_the_table_once(
     for round_ in range(5):
         key = {"Idempotency-Key": str(uuid.uuid4())}
         body = append_body(client, "t", 2000 + round_)
-        answers = _send_together(server.url, [(f"{TABLES}/t", body)] * 2, key)
+        answers = send_together(server.url, [(f"{TABLES}/t", body)] * 2, key)
         assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
         assert answers[0].json()["metadata-location"] == answers[1].json()["metadata-location"]
     snapshots = client.get(f"{TABLES}/t").json()["metadata"]["snapshots"]
@@ -273,7 +252,7 @@ def test_a_key_racing_for_two_tables_changes_one_of_them(
     for round_ in range(5):
         key = {"Idempotency-Key": str(uuid.uuid4())}
         snapshot = 4000 + round_
-        answers = _send_together(server.url, [
+        answers = send_together(server.url, [
             (f"{TABLES}/{name}", append_body(client, name, snapshot)) for name in ("a", "b")],
             key)
         assert sorted(a.status_code for a in answers) == [200, 422], [a.text for a in answers]

@@ -6,6 +6,7 @@ the specification's error shape."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from metaservice.clock import ManualClock
 from metaservice.db.session import Database
 from metaservice.settings import Settings
 from tests.conftest import ServerThread
-from tests.metaservice.catalog.conftest import rest_catalog
+from tests.metaservice.catalog.conftest import rest_catalog, send_together
 from tests.metaservice.catalog.pipeline import FanOut, consistent, ids
 
 TABLE = "/iceberg/v1/namespaces/db/tables/events"
@@ -244,6 +245,108 @@ def test_another_server_process_answers_and_cancels_a_plan(
     assert expire(client, first)["approved"] == [first]
 
 
+def plan_leases(client: httpx.Client) -> list[str]:
+    """The ids of the live leases of plans."""
+    return [lease["lease_id"] for lease in client.get("/leases").json()["leases"]
+            if lease["holder"].startswith("scan plan of ")]
+
+
+def test_a_plan_retried_with_its_key_answers_the_first_plan(catalog: RestCatalog,
+                                                           client: httpx.Client) -> None:
+    """The same plan request with the same ``Idempotency-Key`` is answered the first plan: the
+    same plan-id and files, no second lease, nothing more counted against the cap (a retry
+    once the cap is reached is still answered)."""
+    first, _, _ = events(catalog)
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    body = {"snapshot-id": first, "filter": {"type": "eq", "term": "kind", "value": "a"}}
+    planned = client.post(f"{TABLE}/plan", json=body, headers=key)
+    assert planned.status_code == 200, planned.text
+    again = client.post(f"{TABLE}/plan", json=body, headers=key)
+    assert again.status_code == 200, again.text
+    assert again.json() == planned.json()
+    assert plan_leases(client) == [planned.json()["plan-id"]]
+    others = [plan(client, {})["plan-id"] for _ in range(PLANS - 1)]  # the cap is reached
+    assert_iceberg_error(client.post(f"{TABLE}/plan", json={}), 429, "TooManyRequestsException")
+    still = client.post(f"{TABLE}/plan", json=body, headers=key)
+    assert still.status_code == 200, still.text
+    assert still.json()["plan-id"] == planned.json()["plan-id"]
+    assert sorted(plan_leases(client)) == sorted([planned.json()["plan-id"], *others])
+    # The key with another body, or for another table, is another request: 422, no plan.
+    for path, other in ((TABLE, {"snapshot-id": first}),
+                        ("/iceberg/v1/namespaces/db/tables/other", body)):
+        error = assert_iceberg_error(client.post(f"{path}/plan", json=other, headers=key),
+                                     422, "UnprocessableEntityException")
+        assert "idempotency_key_reused" in error["message"]
+    assert len(plan_leases(client)) == PLANS
+
+
+def test_a_plan_refused_by_the_cap_is_not_kept_for_its_key(catalog: RestCatalog,
+                                                          client: httpx.Client) -> None:
+    """429 is not final: once a plan is cancelled, the same keyed request plans."""
+    events(catalog)
+    plans = [plan(client, {})["plan-id"] for _ in range(PLANS)]
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    assert_iceberg_error(client.post(f"{TABLE}/plan", json={}, headers=key), 429,
+                         "TooManyRequestsException")
+    assert client.delete(f"{TABLE}/plan/{plans[0]}").status_code == 204
+    planned = client.post(f"{TABLE}/plan", json={}, headers=key)
+    assert planned.status_code == 200, planned.text
+    assert planned.json()["plan-id"] not in plans
+
+
+def test_two_plans_racing_with_one_key_make_one_plan(catalog: RestCatalog,
+                                                     client: httpx.Client,
+                                                     server: ServerThread) -> None:
+    events(catalog)
+    for _ in range(3):
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        answers = send_together(server.url, [(f"{TABLE}/plan", {})] * 2, key)
+        assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
+        assert answers[0].json()["plan-id"] == answers[1].json()["plan-id"]
+    assert len(plan_leases(client)) == 3
+
+
+def test_a_cancel_retried_with_its_key_is_answered_again(catalog: RestCatalog,
+                                                        client: httpx.Client) -> None:
+    first, _, _ = events(catalog)
+    held = plan(client, {"snapshot-id": first})["plan-id"]
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    assert client.delete(f"{TABLE}/plan/{held}", headers=key).status_code == 204
+    assert client.delete(f"{TABLE}/plan/{held}", headers=key).status_code == 204  # not a 404
+    assert_iceberg_error(client.delete(f"{TABLE}/plan/{held}"), 404, "NoSuchPlanIdException")
+    assert expire(client, first)["approved"] == [first]
+    # The key for another plan is another request; a cancel's final refusal is kept.
+    other = plan(client, {})["plan-id"]
+    assert_iceberg_error(client.delete(f"{TABLE}/plan/{other}", headers=key), 422,
+                         "UnprocessableEntityException")
+    assert plan_leases(client) == [other]
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    assert_iceberg_error(client.delete(f"{TABLE}/plan/{held}", headers=key), 404,
+                         "NoSuchPlanIdException")
+    assert_iceberg_error(client.delete(f"{TABLE}/plan/{held}", headers=key), 404,
+                         "NoSuchPlanIdException")
+
+
+def test_a_plan_and_its_cancel_in_a_read_session_honour_their_keys(
+        catalog: RestCatalog, client: httpx.Client) -> None:
+    events(catalog)
+    prefix = client.get("/iceberg/v1/config",
+                        params={"warehouse": "lake@strong"}).json()["overrides"]["prefix"]
+    session = f"/iceberg/v1/{prefix}/namespaces/db/tables/events"
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    planned = client.post(f"{session}/plan", json={}, headers=key)
+    assert planned.status_code == 200, planned.text
+    assert client.post(f"{session}/plan", json={}, headers=key).json() == planned.json()
+    assert_iceberg_error(client.post(f"{TABLE}/plan", json={}, headers=key), 422,
+                         "UnprocessableEntityException")  # the head is another path
+    plan_id = planned.json()["plan-id"]
+    assert plan_leases(client) == [plan_id]
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    assert client.delete(f"{session}/plan/{plan_id}", headers=key).status_code == 204
+    assert client.delete(f"{session}/plan/{plan_id}", headers=key).status_code == 204
+    assert plan_leases(client) == []
+
+
 @pytest.fixture
 def pipeline(catalog: RestCatalog, client: httpx.Client, clock: ManualClock) -> FanOut:
     return FanOut(catalog, client, clock)
@@ -330,8 +433,14 @@ def test_a_table_whose_manifests_are_gone_fails_planning_and_keeps_no_plan(
     result = answer.json()
     assert result["status"] == "failed" and "plan-id" not in result
     assert result["error"]["code"] == 404 and "is gone" in result["error"]["message"]
-    assert not [lease for lease in client.get("/leases").json()["leases"]
-                if lease["holder"].startswith("scan plan")]
+    assert not plan_leases(client)
+    # Failed planning is the outcome of its key: the same answer again, still no plan.
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    keyed = client.post(f"{TABLE}/plan", json={}, headers=key)
+    assert keyed.json()["status"] == "failed"
+    again = client.post(f"{TABLE}/plan", json={}, headers=key)
+    assert (again.status_code, again.json()) == (200, keyed.json())
+    assert not plan_leases(client)
 
 
 @pytest.mark.spark_jvm
