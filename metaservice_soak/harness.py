@@ -46,6 +46,8 @@ READER_ROLES = ("reader_duckdb", "reader_pyiceberg", "reader_spark", "reader_hea
 STALLED_JOIN = "stalled_join"
 RESTART_PAUSE_SECONDS = 1.0
 MONITOR_INTERVAL_SECONDS = 1.5
+# how long a driver kill waits for a Spark job's driver while its own is being restarted
+DRIVER_RESTART_WAIT = 30.0
 
 
 @dataclass
@@ -404,6 +406,7 @@ class Soak:
         self.monitor: Monitor | None = None
         self.fault_log = FaultLog(self.state / "faults.jsonl")
         self._log_lock = threading.Lock()
+        self.driver_restart_wait = DRIVER_RESTART_WAIT
 
     def say(self, message: str) -> None:
         with self._log_lock:
@@ -567,13 +570,18 @@ class Soak:
         assert self.roles is not None and self.servers is not None
         t = time.time()
         detail: dict[str, Any] = {}
+        target = fault.target
         self.say(f"fault: {fault.kind} {fault.target}")
         try:
             if fault.kind == fault_kinds.DRIVER_KILL:
-                if self.roles.roles[fault.target].alive():
-                    detail["pid"] = self.roles.kill(fault.target)
+                running = self._running_driver(fault.target)
+                if running is None:
+                    detail["skipped"] = "no Spark job's driver running (being restarted)"
                 else:
-                    detail["skipped"] = "not running (being restarted)"
+                    if running != fault.target:
+                        detail["planned"] = f"{fault.target} (being restarted)"
+                        target = running
+                    detail["pid"] = self.roles.kill(target)
             elif fault.kind == fault_kinds.SERVER_KILL:
                 index = int(fault.target.rsplit("-", 1)[1]) - 1
                 detail["pid"] = self.servers.kill(index)
@@ -602,8 +610,21 @@ class Soak:
         except Exception as exc:  # noqa: BLE001 - recorded: the report shows it
             detail["error"] = f"{type(exc).__name__}: {exc}"
             self.say(f"fault {fault.kind} failed: {detail['error']}")
-        self.fault_log.write(FaultRecord(fault.kind, fault.target, t, time.time(), fault.at,
-                                         detail))
+        self.fault_log.write(FaultRecord(fault.kind, target, t, time.time(), fault.at, detail))
+
+    def _running_driver(self, planned: str) -> str | None:
+        """The Spark job whose driver a driver kill ends: the planned one, or, while that one is
+        being restarted (it exited on its own, as a loaded machine can make it), the first other
+        Spark job's that runs, waiting up to ``driver_restart_wait`` seconds for one; ``None`` when
+        none does."""
+        assert self.roles is not None
+        candidates = (planned, *(r for r in fault_kinds.SPARK_JOB_ROLES if r != planned))
+        deadline = time.monotonic() + self.driver_restart_wait
+        while True:
+            running = next((r for r in candidates if self.roles.roles[r].alive()), None)
+            if running is not None or time.monotonic() >= deadline:
+                return running
+            time.sleep(0.5)
 
     # -- the end ----------------------------------------------------------------------------
 

@@ -416,7 +416,8 @@ def render(report: Report) -> str:
     start = report.faults[0].record.t - report.faults[0].record.planned_at if report.faults else 0
     for i, f in enumerate(report.faults, 1):
         r = f.record
-        note = r.detail.get("error") or r.detail.get("skipped") or ""
+        note = (r.detail.get("error") or r.detail.get("skipped")
+                or (f"planned: {r.detail['planned']}" if "planned" in r.detail else ""))
         lines.append(f"| {i} | {r.t - start:.0f} s | {r.kind}{f' ({note})' if note else ''} "
                      f"| {r.target} | {r.t_end - r.t:.1f} s | {_seconds(f.recovery_seconds)} "
                      f"| {_seconds(f.role_recovery_seconds) if r.kind == DRIVER_KILL else ''} |")

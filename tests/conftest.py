@@ -220,6 +220,7 @@ COSTLIEST_FILES = (
     "tests/metaservice/leases/test_leases.py",
     "tests/metaservice/test_cli.py",
     "tests/metaservice/catalog/test_read_sessions.py",
+    "tests/metaservice/catalog/test_pyiceberg_suite.py",
 )
 _SPARK_CLUSTER_UNIT = "the Spark cluster files"
 

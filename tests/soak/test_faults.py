@@ -57,3 +57,49 @@ def test_a_backend_without_a_database_crash() -> None:
 def test_a_run_too_short_for_faults_is_refused() -> None:
     with pytest.raises(ValueError, match="no time for faults"):
         schedule(1, ScheduleShape.for_run(29))
+
+
+class _Role:
+    def __init__(self, alive: bool) -> None:
+        self._alive = alive
+
+    def alive(self) -> bool:
+        return self._alive
+
+
+class _Roles:
+    """The soak's roles as a driver kill sees them: which run, and the kill."""
+
+    def __init__(self, alive: dict[str, bool]) -> None:
+        self.roles = {name: _Role(up) for name, up in alive.items()}
+        self.killed: list[str] = []
+
+    def kill(self, name: str) -> int:
+        self.killed.append(name)
+        return 4242
+
+
+@pytest.mark.parametrize(("alive", "killed"), [
+    ({"sibling_batch": True, "sibling_stream": True, "join": True}, ["sibling_stream"]),
+    ({"sibling_batch": True, "sibling_stream": False, "join": True}, ["sibling_batch"]),
+    ({"sibling_batch": False, "sibling_stream": False, "join": False}, []),
+])
+def test_a_driver_kill_whose_driver_is_being_restarted_kills_another_jobs(
+        tmp_path, alive: dict[str, bool], killed: list[str]) -> None:
+    """A driver kill planned for a job whose driver exited on its own (a loaded machine) ends
+    another Spark job's driver instead, so that a short soak still has every kind of fault; the
+    record names the driver it ended and the one planned."""
+    from metaservice_soak.faults import DRIVER_KILL, Fault
+    from metaservice_soak.harness import Soak, SoakConfig
+
+    soak = Soak(SoakConfig(minutes=1, seed=1, backend="sqlite", state=tmp_path))
+    soak.roles, soak.servers = _Roles(alive), object()  # type: ignore[assignment]
+    soak.driver_restart_wait = 0
+    soak._inject(Fault(at=33.0, kind=DRIVER_KILL, target="sibling_stream"))
+    [record] = soak.fault_log.read()
+    assert soak.roles.killed == killed
+    if killed:
+        assert record.target == killed[0] and record.detail["pid"] == 4242
+        assert ("planned" in record.detail) == (killed != ["sibling_stream"])
+    else:
+        assert record.target == "sibling_stream" and "skipped" in record.detail

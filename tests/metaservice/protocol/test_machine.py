@@ -57,7 +57,10 @@ def test_fan_out_every_answer_is_exact(request: pytest.FixtureRequest, client: h
     """Siblings at random speeds, fan-in joins, chains, two or three roots, restarts with every
     ``from``, aborts, rollbacks, leases: every answer exact, strong cuts monotonic, the final
     drain brings every table's strong version to the final barrier."""
-    record = run(request, FANOUT, 18, 50, client, clock, database)
+    # the histories are derandomized: PostgreSQL's are the first half of SQLite's, which checks
+    # the store's own behaviour under them in half the time
+    examples = 9 if database.dialect == "postgresql" else 18
+    record = run(request, FANOUT, examples, 50, client, clock, database)
     assert record.drains > 0
 
 
