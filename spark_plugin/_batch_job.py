@@ -67,6 +67,7 @@ from spark_plugin._iceberg import (
     plan_snapshot_read,
     records_barriers,
     resolve_catalog,
+    with_fresh_credentials,
 )
 from spark_plugin._models import Commit, Position
 from spark_plugin._names import TableName, validate_job_id
@@ -357,11 +358,13 @@ class BarrierJob:
         return found
 
     def _table(self, name: str) -> Table:
+        """``name``'s table, loaded once per job object and again when its vended credentials
+        are about to end (a job object lives across steps, and idles between them)."""
         table = self._tables.get(name)
         if table is None:
             table = self._tables[name] = load_table(name, self.catalog, spark=self.spark,
                                                     client=self.client)
-        return table
+        return with_fresh_credentials(table)
 
     # -- life cycle ---------------------------------------------------------------------------
 

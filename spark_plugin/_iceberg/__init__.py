@@ -2,7 +2,8 @@
 and the batch job all build on this package. One module per idea:
 
 - ``catalogs``  which catalog holds a table (argument, Spark's configuration, pyiceberg's
-                configuration, MetaService's built-in catalog) and :class:`CatalogSpec`;
+                configuration, MetaService's built-in catalog) and :class:`CatalogSpec`; a
+                held table's vended credentials renewed before they end;
 - ``markers``   how a commit names its job (or root label) and barrier, and how a replay finds
                 it on the table's lineage or in its properties;
 - ``commits``   data files, and one tagged commit per barrier, exactly once;
@@ -19,6 +20,7 @@ from spark_plugin._iceberg.catalogs import (
     records_barriers,
     resolve_catalog,
     spark_conf,
+    with_fresh_credentials,
 )
 from spark_plugin._iceberg.commits import (
     SinkCommit,
@@ -89,4 +91,5 @@ __all__ = [
     "spark_conf",
     "tagged_snapshots",
     "unsupported_columns",
+    "with_fresh_credentials",
 ]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -307,6 +308,31 @@ def load_table(table: str | TableName, catalog: Any = None, *, spark: Any = None
     """Load an Iceberg table named ``catalog.database.table`` (see :func:`resolve_catalog`)."""
     name = TableName.parse(table)
     return resolve_catalog(name, catalog, spark=spark, client=client).load_table(name.identifier)
+
+
+CREDENTIALS_EXPIRE_AT_MS = "s3.session-token-expires-at-ms"
+"""The FileIO property in which a catalog that vends credentials says when they end."""
+
+CREDENTIALS_RENEWAL_MARGIN_S = 600
+"""A table held across reads and writes is loaded again when less than this is left of its
+vended credentials (:func:`with_fresh_credentials`). MetaService's catalog vends sessions of at
+least 900 s and hands out a new one once half of one's life is gone, so every read or write
+starts with at least 450 s of credentials."""
+
+
+def with_fresh_credentials(table: Table, *, now: float | None = None) -> Table:
+    """``table``, loaded again first (``refresh``: its newest metadata and its catalog's newest
+    credentials) when its vended credentials end within :data:`CREDENTIALS_RENEWAL_MARGIN_S` of
+    ``now`` (unix seconds; default the clock's). A table without vended credentials, or with
+    more than that left of them, is returned as it is."""
+    expires = (getattr(table.io, "properties", None) or {}).get(CREDENTIALS_EXPIRE_AT_MS)
+    try:
+        expires_at_s = int(expires) / 1000
+    except (TypeError, ValueError):
+        return table
+    if expires_at_s - (time.time() if now is None else now) < CREDENTIALS_RENEWAL_MARGIN_S:
+        table.refresh()
+    return table
 
 
 def qualified_name(table: Table) -> str:

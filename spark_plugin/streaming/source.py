@@ -59,7 +59,12 @@ from spark_plugin._errors import (
     UnknownJobError,
     UnknownTableError,
 )
-from spark_plugin._iceberg import load_table, plan_appended_read, plan_snapshot_read
+from spark_plugin._iceberg import (
+    load_table,
+    plan_appended_read,
+    plan_snapshot_read,
+    with_fresh_credentials,
+)
 from spark_plugin._models import Position
 from spark_plugin.streaming.connections import client_for
 from spark_plugin.streaming.offsets import BarrierOffset
@@ -318,7 +323,8 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         if self._table is None:
             self._table = load_table(table_name, self.options.catalog)
-        table = self._table
+        # the partitions carry the table's credentials to the executors: renewed before they end
+        table = with_fresh_credentials(self._table)
         if table.metadata.snapshot_by_id(to_snapshot) is None:
             table.refresh()
         return list(plan_partitions(table_name, table, from_snapshot, to_snapshot,

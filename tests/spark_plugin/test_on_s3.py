@@ -240,3 +240,37 @@ def test_a_streaming_query_copies_barriers_between_tables_on_s3(
     objects = bucket_keys(store, f"{warehouse}/{database}/events_out/data/")
     files = current_data_files(client, sink)
     assert files and {p.removeprefix("s3://lake/") for p in files} <= objects
+
+
+def test_a_held_table_is_loaded_again_before_its_vended_credentials_end(
+        server_url: str, client: sp.MetaServiceClient) -> None:
+    """A table a job object holds across its steps (``BarrierJob``) is loaded again, with the
+    catalog's newest credentials, once less than ``CREDENTIALS_RENEWAL_MARGIN_S`` is left of
+    the ones it holds; before that it is kept as it is. (The catalog's own sessions live at
+    least 900 s, so the margin is reached by pretending the time is later.)"""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    from spark_plugin._iceberg.catalogs import (
+        CREDENTIALS_EXPIRE_AT_MS,
+        CREDENTIALS_RENEWAL_MARGIN_S,
+    )
+
+    database = f"db_{uuid.uuid4().hex[:8]}"
+    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
+    catalog.create_namespace(database)
+    catalog.create_table((database, "events"), schema=Schema(
+        *[NestedField(i + 1, n, LongType(), required=False)
+          for i, n in enumerate(("id", "amount", "batch"))]))
+    name = f"{CATALOG}.{database}.events"
+    held = ice.load_table(name, client=client)
+    ends = int(held.io.properties[CREDENTIALS_EXPIRE_AT_MS]) / 1000
+    assert ends - time.time() > CREDENTIALS_RENEWAL_MARGIN_S
+    ingest(client, name, [1, 2], batch=1, barrier=int(time.time() * 1000))  # another writer
+
+    kept = ice.with_fresh_credentials(held, now=ends - CREDENTIALS_RENEWAL_MARGIN_S - 60)
+    assert kept is held and held.current_snapshot() is None  # not loaded again
+    renewed = ice.with_fresh_credentials(held, now=ends - CREDENTIALS_RENEWAL_MARGIN_S + 60)
+    assert renewed is held and held.current_snapshot() is not None  # loaded again
+    assert int(held.io.properties[CREDENTIALS_EXPIRE_AT_MS]) / 1000 >= ends
+    assert held.io.properties["s3.session-token"]

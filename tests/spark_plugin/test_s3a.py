@@ -70,3 +70,33 @@ def test_long_lived_keys_use_the_simple_provider_and_none_leave_s3a_its_own() ->
 
 def test_a_table_off_s3_needs_no_hadoop_setting() -> None:
     assert hadoop_options(VENDED, "file:///tmp/wh/t", "/tmp/wh/u") == {}
+
+
+class _HeldTable:
+    """What :func:`with_fresh_credentials` looks at: the FileIO's properties, and ``refresh``."""
+
+    def __init__(self, properties: dict[str, str]) -> None:
+        self.io = type("FileIO", (), {"properties": properties})()
+        self.refreshes = 0
+
+    def refresh(self) -> _HeldTable:
+        self.refreshes += 1
+        return self
+
+
+def test_only_vended_credentials_about_to_end_load_a_held_table_again() -> None:
+    from spark_plugin._iceberg import with_fresh_credentials
+    from spark_plugin._iceberg.catalogs import CREDENTIALS_RENEWAL_MARGIN_S as MARGIN
+
+    ends_ms = 2_000_000_000_000
+    for properties, now, refreshes in [
+        ({"s3.session-token-expires-at-ms": str(ends_ms)}, ends_ms / 1000 - MARGIN - 1, 0),
+        ({"s3.session-token-expires-at-ms": str(ends_ms)}, ends_ms / 1000 - MARGIN + 1, 1),
+        ({"s3.session-token-expires-at-ms": str(ends_ms)}, ends_ms / 1000 + 1, 1),  # ended
+        ({"s3.access-key-id": "AKIA1"}, ends_ms / 1000, 0),  # long-lived keys: never
+        ({"s3.session-token-expires-at-ms": "soon"}, ends_ms / 1000, 0),  # not a time
+        ({}, ends_ms / 1000, 0),  # a table off S3
+    ]:
+        table = _HeldTable(properties)
+        assert with_fresh_credentials(table, now=now) is table  # type: ignore[arg-type]
+        assert table.refreshes == refreshes, (properties, now)
