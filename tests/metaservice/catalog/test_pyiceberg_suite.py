@@ -45,9 +45,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
 PORT = 8181  # the suite's fixtures' catalog URI
 CATALOG = "metaservice"  # the name PYICEBERG_TEST_CATALOG gives the suite's rest_test_catalog
-# The child pytest's wall time, at most: about 17 s here (2 cores); a run that takes much longer
-# is a regression of the catalog or of the machine, and CI's total is tight.
-SECONDS = 90
 
 
 @dataclass(frozen=True)
@@ -197,5 +194,4 @@ def test_pyiceberg_suites(app: Any, tmp_path: Path) -> None:
               f"{len(suite.deselected)} deselected")
         for test in [*suite.not_passed, *(node.split("::")[-1] for node in suite.deselected)]:
             assert f"`{test}`" in conformance, f"docs/conformance.md does not argue {test}"
-    print(f"pyiceberg's suites ran in {seconds:.1f} s")
-    assert seconds < SECONDS, f"pyiceberg's suites took {seconds:.0f} s"
+    print(f"pyiceberg's suites ran in {seconds:.1f} s")  # about 17 s on 2 cores
