@@ -327,8 +327,8 @@ def with_fresh_credentials(table: Table, *, now: float | None = None) -> Table:
     more than that left of them, is returned as it is."""
     expires = (getattr(table.io, "properties", None) or {}).get(CREDENTIALS_EXPIRE_AT_MS)
     try:
-        expires_at_s = int(expires) / 1000
-    except (TypeError, ValueError):
+        expires_at_s = int(str(expires)) / 1000
+    except ValueError:  # none vended (or not a time)
         return table
     if expires_at_s - (time.time() if now is None else now) < CREDENTIALS_RENEWAL_MARGIN_S:
         table.refresh()
