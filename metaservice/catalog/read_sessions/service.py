@@ -169,7 +169,9 @@ def _at_fixed_cut(session: Session, ctx: ServiceContext, name: TableName, barrie
     """
     try:
         return versions.resolve(session, ctx, [name], None, barrier)[str(name)]
-    except errors.BarrierNotCompleteError:
+    except (errors.BarrierNotCompleteError, errors.BarrierNotExactError):
+        # short of the cut, or past it without being exact there (it rejoined from a later
+        # barrier): a table catching up either way
         if strong:
             versions.resolve(session, ctx, [name], Consistency.strong)  # its refusal, if any
         raise

@@ -388,3 +388,31 @@ def test_a_table_left_out_of_the_strong_cut_is_404_in_a_session_whichever_load_c
 
     assert pipeline.step("b") == second  # caught up: a new session serves it at the cut
     assert ids(read_session(server), "db.b") == list(range(5))
+
+
+def test_a_catching_up_table_past_the_sessions_cut_but_not_exact_there_is_catching_up(
+        pipeline: FanOut, client: httpx.Client, server: ServerThread) -> None:
+    """A table that rejoined the pipeline from a later barrier than the strong cut (so it is
+    past the cut, yet not exact at it) is left out of the cut while it catches up: a session
+    whose cut another table fixed answers it 404 ``catching_up``, as a strong request for it
+    would be, not 400 ``barrier_not_exact``, which tells a client that no retry can help."""
+    first = pipeline.ingest(3)
+    assert pipeline.step("a") == pipeline.step("b") == first
+    assert client.post("/unregister/b").status_code == 200
+    second = pipeline.ingest(2)
+    assert pipeline.step("a") == second
+    third = pipeline.ingest(1)
+    plan(client, "b", ["lake.db.orders"], ["lake.db.b"])
+    started = client.post("/jobs/b/start", json={"from": third})
+    assert started.status_code == 200 and started.json()["barrier"] == third, started.text
+    pipeline.started.add("b")
+    orders = pipeline.catalog.load_table("db.orders")
+    pipeline.tables["b"].overwrite(orders.scan().to_arrow(), snapshot_properties={
+        "metaservice.job": "b", "metaservice.barrier": str(third)})
+    alone = client.get("/version/strong/lake/db/b")
+    assert alone.status_code == 404 and alone.json()["error"]["code"] == "catching_up", alone.text
+
+    strong = read_session(server)
+    assert strong.load_table("db.a").metadata.properties["metaservice.barrier"] == str(second)
+    with pytest.raises(NoSuchTableError, match="catching_up"):
+        strong.load_table("db.b")
