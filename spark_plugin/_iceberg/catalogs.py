@@ -313,11 +313,12 @@ def load_table(table: str | TableName, catalog: Any = None, *, spark: Any = None
 CREDENTIALS_EXPIRE_AT_MS = "s3.session-token-expires-at-ms"
 """The FileIO property in which a catalog that vends credentials says when they end."""
 
-CREDENTIALS_RENEWAL_MARGIN_S = 600
+CREDENTIALS_RENEWAL_MARGIN_S = 400
 """A table held across reads and writes is loaded again when less than this is left of its
 vended credentials (:func:`with_fresh_credentials`). MetaService's catalog vends sessions of at
-least 900 s and hands out a new one once half of one's life is gone, so every read or write
-starts with at least 450 s of credentials."""
+least 900 s and hands out a new one once half of one's life is gone: below 400 s a load always
+brings a new session, so a held table is loaded again once per session, and every read or write
+starts with at least 400 s of credentials."""
 
 
 def with_fresh_credentials(table: Table, *, now: float | None = None) -> Table:
