@@ -31,12 +31,6 @@ TextInt = Annotated[int, BeforeValidator(_decimal_integer)]
 Barrier = Annotated[JsonInt, Field(ge=0, le=INT64_MAX, description="ms since the Unix epoch, UTC")]
 SnapshotId = Annotated[JsonInt, Field(ge=INT64_MIN, le=INT64_MAX,
                                       description="Iceberg snapshot id")]
-QualifiedTable = Annotated[
-    str,
-    Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}\.[A-Za-z0-9_][A-Za-z0-9_-]{0,127}"
-                  r"\.[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$",
-          description="catalog.database.table"),
-]
 
 
 class ErrorDetail(BaseModel):

@@ -1,9 +1,9 @@
-"""The catalog's identity and its name rules: a MetaService table is ``catalog.database.table``,
-so a catalog namespace has exactly one level, and each part matches ``NAME_PART_PATTERN``."""
+"""The catalog's identity and its name rules: a table is its catalog, its namespace (one level or
+more, stored as the levels joined by ``\x1f``) and its name, each part a valid name
+(``metaservice/names.py``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -11,7 +11,7 @@ from metaservice.catalog import pages
 from metaservice.catalog.errors import BadRequestError, NoSuchNamespaceError, NoSuchTableError
 from metaservice.catalog.storage.credentials import CredentialVendor, RequestSigner
 from metaservice.catalog.storage.warehouse import Warehouse
-from metaservice.names import NAME_PART_PATTERN, TableName
+from metaservice.names import NAME_PART_MAX, TableName, check_namespace, check_part
 
 
 @dataclass(frozen=True)
@@ -28,37 +28,41 @@ class CatalogSite:
 
 
 def namespace_name(levels: Sequence[str]) -> str:
-    """The one-level namespace a MetaService table name allows (``catalog.database.table``)."""
-    if len(levels) != 1:
-        raise BadRequestError(
-            f"namespace {'.'.join(levels)!r} has {len(levels)} levels; this catalog's tables are "
-            "named catalog.database.table, so a namespace has exactly one level")
-    return _part(levels[0], "namespace")
-
-
-_NAME_PART = re.compile(NAME_PART_PATTERN)
+    """A namespace's stored form (its levels joined by ``\x1f``); 400 when a level is not a
+    valid name (``metaservice/names.py``)."""
+    try:
+        return check_namespace(levels)
+    except ValueError as exc:
+        raise BadRequestError(str(exc)) from exc
 
 
 def existing_namespace_name(levels: Sequence[str]) -> str:
-    """The namespace a read names; one this catalog cannot hold does not exist (404), as engines
-    expect when they probe for metadata tables (``db\x1ftable``)."""
-    if len(levels) != 1 or not _NAME_PART.match(levels[0]):
-        raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(levels)}")
-    return levels[0]
+    """The namespace a read names; one this catalog cannot hold does not exist (404)."""
+    try:
+        return check_namespace(levels)
+    except ValueError:
+        raise NoSuchNamespaceError(f"Namespace does not exist: {_written(levels)}") from None
 
 
 def existing_table_namespace(levels: Sequence[str], table: str) -> str:
     """The namespace of a table a read names; one this catalog cannot hold has no tables
     (404)."""
-    if len(levels) != 1 or not _NAME_PART.match(levels[0]):
-        raise NoSuchTableError(f"Table does not exist: {'.'.join([*levels, table])}")
-    return levels[0]
+    try:
+        check_part(table)
+        return check_namespace(levels)
+    except ValueError:
+        raise NoSuchTableError(f"Table does not exist: {_written([*levels, table])}") from None
+
+
+def _written(parts: Sequence[str]) -> str:
+    return ".".join(str(part)[:NAME_PART_MAX] for part in parts)[:1000]
 
 
 def _part(value: str, what: str) -> str:
-    if not _NAME_PART.match(value):
-        raise BadRequestError(f"invalid {what} name {value!r}: must match {NAME_PART_PATTERN}")
-    return value
+    try:
+        return check_part(value, f"{what} name")
+    except ValueError as exc:
+        raise BadRequestError(str(exc)) from exc
 
 
 def table_name(catalog: CatalogSite, namespace: str, table: str) -> TableName:

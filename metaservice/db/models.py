@@ -24,6 +24,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from metaservice.names import NAMESPACE_MAX, qualified
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -53,7 +55,7 @@ class TableRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     catalog: Mapped[str] = mapped_column(String(128), nullable=False)
-    database: Mapped[str] = mapped_column(String(128), nullable=False)
+    database: Mapped[str] = mapped_column(String(NAMESPACE_MAX), nullable=False)
     name: Mapped[str] = mapped_column(String(128), nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
     # latest(T): greatest completed barrier not rolled back, and its snapshot (denormalised from
@@ -73,7 +75,7 @@ class TableRow(Base):
 
     @property
     def qualified_name(self) -> str:
-        return f"{self.catalog}.{self.database}.{self.name}"
+        return qualified(self.catalog, self.database, self.name)
 
 
 class JobRow(Base):
@@ -302,7 +304,7 @@ class IcebergNamespaceRow(Base):
 
     __tablename__ = "catalog_namespaces"
 
-    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAMESPACE_MAX), primary_key=True)
     properties: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     created_at: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
@@ -314,7 +316,7 @@ class IcebergTableRow(Base):
     __tablename__ = "catalog_tables"
     __table_args__ = (Index("ux_catalog_tables_table_uuid", "table_uuid", unique=True),)
 
-    namespace: Mapped[str] = mapped_column(String(128), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(NAMESPACE_MAX), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     metadata_location: Mapped[str] = mapped_column(String(2048), nullable=False)
     version: Mapped[int] = mapped_column(BigInteger, nullable=False)
@@ -369,7 +371,7 @@ class IcebergViewRow(Base):
     __tablename__ = "catalog_views"
     __table_args__ = (Index("ux_catalog_views_view_uuid", "view_uuid", unique=True),)
 
-    namespace: Mapped[str] = mapped_column(String(128), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(NAMESPACE_MAX), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     metadata_location: Mapped[str] = mapped_column(String(2048), nullable=False)
     version: Mapped[int] = mapped_column(BigInteger, nullable=False)
@@ -418,7 +420,7 @@ class ScanPlanRow(Base):
         String(36), ForeignKey("leases.id", ondelete="CASCADE"), primary_key=True)
     # The table planned, by its pointer's key and its identity (a later table of that name is
     # another table).
-    namespace: Mapped[str] = mapped_column(String(128), nullable=False)
+    namespace: Mapped[str] = mapped_column(String(NAMESPACE_MAX), nullable=False)
     name: Mapped[str] = mapped_column(String(128), nullable=False)
     table_uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     # The read session's prefix it was planned in (None: at the head).

@@ -15,7 +15,7 @@ from metaservice.core.cuts import TableState
 from metaservice.core.exactness import Completion
 from metaservice.core.graph import Topology
 from metaservice.db.engine import on_postgres
-from metaservice.names import TableName
+from metaservice.names import TableName, qualified
 from metaservice.repositories import history as history_repo
 from metaservice.repositories import tables as tables_repo
 from metaservice.repositories.tables import CutState
@@ -66,7 +66,7 @@ class DatabaseHistory:
             self._states[n] = None
         for r in history_repo.states_and_tails_postgres(
                 self.session, [(k.catalog, k.database, k.table) for k in keys], TAIL_DEPTH):
-            name = f"{r.catalog}.{r.database}.{r.name}"
+            name = qualified(r.catalog, r.database, r.name)
             if self._states[name] is None:
                 self._states[name] = CutState(r.id, r.latest_barrier, bool(r.catching_up),
                                               r.catch_up_floor)

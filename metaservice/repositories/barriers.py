@@ -47,7 +47,7 @@ from metaservice.db.models import (
     TableRow,
     TopologyState,
 )
-from metaservice.names import TableName
+from metaservice.names import TableName, qualified
 
 
 def history(session: Session, table_id: int, *, before: int | None, limit: int) -> list[BarrierRow]:
@@ -118,7 +118,7 @@ def sink_commits(session: Session, job: str,
     commits: dict[tuple[int, int | None], list[SinkCommit]] = {}
     for r in rows:
         commits.setdefault((r.barrier, r.writer_run), []).append(
-            SinkCommit(f"{r.catalog}.{r.database}.{r.name}", r.snapshot_id, r.committed_at))
+            SinkCommit(qualified(r.catalog, r.database, r.name), r.snapshot_id, r.committed_at))
     for found in commits.values():
         found.sort(key=lambda c: c.table)
     return commits
@@ -582,7 +582,7 @@ def job_edges(session: Session, job: str) -> JobEdges:
     fenced = False
     version: int | None = None
     for r in _EDGES.rows(session, {"job": job}):
-        table = EdgeTable(r.id, f"{r.catalog}.{r.database}.{r.name}", r.latest_barrier)
+        table = EdgeTable(r.id, qualified(r.catalog, r.database, r.name), r.latest_barrier)
         if r.role == "source":
             sources.append(table)
         else:

@@ -4,7 +4,7 @@ progress records by ``ix_job_progress_finished_at``, barriers by ``ix_barriers_c
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any, NamedTuple
 
 from sqlalchemy import Result, TextClause, bindparam, select, text, tuple_
@@ -14,6 +14,7 @@ from metaservice.core.delay_formulas import Percentiles
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import TableRow
 from metaservice.db.rows import named_rows
+from metaservice.names import TableName, qualified
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class _TableRow(NamedTuple):
 
 
 def _table_latest(rows: Result[*tuple[Any, ...]]) -> list[TableLatest]:
-    return [TableLatest(r.id, f"{r.catalog}.{r.database}.{r.name}", r.latest_barrier,
+    return [TableLatest(r.id, qualified(r.catalog, r.database, r.name), r.latest_barrier,
                         r.latest_committed_at, bool(r.catching_up))
             for r in named_rows(rows, _TableRow)]
 
@@ -50,7 +51,7 @@ def all_tables(session: Session) -> list[TableLatest]:
 
 
 def tables_named(session: Session, names: Iterable[str]) -> list[TableLatest]:
-    keys = [tuple(n.split(".")) for n in set(names)]
+    keys = [astuple(TableName.parse(n)) for n in set(names)]
     if not keys:
         return []
     return _table_latest(session.execute(

@@ -15,6 +15,7 @@ from metaservice.db.models import (
     ScanPlanRow,
     TableRow,
 )
+from metaservice.names import qualified
 
 
 def add_lease(session: Session, lease: LeaseRow, snapshots: Iterable[tuple[int, int]]) -> None:
@@ -61,7 +62,7 @@ def lease_snapshots(session: Session,
         .order_by(TableRow.catalog, TableRow.database, TableRow.name, LeaseSnapshotRow.snapshot_id)
     ).all()
     for lease_id, table_id, snapshot_id, c, d, t in rows:
-        result[lease_id].append((f"{c}.{d}.{t}", table_id, snapshot_id))
+        result[lease_id].append((qualified(c, d, t), table_id, snapshot_id))
     return result
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from metaservice.db.engine import on_postgres
 from metaservice.db.models import IcebergTableRow, LineageOutboxJobRow, LineageOutboxRow
-from metaservice.names import TableName
+from metaservice.names import TableName, qualified
 
 # Written on the commit path: plain Core statements built once (as repositories/barriers.py's).
 _ADD_EVENT = insert(LineageOutboxRow.__table__)
@@ -48,7 +48,7 @@ def catalog_locations(session: Session, tables: Collection[str], catalog: str) -
         return {}
     rows = session.execute(_LOCATIONS, {"namespaces": sorted({d for d, _ in wanted}),
                                         "names": sorted({t for _, t in wanted})})
-    return {f"{catalog}.{r.namespace}.{r.name}": r.location for r in rows
+    return {qualified(catalog, r.namespace, r.name): r.location for r in rows
             if (r.namespace, r.name) in wanted}
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from functools import cache
 from typing import NamedTuple
 
@@ -14,7 +14,7 @@ from metaservice.db import locks
 from metaservice.db.engine import dialect_insert, on_postgres
 from metaservice.db.models import TableRow, TopologyState
 from metaservice.db.rows import named_rows
-from metaservice.names import TableName
+from metaservice.names import TableName, qualified
 
 
 def ensure_tables(session: Session, names: Iterable[TableName],
@@ -71,15 +71,15 @@ def latest_and_writers(session: Session,
     stmt = select(TableRow.catalog, TableRow.database, TableRow.name, TableRow.latest_barrier,
                   TableRow.writer_job)
     if len(wanted) > _MANY_NAMES:
-        stmt = stmt.where(TableRow.name.in_({n.rsplit(".", 1)[-1] for n in wanted}))
+        stmt = stmt.where(TableRow.name.in_({TableName.parse(n).table for n in wanted}))
     else:
         stmt = stmt.where(tuple_(TableRow.catalog, TableRow.database, TableRow.name).in_(
-            [tuple(n.split(".", 2)) for n in wanted]))
+            [astuple(TableName.parse(n)) for n in wanted]))
     found: dict[str, tuple[int | None, str | None]] = {}
     for catalog, database, name, latest, writer in session.execute(stmt):
-        qualified = f"{catalog}.{database}.{name}"
-        if qualified in wanted:
-            found[qualified] = (latest, writer)
+        table = qualified(catalog, database, name)
+        if table in wanted:
+            found[table] = (latest, writer)
     return found
 
 
@@ -91,7 +91,7 @@ def qualified_names(session: Session) -> list[str]:
     """Every known table's ``catalog.database.table``: the names an unknown table's error
     compares it with (that error is rare, so it reads them all)."""
     rows = session.execute(select(TableRow.catalog, TableRow.database, TableRow.name))
-    return [f"{c}.{d}.{n}" for c, d, n in rows]
+    return [qualified(c, d, n) for c, d, n in rows]
 
 
 def tables_by_id(session: Session, ids: Iterable[int]) -> dict[int, TableRow]:
@@ -153,7 +153,7 @@ class _CutStateRow(NamedTuple):
 
 
 def _cut_state(row: _CutStateRow) -> tuple[str, CutState]:
-    return (f"{row.catalog}.{row.database}.{row.name}",
+    return (qualified(row.catalog, row.database, row.name),
             CutState(row.id, row.latest_barrier, bool(row.catching_up), row.catch_up_floor))
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from metaservice.core.graph import JobEdges, Topology
 from metaservice.db import locks
 from metaservice.db.models import JobRow, JobTableRow, TableRow, TopologyState
+from metaservice.names import qualified
 
 
 def lock_topology(session: Session) -> int:
@@ -35,10 +36,10 @@ def load_running_topology(session: Session) -> Topology:
     sources: dict[str, set[str]] = {}
     sinks: dict[str, set[str]] = {}
     for job, role, catalog, database, name in rows:
-        qualified = f"{catalog}.{database}.{name}"
+        table = qualified(catalog, database, name)
         sources.setdefault(job, set())
         sinks.setdefault(job, set())
-        (sources if role == "source" else sinks)[job].add(qualified)
+        (sources if role == "source" else sinks)[job].add(table)
     return Topology(
         JobEdges(job, frozenset(sources[job]), frozenset(sinks[job])) for job in sources
     )

@@ -4,7 +4,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metaservice.schemas import Barrier, QualifiedTable
+from metaservice.names import QualifiedTable
+from metaservice.schemas import Barrier
 
 
 class RollbackPlanIn(BaseModel):

@@ -5,7 +5,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from metaservice.core.cuts import Consistency
-from metaservice.schemas import Barrier, JsonSeconds, QualifiedTable
+from metaservice.names import QualifiedTable
+from metaservice.schemas import Barrier, JsonSeconds
 
 MAX_TABLES_PER_REQUEST = 1000
 

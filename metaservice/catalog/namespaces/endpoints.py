@@ -18,6 +18,11 @@ from metaservice.catalog.requests import CreateNamespaceRequest, UpdateNamespace
 from metaservice.catalog.schemas import ICEBERG_ERROR_RESPONSES, PageSize, PageToken
 from metaservice.deps import Context, ReadSession, WriteSession
 
+SEPARATOR_IN_URLS = "%1F"
+"""How a namespace's levels are joined in a URL (the specification's default, percent-encoded,
+as clients read the ``namespace-separator`` property); it is an override: a level may hold any
+other character, a dot included, so the server reads no other separator."""
+
 router = APIRouter(prefix=PREFIX, tags=["iceberg"], responses=ICEBERG_ERROR_RESPONSES)
 
 
@@ -31,12 +36,15 @@ def get_config(request: Request, session: WriteSession, ctx: Context,
     consistent = consistent_warehouses.parse_warehouse(warehouse, catalog.name)
     lifetime = idempotency.lifetime(ctx.settings.idempotency_key_seconds)
     if consistent is None:
-        return {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS,
+        return {"defaults": {}, "overrides": {"namespace-separator": SEPARATOR_IN_URLS},
+                "endpoints": ENDPOINTS,
                 "idempotency-key-lifetime": lifetime}
     prefix = read_sessions.open_session(session, ctx, catalog.name, consistent,
                                         principal(request))
     # Every endpoint is listed, so that a client sends its commit and hears why it is refused.
-    return {"defaults": {}, "overrides": {"prefix": prefix}, "endpoints": ENDPOINTS,
+    return {"defaults": {}, "overrides": {"prefix": prefix,
+                                          "namespace-separator": SEPARATOR_IN_URLS},
+            "endpoints": ENDPOINTS,
             "idempotency-key-lifetime": lifetime}
 
 

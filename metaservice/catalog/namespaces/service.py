@@ -1,5 +1,6 @@
-"""The catalog's namespaces: one level each (a MetaService database), with their properties;
-a namespace's ``location`` lies inside the warehouse."""
+"""The catalog's namespaces: one level or more (a MetaService database), with their properties;
+a namespace of several levels lies inside its parent, which exists as long as it does; a
+namespace's ``location`` lies inside the warehouse."""
 
 from __future__ import annotations
 
@@ -26,29 +27,30 @@ from metaservice.catalog.site import (
 from metaservice.catalog.views import repository as view_repo
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergNamespaceRow
+from metaservice.names import NAMESPACE_SEPARATOR, dotted_namespace, namespace_levels
 
 logger = logging.getLogger(__name__)
 
 NAMESPACE_LOCATION = "location"
 
 
-def namespace_row(session: Session, name: str) -> IcebergNamespaceRow:
-    row = repo.get_namespace(session, name)
+def namespace_row(session: Session, name: str, *, lock: bool = False) -> IcebergNamespaceRow:
+    row = repo.get_namespace(session, name, lock=lock)
     if row is None:
-        raise NoSuchNamespaceError(f"Namespace does not exist: {name}")
+        raise NoSuchNamespaceError(f"Namespace does not exist: {dotted_namespace(name)}")
     return row
 
 
 def list_namespaces(session: Session, parent: Sequence[str] | None,
                     wanted: pages.Page = pages.EVERYTHING) -> tuple[list[list[str]], str | None]:
     """One page of namespaces, and the next page's token."""
+    under = None
     if parent:
-        namespace_name(parent)
-        namespace_row(session, parent[0])
-        return [], None  # one-level namespaces have no children
+        under = existing_namespace_name(parent)
+        namespace_row(session, under)
     names, token = pages.next_token(
-        repo.list_namespaces(session, wanted.after, one_more(wanted)), wanted)
-    return [[name] for name in names], token
+        repo.list_namespaces(session, under, wanted.after, one_more(wanted)), wanted)
+    return [list(namespace_levels(name)) for name in names], token
 
 
 def create_namespace(session: Session, ctx: ServiceContext, catalog: CatalogSite,
@@ -56,10 +58,16 @@ def create_namespace(session: Session, ctx: ServiceContext, catalog: CatalogSite
                      properties: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     name = namespace_name(levels)
     _confine_namespace_location(catalog, properties)
+    if len(levels) > 1:
+        parent = name.rsplit(NAMESPACE_SEPARATOR, 1)[0]
+        if repo.get_namespace(session, parent, lock=True) is None:
+            raise NoSuchNamespaceError(f"Cannot create namespace {dotted_namespace(name)}: "
+                                       f"parent namespace {dotted_namespace(parent)} does not "
+                                       "exist")
     if not repo.create_namespace(session, name, dict(properties), ctx.clock.now_ms()):
-        raise AlreadyExistsError(f"Namespace already exists: {name}")
-    logger.info("catalog_namespace_created", extra={"namespace": name})
-    return [name], dict(properties)
+        raise AlreadyExistsError(f"Namespace already exists: {dotted_namespace(name)}")
+    logger.info("catalog_namespace_created", extra={"namespace": dotted_namespace(name)})
+    return list(levels), dict(properties)
 
 
 def load_namespace(session: Session, levels: Sequence[str]) -> dict[str, str]:
@@ -78,14 +86,15 @@ def load_function(session: Session, levels: Sequence[str], function: str) -> Non
     """``loadFunction``: 404 ``NoSuchNamespaceException`` for a namespace that does not
     exist, else ``NoSuchFunctionException`` (the catalog holds no function)."""
     namespace = namespace_row(session, existing_namespace_name(levels)).name
-    raise NoSuchFunctionError(f"Function does not exist: {namespace}.{function[:300]}")
+    raise NoSuchFunctionError(f"Function does not exist: {dotted_namespace(namespace, function[:300])}")
 
 
 def drop_namespace(session: Session, levels: Sequence[str]) -> None:
     name = namespace_name(levels)
-    namespace_row(session, name)
-    if repo.count_tables(session, name) or view_repo.count_views(session, name):
-        raise NamespaceNotEmptyError(f"namespace {name} is not empty")
+    namespace_row(session, name, lock=True)  # no child is created meanwhile (create_namespace)
+    if (repo.count_tables(session, name) or view_repo.count_views(session, name)
+            or repo.has_children(session, name)):
+        raise NamespaceNotEmptyError(f"Namespace {dotted_namespace(name)} is not empty")
     repo.drop_namespace(session, name)
 
 

@@ -17,7 +17,7 @@ from metaservice.db.models import (
     ReadSessionRow,
     TableRow,
 )
-from metaservice.names import TableName
+from metaservice.names import TableName, qualified
 
 
 def count_live_read_sessions(session: Session, principal: str | None, now_ms: int) -> int:
@@ -115,7 +115,7 @@ _READ_SESSION_CUTS = (
 def read_session_cuts(session: Session, session_id: str) -> dict[str, tuple[int, int, int]]:
     """``{table name: (table_id, barrier, snapshot_id)}`` of the tables the session fixed."""
     rows = session.execute(_READ_SESSION_CUTS, {"session_id": session_id})
-    return {f"{c}.{d}.{t}": (table_id, barrier, snapshot_id)
+    return {qualified(c, d, t): (table_id, barrier, snapshot_id)
             for c, d, t, table_id, barrier, snapshot_id in rows}
 
 

@@ -60,7 +60,7 @@ from metaservice.context import ServiceContext
 from metaservice.db.models import LeaseRow, ScanPlanRow
 from metaservice.db.session import Database
 from metaservice.errors import SnapshotExpiredError
-from metaservice.names import TableName
+from metaservice.names import TableName, dotted_namespace
 from metaservice.repositories import leases as leases_repo
 from metaservice.repositories import tables as tables_repo
 from metaservice.retention.leases import service as leases_service
@@ -130,7 +130,7 @@ def plan_table_scan(database: Database, ctx: ServiceContext, catalog: CatalogSit
         pointer = tables_catalog_repo.get_pointer(session, namespace, table)
         if pointer is None or (pointer.table_uuid is not None
                                and pointer.table_uuid != str(metadata.table_uuid)):
-            raise NoSuchTableError(f"Table does not exist: {namespace}.{table} (dropped or "
+            raise NoSuchTableError(f"Table does not exist: {dotted_namespace(namespace, table)} (dropped or "
                                    "replaced while it was planned)")
         plan_id = _record(session, ctx, name, plan, batches, principal, ScanPlanRow(
             namespace=namespace, name=table, table_uuid=str(metadata.table_uuid), prefix=prefix,
@@ -195,7 +195,7 @@ def _live_plan(session: Session, ctx: ServiceContext, levels: Sequence[str], tab
         read_sessions.ensure_live(session, ctx, prefix, principal)
     pointer = tables_catalog_repo.get_pointer(session, namespace, table)
     if pointer is None:
-        raise NoSuchTableError(f"Table does not exist: {namespace}.{table}")
+        raise NoSuchTableError(f"Table does not exist: {dotted_namespace(namespace, table)}")
     found = repo.get_scan_plan(session, plan_id) if "\x00" not in plan_id else None
     if (found is None or found[1].expires_at <= ctx.clock.now_ms()
             or not leases_service.visible_to(found[1], principal)

@@ -62,6 +62,7 @@ from metaservice.catalog.storage.object_store import (
     is_object_store,
     unavailable_as_503,
 )
+from metaservice.names import namespace_levels
 
 logger = logging.getLogger(__name__)
 
@@ -344,7 +345,8 @@ class Warehouse:
             _write_new(self.io(location), location, content)
 
     def default_table_location(self, namespace: str, table: str) -> str:
-        return f"{self.root}/{namespace}/{table}"
+        """``<warehouse>/<level>/.../<table>``: a namespace's levels are directories."""
+        return "/".join((self.root, *namespace_levels(namespace), table))
 
     def new_metadata_location(self, metadata: TableMetadata, version: int) -> str:
         """Where the table's next metadata file goes (``write.metadata.path`` or

@@ -13,7 +13,7 @@ from metaservice.catalog.errors import TABLE_ALREADY_REGISTERED, RefusedError
 from metaservice.catalog.site import CatalogSite, table_name
 from metaservice.catalog.tables import repository as repo
 from metaservice.db.session import Database
-from metaservice.names import TableName
+from metaservice.names import TableName, dotted_namespace
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def claim_table_locations(session: Session, name: TableName, keys: list[str],
     (whose 409 clients would retry)."""
     type_ = "AlreadyExistsException" if status == 409 else None
     holder = repo.table_with_uuid(session, table_uuid)
-    if holder is not None and not (replaces and holder == f"{name.database}.{name.table}"):
+    if holder is not None and not (replaces and holder == f"{dotted_namespace(name.database, name.table)}"):
         raise RefusedError(
             TABLE_ALREADY_REGISTERED,
             f"the catalog already has this table (table-uuid {table_uuid}) as {holder}",
@@ -86,7 +86,7 @@ def fill_identities(database: Database, catalog: CatalogSite, now_ms: int) -> in
                                       str(metadata.table_uuid), replaces=True, now_ms=now_ms)
         except RefusedError as exc:
             logger.warning("catalog_identity_conflict",
-                           extra={"table": f"{namespace}.{table}", "code": exc.code})
+                           extra={"table": f"{dotted_namespace(namespace, table)}", "code": exc.code})
             continue
         filled += 1
     return filled

@@ -70,7 +70,7 @@ from metaservice.context import ServiceContext
 from metaservice.db import locks
 from metaservice.db.session import Database
 from metaservice.errors import MetaServiceError
-from metaservice.names import TableName
+from metaservice.names import TableName, dotted_namespace
 from metaservice.repositories import tables as tables_repo
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def _stage(catalog: CatalogSite, name: TableName, pointer: repo.Pointer | None,
     """Steps 1 and 2 of a commit, outside any transaction."""
     creating = any(isinstance(r, AssertCreate) for r in request.requirements)
     if pointer is None and not creating:
-        raise NoSuchTableError(f"Table does not exist: {name.database}.{name.table}")
+        raise NoSuchTableError(f"Table does not exist: {dotted_namespace(name.database, name.table)}")
     base = catalog.warehouse.read(pointer.metadata_location) if pointer is not None else None
     for requirement in request.requirements:
         try:
@@ -193,7 +193,7 @@ def _swap(session: Session, ctx: ServiceContext, staged: StagedCommit) -> None:
         if not repo.insert_pointer(session, name.database, name.table,
                                    staged.metadata_location, now, table_uuid=uuid,
                                    location=location):
-            raise CommitFailedError(f"Table already exists: {name.database}.{name.table}")
+            raise CommitFailedError(f"Table already exists: {dotted_namespace(name.database, name.table)}")
     elif not repo.swap_pointer(session, name.database, name.table,
                                expected_version=staged.base_version,
                                metadata_location=staged.metadata_location, now_ms=now,
@@ -210,7 +210,7 @@ def commit_tables(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     seen: set[tuple[str, str]] = set()
     for namespace, table, _ in requests:
         if (namespace, table) in seen:
-            raise BadRequestError(f"table {namespace}.{table} appears twice in one transaction")
+            raise BadRequestError(f"table {dotted_namespace(namespace, table)} appears twice in one transaction")
         seen.add((namespace, table))
     names = [table_name(catalog, namespace, table) for namespace, table, _ in requests]
     with database.reading() as connection:

@@ -37,7 +37,7 @@ from metaservice.db.models import (
     JobTableRow,
     TableRow,
 )
-from metaservice.names import TableName
+from metaservice.names import TableName, dotted_namespace
 
 # -- table pointers ----------------------------------------------------------------------------
 
@@ -191,7 +191,7 @@ def table_claiming(session: Session, location: str) -> tuple[str, str] | None:
 def table_with_uuid(session: Session, table_uuid: str) -> str | None:
     row = session.execute(select(IcebergTableRow.namespace, IcebergTableRow.name).where(
         IcebergTableRow.table_uuid == table_uuid)).first()
-    return None if row is None else f"{row[0]}.{row[1]}"
+    return None if row is None else f"{dotted_namespace(row[0], row[1])}"
 
 
 def add_claims(session: Session, table_uuid: str, locations: list[str], now_ms: int) -> None:

@@ -56,7 +56,7 @@ from metaservice.catalog.tables.purges import PendingPurge, PurgeWorker
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergTableRow
 from metaservice.db.session import Database
-from metaservice.names import TableName
+from metaservice.names import TableName, dotted_namespace
 from metaservice.repositories import tables as tables_repo
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def list_tables(session: Session, levels: Sequence[str],
 def _pointer(session: Session, namespace: str, table: str) -> IcebergTableRow:
     pointer = repo.get_pointer(session, namespace, table)
     if pointer is None:
-        raise NoSuchTableError(f"Table does not exist: {namespace}.{table}")
+        raise NoSuchTableError(f"Table does not exist: {dotted_namespace(namespace, table)}")
     return pointer
 
 
@@ -121,7 +121,7 @@ def _metadata_location(session: Session | Connection, namespace: str, table: str
     """The metadata file the table's pointer names (``_pointer``, reading only that)."""
     location = repo.pointer_location(session, namespace, table)
     if location is None:
-        raise NoSuchTableError(f"Table does not exist: {namespace}.{table}")
+        raise NoSuchTableError(f"Table does not exist: {dotted_namespace(namespace, table)}")
     return location
 
 
@@ -274,7 +274,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         row = namespace_row(session, namespace)
         namespace_location = str(row.properties.get(NAMESPACE_LOCATION, ""))
         if repo.get_pointer(session, namespace, name.table) is not None:
-            raise AlreadyExistsError(f"Table already exists: {namespace}.{name.table}")
+            raise AlreadyExistsError(f"Table already exists: {dotted_namespace(namespace, name.table)}")
         if request.location:
             location = catalog.warehouse.confine(request.location, "table location")
         else:
@@ -307,7 +307,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         repo.lock_locations(session)
         namespace_row(session, namespace)
         if repo.get_pointer(session, namespace, name.table) is not None:
-            raise AlreadyExistsError(f"Table already exists: {namespace}.{name.table}")
+            raise AlreadyExistsError(f"Table already exists: {dotted_namespace(namespace, name.table)}")
         refuse_planted(session, name, principal)
         repo.refuse_view_name(session, namespace, name.table)
         claim_table_locations(session, name, keys, str(metadata.table_uuid), replaces=False,
@@ -315,7 +315,7 @@ def create_table(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         if not repo.insert_pointer(session, namespace, name.table, metadata_location,
                                    ctx.clock.now_ms(), table_uuid=str(metadata.table_uuid),
                                    location=keys[0]):
-            raise AlreadyExistsError(f"Table already exists: {namespace}.{name.table}")
+            raise AlreadyExistsError(f"Table already exists: {dotted_namespace(namespace, name.table)}")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_table_created", extra={"table": str(name)})
@@ -353,7 +353,7 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         existing = repo.get_pointer(session, namespace, qualified.table)
         if existing is not None:
             if not overwrite:
-                raise AlreadyExistsError(f"Table already exists: {namespace}.{qualified.table}")
+                raise AlreadyExistsError(f"Table already exists: {dotted_namespace(namespace, qualified.table)}")
             refuse_planted(session, qualified, principal)
             if principal.role != Role.admin:
                 raise domain_errors.ForbiddenError(
@@ -375,7 +375,7 @@ def register_table(database: Database, ctx: ServiceContext, catalog: CatalogSite
         elif not repo.insert_pointer(session, namespace, qualified.table, metadata_location,
                                      now, table_uuid=str(metadata.table_uuid),
                                      location=keys[0]):
-            raise AlreadyExistsError(f"Table already exists: {namespace}.{qualified.table}")
+            raise AlreadyExistsError(f"Table already exists: {dotted_namespace(namespace, qualified.table)}")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
     logger.info("catalog_table_registered", extra={"table": str(qualified),
@@ -484,8 +484,8 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     _pointer(session, source.database, source.table)
     namespace_row(session, target.database)
     if repo.get_pointer(session, target.database, target.table) is not None:
-        raise AlreadyExistsError(f"Cannot rename {source.database}.{source.table} to "
-                                 f"{target.database}.{target.table}. Table already exists")
+        raise AlreadyExistsError(f"Cannot rename {dotted_namespace(source.database, source.table)} to "
+                                 f"{dotted_namespace(target.database, target.table)}. Table already exists")
     refuse_planted(session, target, principal)
     row = tables_repo.find_table(session, source, for_update=True)
     if row is not None:
@@ -500,7 +500,7 @@ def rename_table(session: Session, ctx: ServiceContext, catalog: CatalogSite,
         repo.rename_table_row(session, row.id, target)
     if not repo.rename_pointer(session, (source.database, source.table),
                                (target.database, target.table), ctx.clock.now_ms()):
-        raise NoSuchTableError(f"Table does not exist: {source.database}.{source.table}")
+        raise NoSuchTableError(f"Table does not exist: {dotted_namespace(source.database, source.table)}")
 
 
 def _read_pointer(database: Database, namespace: str,

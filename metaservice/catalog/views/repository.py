@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from metaservice.catalog.errors import AlreadyExistsError
 from metaservice.db.engine import dialect_insert, on_postgres
 from metaservice.db.models import IcebergViewRow
+from metaservice.names import dotted_namespace
 
 _NAMES_LOCK = 0x4D534E  # "MSN"
 
@@ -36,9 +37,9 @@ def refuse_view_name(session: Session, namespace: str, name: str,
     lock_name(session, namespace, name)
     if get_view(session, namespace, name) is not None:
         if renaming is not None:
-            raise AlreadyExistsError(f"Cannot rename {renaming} to {namespace}.{name}. View "
+            raise AlreadyExistsError(f"Cannot rename {renaming} to {dotted_namespace(namespace, name)}. View "
                                      "already exists (a table and a view never share a name)")
-        raise AlreadyExistsError(f"View with same name already exists: {namespace}.{name} (a "
+        raise AlreadyExistsError(f"View with same name already exists: {dotted_namespace(namespace, name)} (a "
                                  "table and a view never share a name)")
 
 
@@ -65,7 +66,7 @@ def view_with_uuid(session: Session, view_uuid: str) -> str | None:
     """``namespace.name`` of the view whose view-uuid this is, if the catalog has it."""
     row = session.execute(select(IcebergViewRow.namespace, IcebergViewRow.name).where(
         IcebergViewRow.view_uuid == view_uuid)).first()
-    return None if row is None else f"{row[0]}.{row[1]}"
+    return None if row is None else f"{dotted_namespace(row[0], row[1])}"
 
 
 def insert_view(session: Session, namespace: str, name: str, metadata_location: str,

@@ -20,7 +20,6 @@ What a create or a commit makes of the metadata is ``rules.py`` (pure).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +61,7 @@ from metaservice.catalog.views import rules as sql_views
 from metaservice.context import ServiceContext
 from metaservice.db.models import IcebergViewRow
 from metaservice.db.session import Database
-from metaservice.names import NAME_PART_PATTERN
+from metaservice.names import check_namespace, check_part, dotted_namespace
 
 logger = logging.getLogger(__name__)
 
@@ -154,28 +153,28 @@ def _reason(exc: BaseException) -> str:
 # -- names -----------------------------------------------------------------------------------
 
 
-_NAME_PART = re.compile(NAME_PART_PATTERN)
-
-
 def _existing_view_namespace(levels: Sequence[str], view: str) -> str:
     """The namespace of a view a request names; a name this catalog cannot hold (NUL bytes
     included, which PostgreSQL cannot even compare) names no view (404)."""
-    if len(levels) != 1 or not _NAME_PART.match(levels[0]) or not _NAME_PART.match(view):
-        raise NoSuchViewError(f"View does not exist: {'.'.join([*levels, view])[:300]}")
-    return levels[0]
+    try:
+        check_part(view)
+        return check_namespace(levels)
+    except ValueError:
+        raise NoSuchViewError(
+            f"View does not exist: {'.'.join([*levels, view])[:300]}") from None
 
 
 def _view(session: Session, namespace: str, name: str) -> IcebergViewRow:
     row = view_repo.get_view(session, namespace, name)
     if row is None:
-        raise NoSuchViewError(f"View does not exist: {namespace}.{name}")
+        raise NoSuchViewError(f"View does not exist: {dotted_namespace(namespace, name)}")
     return row
 
 
 def _namespace(session: Session, name: str) -> dict[str, Any]:
     row = namespaces_repo.get_namespace(session, name)
     if row is None:
-        raise NoSuchNamespaceError(f"Namespace does not exist: {name}")
+        raise NoSuchNamespaceError(f"Namespace does not exist: {dotted_namespace(name)}")
     return dict(row.properties)
 
 
@@ -189,11 +188,11 @@ def _refuse_taken(session: Session, namespace: str, name: str,
         return
     why = " (a table and a view never share a name)" if taken_by == "Table" else ""
     if renaming is not None:
-        raise AlreadyExistsError(f"Cannot rename {renaming} to {namespace}.{name}. {taken_by} "
+        raise AlreadyExistsError(f"Cannot rename {renaming} to {dotted_namespace(namespace, name)}. {taken_by} "
                                  f"already exists{why}")
     if taken_by == "Table":
-        raise AlreadyExistsError(f"Table with same name already exists: {namespace}.{name}{why}")
-    raise AlreadyExistsError(f"View already exists: {namespace}.{name}")
+        raise AlreadyExistsError(f"Table with same name already exists: {dotted_namespace(namespace, name)}{why}")
+    raise AlreadyExistsError(f"View already exists: {dotted_namespace(namespace, name)}")
 
 
 # -- routes ----------------------------------------------------------------------------------
@@ -252,7 +251,7 @@ def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         metadata = sql_views.new_view(request.view_schema, request.view_version, location,
                                       dict(request.properties), ctx.clock.now_ms())
     except (sql_views.ViewRuleError, ValidationError) as exc:
-        raise BadRequestError(f"invalid view {namespace}.{name}: {_reason(exc)}") from exc
+        raise BadRequestError(f"invalid view {dotted_namespace(namespace, name)}: {_reason(exc)}") from exc
     keys = _confine(warehouse, metadata)
     metadata_location = sql_views.metadata_file_location(metadata, None)
     write_file(warehouse, metadata, metadata_location)
@@ -263,14 +262,14 @@ def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         view_repo.lock_name(session, namespace, name)
         _namespace(session, namespace)
         _refuse_taken(session, namespace, name)
-        _claim(session, f"{namespace}.{name}", keys, str(metadata.view_uuid),
+        _claim(session, f"{dotted_namespace(namespace, name)}", keys, str(metadata.view_uuid),
                ctx.clock.now_ms())
         if not view_repo.insert_view(session, namespace, name, metadata_location,
                                      metadata.view_uuid, ctx.clock.now_ms()):
-            raise AlreadyExistsError(f"View already exists: {namespace}.{name}")
+            raise AlreadyExistsError(f"View already exists: {dotted_namespace(namespace, name)}")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
-    logger.info("catalog_view_created", extra={"view": f"{namespace}.{name}",
+    logger.info("catalog_view_created", extra={"view": f"{dotted_namespace(namespace, name)}",
                                                "location": metadata_location})
     return LoadedView(metadata, metadata_location)
 
@@ -289,10 +288,10 @@ def commit_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         updated = sql_views.commit(base, request.requirements, list(request.updates),
                                    ctx.clock.now_ms())
     except sql_views.RequirementFailed as exc:
-        raise CommitFailedError(f"requirement failed for view {namespace}.{view}: "
+        raise CommitFailedError(f"requirement failed for view {dotted_namespace(namespace, view)}: "
                                 f"{exc}") from exc
     except (sql_views.ViewRuleError, ValidationError) as exc:
-        raise BadRequestError(f"invalid update of view {namespace}.{view}: "
+        raise BadRequestError(f"invalid update of view {dotted_namespace(namespace, view)}: "
                               f"{_reason(exc)}") from exc
     if updated is None:  # nothing changes: the key's outcome is recorded on its own
         if guard is not None:
@@ -306,15 +305,15 @@ def commit_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         if guard is not None:
             guard.claim(session)
         if moved:
-            _claim(session, f"{namespace}.{view}", keys, str(updated.view_uuid),
+            _claim(session, f"{dotted_namespace(namespace, view)}", keys, str(updated.view_uuid),
                    ctx.clock.now_ms())
         if not view_repo.swap_view(session, namespace, view, expected_version=version,
                                    metadata_location=new_location, now_ms=ctx.clock.now_ms()):
-            raise CommitFailedError(f"view {namespace}.{view} was changed by a concurrent "
+            raise CommitFailedError(f"view {dotted_namespace(namespace, view)} was changed by a concurrent "
                                     "commit, or dropped; refresh and retry")
         if guard is not None:
             guard.finish(session, {"metadata-location": new_location})
-    logger.info("catalog_view_commit", extra={"view": f"{namespace}.{view}",
+    logger.info("catalog_view_commit", extra={"view": f"{dotted_namespace(namespace, view)}",
                                               "location": new_location})
     return LoadedView(updated, new_location)
 
@@ -331,14 +330,14 @@ def rename_view(session: Session, ctx: ServiceContext, catalog: CatalogSite,
     _view(session, source_namespace, source)
     _namespace(session, target_namespace)
     view_repo.lock_name(session, target_namespace, target)
-    _refuse_taken(session, target_namespace, target, renaming=f"{source_namespace}.{source}")
+    _refuse_taken(session, target_namespace, target, renaming=f"{dotted_namespace(source_namespace, source)}")
     if not view_repo.rename_view(session, (source_namespace, source),
                                  (target_namespace, target), ctx.clock.now_ms()):
-        raise NoSuchViewError(f"View does not exist: {source_namespace}.{source}")
+        raise NoSuchViewError(f"View does not exist: {dotted_namespace(source_namespace, source)}")
     if guard is not None:
         guard.finish(session, {})
-    logger.info("catalog_view_renamed", extra={"view": f"{source_namespace}.{source}",
-                                               "target": f"{target_namespace}.{target}"})
+    logger.info("catalog_view_renamed", extra={"view": f"{dotted_namespace(source_namespace, source)}",
+                                               "target": f"{dotted_namespace(target_namespace, target)}"})
 
 
 def drop_view(session: Session, levels: Sequence[str], view: str,
@@ -350,11 +349,11 @@ def drop_view(session: Session, levels: Sequence[str], view: str,
     row = _view(session, namespace, view)
     view_uuid = str(row.view_uuid)
     if not view_repo.delete_view(session, namespace, view):
-        raise NoSuchViewError(f"View does not exist: {namespace}.{view}")
+        raise NoSuchViewError(f"View does not exist: {dotted_namespace(namespace, view)}")
     repo.release_claims(session, view_uuid)
     if guard is not None:
         guard.finish(session, {})
-    logger.info("catalog_view_dropped", extra={"view": f"{namespace}.{view}"})
+    logger.info("catalog_view_dropped", extra={"view": f"{dotted_namespace(namespace, view)}"})
 
 
 def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
@@ -386,7 +385,7 @@ def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
         _refuse_taken(session, namespace, name)
         holder = view_repo.view_with_uuid(session, view_uuid)
         if holder is None:
-            _claim(session, f"{namespace}.{name}", keys, str(view_uuid), ctx.clock.now_ms())
+            _claim(session, f"{dotted_namespace(namespace, name)}", keys, str(view_uuid), ctx.clock.now_ms())
         if holder is not None or not view_repo.insert_view(
                 session, namespace, name, metadata_location, view_uuid, ctx.clock.now_ms()):
             holder = holder or view_repo.view_with_uuid(session, view_uuid) or "another view"
@@ -396,6 +395,6 @@ def register_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
                 {"view": holder}, status_code=409, type_="AlreadyExistsException")
         if guard is not None:
             guard.finish(session, {"metadata-location": metadata_location})
-    logger.info("catalog_view_registered", extra={"view": f"{namespace}.{name}",
+    logger.info("catalog_view_registered", extra={"view": f"{dotted_namespace(namespace, name)}",
                                                   "location": metadata_location})
     return LoadedView(metadata, metadata_location)

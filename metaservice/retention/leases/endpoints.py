@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from metaservice.auth.dependencies import CurrentPrincipal
 from metaservice.deps import Context, ReadSession, TransactionsDep, WriteSession
-from metaservice.names import TableName
+from metaservice.names import QualifiedTable, TableName
 from metaservice.retention.leases import service
 from metaservice.retention.leases.schemas import (
     LeasedSnapshotOut,
@@ -19,7 +19,7 @@ from metaservice.retention.leases.schemas import (
     LeasesOut,
     RenewIn,
 )
-from metaservice.schemas import QualifiedTable, TextInt
+from metaservice.schemas import TextInt
 from metaservice.versions import service as versions_service
 from metaservice.versions.schemas import VersionsIn, VersionsOut
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metaservice.schemas import JsonSeconds, QualifiedTable, SnapshotId
+from metaservice.names import QualifiedTable
+from metaservice.schemas import JsonSeconds, SnapshotId
 
 MAX_TTL_SECONDS = 7 * 24 * 3600
 MAX_SNAPSHOTS_PER_LEASE = 1000

@@ -105,11 +105,14 @@ def test_a_property_removed_twice_in_one_request_is_removed_once(client: httpx.C
 
 
 @pytest.mark.parametrize("namespace, table", [
-    (["a", "b"], "t"),  # two levels: tables are catalog.database.table
-    (["bad name"], "t"),
-    (["db"], "bad.name"),
+    (["db", ".."], "t"),  # a level that would leave the warehouse as a directory
+    (["db"], "a/b"),
+    (["db"], "t\tab"),  # a control character
+    (["db"], ".."),
     (["db"], "x" * 129),
-])
+    (["y" * 128, "y" * 127], "t"),  # 256 characters with the separator: past NAMESPACE_MAX
+], ids=["dot-dot level", "slash", "control character", "dot-dot table", "long name",
+        "long namespace"])
 def test_names_that_break_the_table_name_rules_are_refused(client: httpx.Client,
                                                            namespace: list[str],
                                                            table: str) -> None:

@@ -45,8 +45,10 @@ def test_registration_is_idempotent(client: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize("path", [
-    "/register/source/etl/lake/db/bad.name",
-    "/register/source/etl/lake/db/-leading-dash",
+    "/register/source/etl/lake/db/..",
+    "/register/source/etl/lake/db/a%00b",
+    "/register/source/etl/lake/db%1F%1Fx/t",  # an empty level
+    "/register/source/etl/lake/db/a%09b",
     "/register/source/etl/lake/db/" + "x" * 129,
     "/register/sink/bad%20job/lake/db/t",
     "/register/sink/" + "j" * 201 + "/lake/db/t",
