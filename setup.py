@@ -11,7 +11,8 @@ setup(
     packages=[*find_packages(include=["metaservice", "metaservice.*",
                                       "spark_plugin", "spark_plugin.*",
                                       "metaservice_demo", "metaservice_demo.*",
-                                      "metaservice_soak", "metaservice_soak.*"]),
+                                      "metaservice_soak", "metaservice_soak.*",
+                                      "metaservice_names"]),
               "metaservice._migrations", "metaservice._migrations.versions"],
     package_dir={"metaservice._migrations": "migrations"},
 )

@@ -19,6 +19,7 @@ TYPED_PATHS = [
     "spark_plugin",
     "metaservice_demo",
     "metaservice_soak",
+    "metaservice_names",
 ]
 
 
