@@ -46,6 +46,9 @@ def check_part(value: object, what: str = "name") -> str:
     if value in (".", ".."):
         raise ValueError(f"invalid {what} {value!r}: it would name a place outside the "
                          "warehouse")
+    if value != value.strip():
+        raise ValueError(f"invalid {what} {value!r}: begins or ends with whitespace (a "
+                         "location ending so is refused, and tools trim it unseen)")
     bad = _FORBIDDEN.search(value)
     if bad is not None:
         raise ValueError(f"invalid {what} {value!r}: holds {bad.group()!r} (no control "

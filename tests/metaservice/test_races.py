@@ -18,7 +18,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from metaservice.db.models import BarrierRow, JobRow, TableRow
+from metaservice.db.models import BarrierRow, IcebergNamespaceRow, JobRow, TableRow
 from metaservice.db.session import Database
 
 pytestmark = pytest.mark.slow  # many threads racing, many rounds
@@ -326,3 +326,34 @@ def test_concurrent_registrations_and_starts_leave_one_writer_and_no_cycle(
         for job in ("forward", "backward"):
             client.post(f"/unregister/{job}")
 
+
+
+# -- the catalog's nested namespaces -----------------------------------------------------------
+
+
+def test_a_parent_namespace_dropped_while_children_are_created_leaves_no_orphan(
+        racers: Racers, client: httpx.Client, database: Database) -> None:
+    """Either the drop wins (every child's create is 404, the parent is gone) or a child does
+    (the drop is 409 NamespaceNotEmpty): never a child without its parent."""
+    for round_ in range(12):
+        parent = f"p{round_}"
+        assert client.post("/iceberg/v1/namespaces",
+                           json={"namespace": [parent]}).status_code == 200
+        calls = [Call("DELETE", f"/iceberg/v1/namespaces/{parent}") if i % 8 == 0 else
+                 Call("POST", "/iceberg/v1/namespaces", {"namespace": [parent, f"c{i}"]})
+                 for i in range(RACERS)]
+        answers = racers.race(calls)
+        drops = Counter(a.status_code for c, a in zip(calls, answers, strict=True)
+                        if c.method == "DELETE")
+        creates = Counter(a.status_code for c, a in zip(calls, answers, strict=True)
+                          if c.method == "POST")
+        assert set(drops) <= {204, 404, 409} and set(creates) <= {200, 404}, (drops, creates)
+        assert drops[204] <= 1, drops
+        if drops[204]:
+            assert creates[200] == 0, (round_, drops, creates)
+        else:
+            assert creates[200] == RACERS - len(list(drops.elements())), (drops, creates)
+        with database.engine.connect() as conn:
+            names = set(conn.execute(select(IcebergNamespaceRow.name)).scalars())
+        orphans = {n for n in names if "\x1f" in n and n.rsplit("\x1f", 1)[0] not in names}
+        assert not orphans, (round_, orphans)

@@ -1,0 +1,129 @@
+"""Names as the Iceberg REST specification has them (docs/contract.md#tables-and-names): namespaces
+of several levels, and names with spaces, dots, backticks and unicode, through the catalog's
+routes and pyiceberg's RestCatalog; a name that could leave the warehouse or break a URL is a
+400 before it reaches storage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pyarrow as pa
+import pytest
+from pyiceberg.exceptions import NamespaceNotEmptyError, NoSuchNamespaceError, RESTError
+
+from metaservice_names import TableName
+from tests.metaservice.catalog.conftest import rest_catalog
+from tests.metaservice.catalog.test_pyiceberg import SCHEMA
+from tests.metaservice.catalog.test_rest_protocol import iceberg_error
+
+NAMESPACES = "/iceberg/v1/namespaces"
+STRANGE = ("sales dept", "eu.west", "`été`")  # three levels: a space, a dot, backticks, unicode
+
+
+def url(*levels: str) -> str:
+    """A namespace in a URL, as the specification writes it: levels joined by %1F."""
+    return "%1F".join(quote(level, safe="") for level in levels)
+
+
+def create(client: httpx.Client, *levels: str) -> None:
+    answer = client.post(NAMESPACES, json={"namespace": list(levels)})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["namespace"] == list(levels)
+
+
+def listed(client: httpx.Client, parent: tuple[str, ...] | None = None,
+           page_size: int | None = None) -> list[list[str]]:
+    params: dict[str, str | int] = {} if parent is None else {"parent": "\x1f".join(parent)}
+    found: list[list[str]] = []
+    while True:
+        if page_size is not None:
+            params = {**params, "pageSize": page_size,
+                      "pageToken": params.get("pageToken", "")}
+        answer = client.get(NAMESPACES, params=params)
+        assert answer.status_code == 200, answer.text
+        found += answer.json()["namespaces"]
+        token = answer.json().get("next-page-token")
+        if page_size is None or not token:
+            return found
+        params["pageToken"] = token
+
+
+def test_config_names_the_separator_clients_must_use(client: httpx.Client) -> None:
+    config = client.get("/iceberg/v1/config").json()
+    assert config["overrides"]["namespace-separator"] == "%1F"
+
+
+def test_namespaces_nest_under_parents_that_exist(client: httpx.Client) -> None:
+    iceberg_error(client.post(NAMESPACES, json={"namespace": ["a", "b"]}), 404,
+                  "NoSuchNamespaceException")  # no parent yet
+    create(client, "a")
+    create(client, "a", "b")
+    create(client, "a", "b", "c")
+    create(client, "a", "b2")
+    create(client, "a.b")  # one level with a dot: not the namespace a, b
+    assert listed(client) == [["a"], ["a.b"]]
+    assert listed(client, ("a",)) == [["a", "b"], ["a", "b2"]]
+    assert listed(client, ("a",), page_size=1) == [["a", "b"], ["a", "b2"]]
+    assert listed(client, ("a", "b")) == [["a", "b", "c"]]
+    assert listed(client, ("a.b",)) == []
+    iceberg_error(client.get(NAMESPACES, params={"parent": "nowhere"}), 404,
+                  "NoSuchNamespaceException")
+    assert client.get(f"{NAMESPACES}/{url('a', 'b', 'c')}").json()["namespace"] == ["a", "b", "c"]
+    assert client.head(f"{NAMESPACES}/{url('a', 'b')}").status_code == 204
+    assert client.head(f"{NAMESPACES}/{url('a', 'x')}").status_code == 404
+    iceberg_error(client.post(NAMESPACES, json={"namespace": ["a", "b"]}), 409,
+                  "AlreadyExistsException")
+    iceberg_error(client.delete(f"{NAMESPACES}/a"), 409, "NamespaceNotEmptyException")
+    for levels in (("a", "b", "c"), ("a", "b"), ("a", "b2"), ("a",)):
+        assert client.delete(f"{NAMESPACES}/{url(*levels)}").status_code == 204
+    assert listed(client) == [["a.b"]]
+
+
+def test_tables_with_any_name_through_pyiceberg(server, client: httpx.Client,  # type: ignore[no-untyped-def]
+                                                warehouse: Path) -> None:
+    catalog = rest_catalog(server.url)
+    for depth in range(1, len(STRANGE) + 1):
+        catalog.create_namespace(STRANGE[:depth])
+    assert listed(client, STRANGE[:1]) == [list(STRANGE[:2])]
+    # pyiceberg 0.12 percent-encodes the levels of ``parent`` before its HTTP library encodes
+    # the query again: the server reads "sales%20dept", a namespace that does not exist. Java's
+    # client encodes once, as the specification has it (docs/conformance.md).
+    with pytest.raises(NoSuchNamespaceError):
+        catalog.list_namespaces(STRANGE[:1])
+    identifier = (*STRANGE, "orders été.v2")
+    table = catalog.create_table(identifier, SCHEMA)
+    assert table.name() == identifier
+    # The default location: the namespace's levels are directories inside the warehouse.
+    assert table.location().endswith("/warehouse/sales dept/eu.west/`été`/orders été.v2")
+    table.append(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=SCHEMA))
+    assert catalog.load_table(identifier).scan().to_arrow().num_rows == 2
+    assert catalog.list_tables(STRANGE) == [identifier]
+    renamed = (*STRANGE[:2], "totals")
+    catalog.rename_table(identifier, renamed)
+    assert catalog.list_tables(STRANGE) == [] and catalog.list_tables(STRANGE[:2]) == [renamed]
+    with pytest.raises(NamespaceNotEmptyError):
+        catalog.drop_namespace(STRANGE[:2])
+    with pytest.raises(RESTError, match="NoSuchNamespaceException"):  # 404, as Polaris answers
+        catalog.create_namespace(("nowhere", "x"))
+    # The server's own name of the table, and its core routes, read it the same way.
+    name = TableName.of("lake", STRANGE[:2], "totals")
+    assert str(name) == "lake.`sales dept`.`eu.west`.totals"
+    answer = client.get(f"/tables/{name.path}/barriers")
+    assert answer.status_code == 200, answer.text
+
+
+def test_names_are_case_sensitive_and_kept_as_written(client: httpx.Client) -> None:
+    create(client, "Ünïcode")
+    create(client, "ünïcode")
+    assert listed(client) == [["Ünïcode"], ["ünïcode"]]
+    for name in ("T", "t", "a b", "a`b"):
+        created = client.post(f"{NAMESPACES}/{url('Ünïcode')}/tables", json={
+            "name": name, "schema": {"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "id", "type": "long", "required": False}]}})
+        assert created.status_code == 200, created.text
+    tables = client.get(f"{NAMESPACES}/{url('Ünïcode')}/tables").json()["identifiers"]
+    assert sorted(t["name"] for t in tables) == sorted(["T", "t", "a b", "a`b"])
+    iceberg_error(client.post(f"{NAMESPACES}/{url('Ünïcode')}/tables", json={
+        "name": " t", "schema": {"type": "struct", "fields": []}}), 400, "BadRequestException")
