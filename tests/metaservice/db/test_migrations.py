@@ -74,3 +74,43 @@ def test_the_idempotency_binding_migration_carries_existing_keys_over(
     finally:
         upgrade_to_head(database.engine)
     test_upgrade_from_empty_matches_the_models(database)
+
+
+def test_the_namespace_levels_migration_carries_names_over_and_widens_them(
+        database: Database) -> None:
+    """0017 stores a namespace as its levels joined by ``\\x1f``, up to 255 characters: the
+    one-level names of before are carried over as they were (their addresses do not change),
+    and a namespace past the old 128 characters fits once it ran."""
+    config = alembic_config(database.engine.url.render_as_string(hide_password=False))
+    long_namespace = "\x1f".join(["n" * 120, "m" * 120])  # 241 characters
+    try:
+        with database.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0016")
+        with database.engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO tables (catalog, database, name, created_at) "
+                "VALUES ('lake', 'db', 'orders', 1)"))
+            connection.execute(text(
+                "INSERT INTO catalog_namespaces (name, properties, created_at) "
+                "VALUES ('db', '{}', 1)"))
+        upgrade_to_head(database.engine)
+        with database.engine.begin() as connection:
+            assert connection.execute(text(
+                "SELECT catalog, database, name FROM tables")).all() == [("lake", "db", "orders")]
+            assert connection.scalar(text("SELECT name FROM catalog_namespaces")) == "db"
+            connection.execute(text(
+                "INSERT INTO catalog_namespaces (name, properties, created_at) "
+                "VALUES (:name, '{}', 1)"), {"name": long_namespace})
+            connection.execute(text(
+                "INSERT INTO tables (catalog, database, name, created_at) "
+                "VALUES ('lake', :name, 't', 1)"), {"name": long_namespace})
+            assert connection.scalar(text(
+                "SELECT count(*) FROM tables WHERE database = :name"),
+                {"name": long_namespace}) == 1
+    finally:
+        with database.engine.begin() as connection:
+            connection.execute(text("DELETE FROM tables"))
+            connection.execute(text("DELETE FROM catalog_namespaces"))
+        upgrade_to_head(database.engine)
+    test_upgrade_from_empty_matches_the_models(database)
