@@ -12,9 +12,9 @@ from metaservice.auth.service import ANONYMOUS_ADMIN, Principal
 from metaservice.catalog.site import CatalogSite
 from metaservice.catalog.tables.purges import PurgeWorker
 from metaservice.context import ServiceContext
+from metaservice.names import NAMESPACE_SEPARATOR
 
 PREFIX = "/iceberg"
-NAMESPACE_SEPARATOR = "\x1f"
 
 
 def site(request: Request) -> CatalogSite:

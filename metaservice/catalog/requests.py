@@ -40,6 +40,7 @@ from pyiceberg.view import ViewVersion
 from metaservice.catalog.errors import BadRequestError
 from metaservice.catalog.tables import validation
 from metaservice.catalog.views.rules import AssertViewUUID, ViewUpdate
+from metaservice.names import namespace_levels
 
 StrictBool = Annotated[bool, Strict()]
 
@@ -71,8 +72,7 @@ IcebergViewUpdate = Annotated[ViewUpdate, _iceberg_object(
     "set-location, set-properties, remove-properties, add-view-version, "
     "set-current-view-version")]
 
-Namespace = Annotated[list[str], Field(description="the namespace's levels; this catalog's "
-                                                   "namespaces have exactly one")]
+Namespace = Annotated[list[str], Field(description="the namespace's levels, one or more")]
 Properties = dict[str, str]
 
 
@@ -172,10 +172,11 @@ class CommitTableRequest(IcebergRequest):
                 validation.check_schema_depth(update.get("schema"))
 
     def for_table(self, namespace: str, table: str) -> PyIcebergCommitTableRequest:
-        """pyiceberg's request for this commit to ``namespace.table``."""
+        """pyiceberg's request for this commit to ``table`` of ``namespace`` (its stored form,
+        levels joined by ``\x1f``)."""
         return PyIcebergCommitTableRequest(
             identifier=PyIcebergTableIdentifier.model_validate(
-                {"namespace": [namespace], "name": table}),
+                {"namespace": list(namespace_levels(namespace)), "name": table}),
             requirements=tuple(self.requirements), updates=tuple(self.updates))
 
 
