@@ -181,6 +181,12 @@ def test_a_pipeline_over_nested_names_is_versioned_leased_and_described_by_its_d
     at_b1 = ok(client.get(f"/lineage/{REPORT.path}/barriers/{B1}"))
     assert str(ORDERS) in str(at_b1)
 
+    # The metrics label each table with its dotted name.
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200
+    for name in names:
+        assert f'metaservice_table_lag_seconds{{table="{name}"}}' in metrics.text, name
+
     # A consistent warehouse of the catalog reads the three tables at the strong cut.
     strong_catalog = rest_catalog(str(client.base_url), warehouse="lake@strong")
     read = {n: strong_catalog.load_table(n.identifier).scan().to_arrow().column(0).to_pylist()
