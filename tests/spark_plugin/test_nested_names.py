@@ -74,3 +74,33 @@ def test_the_qualified_name_of_a_table_quotes_its_parts() -> None:
     assert ice.qualified_name(Table("db", "t")) == "lake.db.t"  # as before
     assert ice.qualified_name(Table("a", "b", "t")) == "lake.a.b.t"
     assert ice.qualified_name(Table("new.db", "ta ble")) == "lake.`new.db`.`ta ble`"
+
+
+@pytest.mark.spark
+def test_a_barrier_job_reads_and_writes_nested_tables_with_spark_s_files(spark, client) -> None:
+    """Spark's own Parquet writer and reader (not Iceberg's runtime) under locations that hold
+    the names' spaces, dots, accents, '#', '?' and ':' (a glob character makes the read go
+    through Arrow)."""
+    orders, totals, odd = (sp.TableName.of(BUILTIN_CATALOG, NAMESPACE, t)
+                           for t in ("orders été", "totals.v2#1", "odd?: x"))
+    schema = spark.createDataFrame([], "id long, amount long").schema
+    for name in (orders, totals, odd):
+        sp.create_table_from_spark_schema(name, schema, client=client)
+    for barrier, ids in ((1_000, [1, 2]), (2_000, [3])):
+        sp.append_root(spark, spark.createDataFrame([(i, i * 10) for i in ids], schema), orders,
+                       client=client, barrier=barrier)
+        with sp.BarrierJob(spark, "nested-names", [orders], [totals, odd],
+                           client=client) as job:
+            for step in job.available():
+                changes = step.read_changes(orders)
+                step.write(totals, changes.selectExpr("id", "amount * 2 AS amount"))
+                step.write(odd, changes)
+                step.commit()
+    for name, factor in ((totals, 2), (odd, 1)):
+        assert client.get_version(name, "weak").barrier == 2_000
+        rows = ice.load_table(name, client=client).scan().to_arrow()
+        assert sorted(zip(rows["id"].to_pylist(), rows["amount"].to_pylist(), strict=True)) == [
+            (i, i * 10 * factor) for i in (1, 2, 3)], name
+    with sp.consistent_read(spark, [orders, totals, odd], client=client) as frames:
+        assert {n: frames[n].count() for n in frames} == dict.fromkeys(
+            map(str, (orders, totals, odd)), 3)
