@@ -12,7 +12,9 @@ by their location (``file`` + path, ``s3://bucket`` + key, ``scheme://authority`
 a ``symlinks`` facet naming the table in its catalog (the catalog's URI, ``database.table``,
 type ``TABLE``) and a ``catalog`` facet. A table whose location the server does not know (one
 of another catalog, which only the plugin reads) is named by its catalog:
-``iceberg://<catalog>``, ``database.table``.
+``iceberg://<catalog>``, ``database.table``. ``database.table`` is the table's name inside its
+catalog as a dotted name writes it: a namespace of several levels one part each, a part beyond
+letters, digits, ``_`` and ``-`` in backticks (``db.t``; ``a.b.t``; `` `sales dept`.`t.v2` ``).
 
 Inputs carry the ``version`` facet of the snapshot the job read at the barrier (``snap(s, B)``,
 not the newest), outputs that of the snapshot the job committed. The barrier itself, with the
@@ -24,13 +26,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlparse
 
-from metaservice.names import TableName
+from metaservice.names import TableName, dotted_namespace
 
 EventType = Literal["START", "COMPLETE", "FAIL"]
 
@@ -53,6 +55,7 @@ BASE_RUN_FACET_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$de
 
 BARRIER_FACET = "metaservice_barrier"
 BARRIER_FACET_PATH = "/openlineage/facets/1-0-0/MetaServiceBarrierRunFacet.json"
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(.*)", re.DOTALL)
 INGESTION_SUFFIX = "@ingestion"  # '@' is not allowed in a job id: no MetaService job has it
 
 
@@ -125,26 +128,37 @@ def run_id(job_namespace: str, job: str, barrier: int, job_run: int, attempt: in
     return str(uuid.UUID(int=value))
 
 
+def _split_location(location: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) of a location. A table's location is its warehouse's, then
+    its namespace's levels and its name as they are, unencoded: a ``?`` or ``#`` there is part
+    of the path, not a query or a fragment as a URL parser would take it."""
+    found = _SCHEME.match(location)
+    scheme, rest = (found.group(1).lower(), found.group(2)) if found else ("", location)
+    if not rest.startswith("//"):
+        return scheme, "", rest
+    authority, slash, path = rest[2:].partition("/")
+    return scheme, authority, slash + path
+
+
 def location_identity(location: str) -> tuple[str, str]:
     """A table location as OpenLineage names a dataset stored there: a local path is
     (``file``, path); an object store (s3, gs, abfss, wasbs) is (``scheme://bucket``, key
     without its leading slash); anything else (``scheme://authority``, path)."""
-    parsed = urlparse(location)
-    scheme = parsed.scheme.lower()
-    path = parsed.path.rstrip("/") or "/"
+    scheme, authority, path = _split_location(location)
+    path = path.rstrip("/") or "/"
     if scheme in ("", "file"):
         return "file", path
     for prefix, canonical in (("s3", "s3"), ("gs", "gs"), ("abfs", "abfss"), ("wasb", "wasbs")):
         if scheme.startswith(prefix):
-            return f"{canonical}://{parsed.netloc}", path.lstrip("/") or "/"
-    return f"{scheme}://{parsed.netloc}", path
+            return f"{canonical}://{authority}", path.lstrip("/") or "/"
+    return f"{scheme}://{authority}", path
 
 
 def dataset_identity(table: str, location: str | None, naming: Naming) -> DatasetIdentity:
     """How a table is named: by location when known (with its catalog name as a symlink),
     by its catalog otherwise."""
     name = TableName.parse(table)
-    in_catalog = f"{name.database}.{name.table}"
+    in_catalog = dotted_namespace(name.database, name.table)
     if name.catalog == naming.catalog_name:
         symlink = (naming.catalog_uri, in_catalog)
         if location is None:

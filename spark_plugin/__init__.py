@@ -18,11 +18,14 @@ The public surface (docs/contract.md#the-spark-plugin)::
     sp.open_read_session(spark, "lake_strong")  # Spark with Iceberg's runtime: SQL reads one cut
     barrier = sp.barrier_after(latest)  # the wall-clock rule, for writers choosing their barrier
 
-Tables are named ``<catalog>.<database>.<table>``. Where no ``catalog`` argument is given, the
-catalog is found by that name: in Spark's configuration (``spark.sql.catalog.<catalog>.*``),
-then in pyiceberg's (``~/.pyiceberg.yaml``, ``PYICEBERG_CATALOG__<CATALOG>__*``), else it is
-MetaService's built-in Iceberg catalog (``<server url>/iceberg``), whose commits record their
-barrier themselves. :class:`CatalogSpec` names a catalog and how to open it.
+Tables are named ``<catalog>.<database>.<table>``, as Spark SQL writes them: a namespace of
+several levels one part each (``lake.a.b.t``), a part beyond letters, digits, ``_`` and ``-`` in
+backticks (``lake.`sales dept`.`eu.west`.`orders été```); :class:`TableName` reads and writes
+them. Where no ``catalog`` argument is given, the catalog is found by that name: in Spark's
+configuration (``spark.sql.catalog.<catalog>.*``), then in pyiceberg's (``~/.pyiceberg.yaml``,
+``PYICEBERG_CATALOG__<CATALOG>__*``), else it is MetaService's built-in Iceberg catalog
+(``<server url>/iceberg``), whose commits record their barrier themselves. :class:`CatalogSpec`
+names a catalog and how to open it.
 
 Every exception the plugin raises derives from :class:`MetaServiceError`, and every error code
 the server answers has its own class; the tree is drawn in ``spark_plugin._errors``. pyspark is

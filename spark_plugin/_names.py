@@ -8,6 +8,6 @@ be shipped to executors.
 
 from __future__ import annotations
 
-from metaservice_names import JOB_ID_PATTERN, TableName, validate_job_id
+from metaservice_names import JOB_ID_PATTERN, TableName, dotted, validate_job_id
 
-__all__ = ["JOB_ID_PATTERN", "TableName", "validate_job_id"]
+__all__ = ["JOB_ID_PATTERN", "TableName", "dotted", "validate_job_id"]

@@ -73,12 +73,18 @@ def hadoop_path(location: str) -> str:
 
 def table_path(path: str, like: str) -> str:
     """A path Spark answered, spelled as the table location ``like`` is: ``s3a://`` back to
-    ``like``'s S3 scheme, and ``file:/x`` as ``file:///x`` when ``like`` is spelled so."""
+    ``like``'s S3 scheme, ``file:/x`` as ``file:///x`` when ``like`` is spelled so, and as the
+    bare local path ``/x`` when ``like`` is one. A bare path is how pyiceberg writes the files
+    of a table whose location is one, and how it reads a path holding a table name's ``#`` or
+    ``?`` whole (it reads a ``file:`` path as a URL, whose fragment or query it drops)."""
     scheme = urlsplit(like).scheme
     if scheme in OBJECT_STORE_SCHEMES and urlsplit(path).scheme in OBJECT_STORE_SCHEMES:
         return scheme + path[len(urlsplit(path).scheme):]
-    if like.startswith("file:///") and path.startswith("file:/") and not path.startswith("file://"):
+    local = path.startswith("file:/") and not path.startswith("file://")
+    if like.startswith("file:///") and local:
         return "file://" + path[len("file:"):]
+    if not scheme and like.startswith("/") and local:
+        return path[len("file:"):]
     return path
 
 

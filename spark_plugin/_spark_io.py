@@ -232,7 +232,9 @@ def create_table_from_spark_schema(
     """Create an Iceberg table whose columns are those of a Spark schema (or DataFrame).
 
     Args:
-        table: ``catalog.database.table``; the database is created if missing.
+        table: ``catalog.database.table`` (a namespace of several levels written one part
+            each, ``lake.a.b.t``); the namespace, and each level above it, is created if
+            missing.
         schema: a Spark ``StructType``, or a DataFrame whose schema is used.
         catalog: a pyiceberg catalog (named like the table's first part), a
             :class:`~spark_plugin.CatalogSpec`, a mapping of names to either, or ``None`` to
@@ -254,7 +256,8 @@ def create_table_from_spark_schema(
     struct: Any = getattr(schema, "schema", schema)  # a DataFrame's schema, or the StructType
     iceberg_schema = spark_schema_to_iceberg(struct)
     cat = resolve_catalog(name, catalog, client=client)
-    cat.create_namespace_if_not_exists(name.database)
+    for depth in range(1, len(name.namespace) + 1):  # a nested namespace needs its parents
+        cat.create_namespace_if_not_exists(name.namespace[:depth])
     try:
         return cat.create_table(name.identifier, schema=iceberg_schema,
                                 partition_spec=_partition_spec(iceberg_schema, partition_by),

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote, urlsplit
 
 from spark_plugin._errors import CatalogConfigError
-from spark_plugin._names import TableName
+from spark_plugin._names import TableName, dotted
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -337,11 +337,11 @@ def with_fresh_credentials(table: Table, *, now: float | None = None) -> Table:
 
 
 def qualified_name(table: Table) -> str:
-    """``catalog.database.table`` of a pyiceberg table."""
-    identifier = tuple(table.name())
-    if len(identifier) >= 3:
-        return ".".join(identifier[-3:])
-    return ".".join((table.catalog.name, *identifier))
+    """``catalog.database.table`` of a pyiceberg table, as :class:`TableName` writes it (a
+    namespace of several levels one part each, a part beyond letters, digits, ``_`` and ``-``
+    in backticks). pyiceberg's identifier of a table is its namespace's levels, then its name,
+    without the catalog's."""
+    return dotted(table.catalog.name, *table.name())
 
 
 def records_barriers(table: Table, url: str) -> bool:

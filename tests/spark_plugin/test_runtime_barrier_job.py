@@ -114,3 +114,60 @@ def test_a_barrier_job_through_icebergs_runtime_commits_each_barrier_once_across
                               strict=True)) == expected, (sink, entry["barrier"])
     assert client.get_job(job)["state"] == "terminated"
     client.close()
+
+
+def test_a_barrier_job_through_icebergs_runtime_names_nested_tables_as_spark_sql_does(
+        builtin_url: str, tmp_path: Path) -> None:
+    """Tables in the namespace (``rt_…``, ``eu.west``) named with spaces, dots, accents and
+    backticks: the plugin hands Spark their dotted names, parts in backticks, which Spark's
+    parser and Iceberg's runtime read as the same tables (a full step, then an incremental one
+    that reads the appended rows through the ``iceberg`` format)."""
+    if not PYTHON.exists() or not RUNTIME.exists():
+        from tests.conftest import missing
+
+        missing("the Spark 4.1 route is not set up (bash engines/spark41/install.sh)",
+                required_by="METASERVICE_REQUIRE_SPARK_JVM")
+    import pyarrow as pa
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    client = sp.MetaServiceClient(builtin_url)
+    catalog = sp.CatalogSpec.metaservice(BUILTIN_CATALOG, builtin_url).load()
+    namespace = (f"rt {uuid.uuid4().hex[:8]}", "eu.west")
+    catalog.create_namespace(namespace[:1])
+    catalog.create_namespace(namespace)
+    schema = Schema(NestedField(1, "id", LongType(), required=False),
+                    NestedField(2, "amount", LongType(), required=False))
+    source, doubled, large = (sp.TableName.of(BUILTIN_CATALOG, namespace, t)
+                              for t in ("events été", "doubled.v2", "large `x`"))
+    for table in (source, doubled, large):
+        catalog.create_table(table.identifier, schema=schema)
+    events = catalog.load_table(source.identifier)
+    batches = {1_000: [(1, 10), (2, 60)], 2_000: [(3, 70)]}
+
+    def ingest(barrier: int) -> None:
+        rows = batches[barrier]
+        events.append(pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
+                                "amount": pa.array([r[1] for r in rows], pa.int64())}),
+                      snapshot_properties={"metaservice.barrier": str(barrier)})
+
+    job = f"nested-{uuid.uuid4().hex[:8]}"
+    args = [str(RUNTIME), builtin_url, BUILTIN_CATALOG, job, str(source), str(doubled),
+            str(large)]
+    steps = []
+    for barrier in batches:
+        ingest(barrier)
+        run = run_driver(args, tmp_path / f"run-{barrier}.log")
+        output = (tmp_path / f"run-{barrier}.log").read_text(errors="replace")
+        assert run.returncode == 0, output[-3000:]
+        steps += [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert [(s["barrier"], s["full"], sorted(s["commits"])) for s in steps] == [
+        (1_000, True, sorted([str(doubled), str(large)])),
+        (2_000, False, sorted([str(doubled), str(large)]))]
+    for sink, expected in ((doubled, [(1, 20), (2, 120), (3, 140)]),
+                           (large, [(2, 60), (3, 70)])):
+        assert client.get_version(sink, "weak").barrier == 2_000
+        rows = ice.load_table(sink, client=client).scan().to_arrow()
+        assert sorted(zip(rows["id"].to_pylist(), rows["amount"].to_pylist(),
+                          strict=True)) == expected, sink
+    client.close()

@@ -201,8 +201,42 @@
                     "strong cut " + fmtHolds(holds, now))];
   }
 
+  // -- table names -----------------------------------------------------------------------------
+  //
+  // The API writes a table as one dotted string (metaservice_names): catalog, namespace levels
+  // (one or more), table, joined by dots, a part holding anything beyond letters, digits, "_" and
+  // "-" in backticks (a backtick inside doubled): lake.db.t, lake.a.b.t, lake.`sales dept`.`t.v2`.
+
+  const DOTTED_PART = /`((?:[^`]|``)*)`|([^.`]*)/y;
+  const PLAIN_PART = /^[A-Za-z0-9_][A-Za-z0-9_-]*$/;
+
+  // The parts of a dotted name, backticks undone (metaservice_names.split_dotted).
+  function splitDotted(text) {
+    const parts = [];
+    let at = 0;
+    for (;;) {
+      DOTTED_PART.lastIndex = at;
+      const match = DOTTED_PART.exec(text); // the second branch matches the empty string
+      parts.push(match[1] !== undefined ? match[1].replaceAll("``", "`") : match[2]);
+      at = DOTTED_PART.lastIndex;
+      if (at === text.length) return parts;
+      if (text[at] !== ".") throw new Error(`malformed name ${text}: a backtick at ${at}`);
+      at += 1;
+    }
+  }
+
+  // Parts written as one dotted name (metaservice_names.dotted).
+  function dotted(parts) {
+    return parts.map((p) => (PLAIN_PART.test(p) ? p : "`" + p.replaceAll("`", "``") + "`"))
+      .join(".");
+  }
+
+  // A table's URL path in the REST API: catalog/namespace/table, each percent-encoded, the
+  // namespace's levels joined by the unit separator (%1F), as the Iceberg REST spec has it.
   function tablePath(name) {
-    return name.split(".").map(encodeURIComponent).join("/");
+    const parts = splitDotted(name);
+    return [parts[0], parts.slice(1, -1).join("\x1f"), parts[parts.length - 1]]
+      .map(encodeURIComponent).join("/");
   }
 
   function setStatus(text, isError) {
@@ -333,9 +367,10 @@
     return { nodes: [...nodes.values()], edges: [...edges.values()], tables, jobs, unplaced };
   }
 
+  // A table's name without its catalog (namespace levels and table), for the graph's labels.
   function shortName(name) {
-    const parts = name.split(".");
-    return parts.length === 3 ? `${parts[1]}.${parts[2]}` : name;
+    const parts = splitDotted(name);
+    return parts.length >= 3 ? dotted(parts.slice(1)) : name;
   }
 
   // Positions of the nodes, and the waypoints of the edges that skip layers: a small layered
@@ -990,7 +1025,8 @@
   }
 
   window.metaservice = { state, refresh, select, lagClass, fmtBarrier, headline, headlineText, parseJson, parseWithSource,
-                       parseByScanning, REVIVER_SEES_SOURCE };
+                       parseByScanning, REVIVER_SEES_SOURCE, splitDotted, dotted, tablePath,
+                       shortName };
 
   wire();
   detectFeatures().then(refresh).then(schedule);

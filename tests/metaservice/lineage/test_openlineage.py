@@ -38,6 +38,12 @@ def test_a_run_id_is_a_uuidv7_timed_at_the_barrier_and_stable() -> None:
     ("gs://bucket/db/t", ("gs://bucket", "db/t")),
     ("abfs://c@acct.dfs.core.windows.net/db/t", ("abfss://c@acct.dfs.core.windows.net", "db/t")),
     ("hdfs://namenode:8020/warehouse/db/t", ("hdfs://namenode:8020", "/warehouse/db/t")),
+    # a location holds a table's parts as they are: '?' and '#' are in its path, not a query
+    ("file:///warehouse/sales dept/eu.west/orders été",
+     ("file", "/warehouse/sales dept/eu.west/orders été")),
+    ("s3://bucket/wh/q?1/t#2", ("s3://bucket", "wh/q?1/t#2")),
+    ("/warehouse/db/t#2", ("file", "/warehouse/db/t#2")),
+    ("hdfs://nn/wh/a?b=c/t", ("hdfs://nn", "/wh/a?b=c/t")),
 ])
 def test_a_location_is_named_as_openlineage_names_stored_datasets(
         location: str, identity: tuple[str, str]) -> None:
@@ -51,6 +57,20 @@ def test_a_table_is_named_by_location_with_its_catalog_name_as_symlink() -> None
     assert ol.dataset_identity("lake.db.t", None, NAMING) == ol.DatasetIdentity(*symlink, symlink)
     assert ol.dataset_identity("other.db.t", None, NAMING) == \
         ol.DatasetIdentity("iceberg://other", "db.t")
+
+
+def test_a_table_of_a_nested_namespace_is_named_by_its_quoted_dotted_name() -> None:
+    table = "lake.`sales dept`.`eu.west`.`orders été`"
+    in_catalog = "`sales dept`.`eu.west`.`orders été`"
+    symlink = ("https://meta.example:8000/iceberg", in_catalog)
+    location = "s3://bucket/warehouse/sales dept/eu.west/orders été"
+    assert ol.dataset_identity(table, location, NAMING) == ol.DatasetIdentity(
+        "s3://bucket", "warehouse/sales dept/eu.west/orders été", symlink)
+    assert ol.dataset_identity(table, None, NAMING) == ol.DatasetIdentity(*symlink, symlink)
+    assert ol.dataset_identity("other.a.b.t", None, NAMING) == \
+        ol.DatasetIdentity("iceberg://other", "a.b.t")
+    # two levels (a, b) and one level "a.b" are two tables, and two names
+    assert ol.dataset_identity("other.`a.b`.t", None, NAMING).name == "`a.b`.t"
 
 
 def test_the_schema_versions_are_those_the_client_declares() -> None:

@@ -344,3 +344,57 @@ def test_invalidation_unregister_and_jobs_without_sources_have_their_events(
     assert a[0]["run"]["runId"] == a[1]["run"]["runId"] != a[2]["run"]["runId"]
     for event in events:
         check_with_client_models(event, {ol.BARRIER_FACET})
+
+
+def test_tables_of_a_nested_namespace_are_named_by_their_quoted_dotted_names(
+        pipeline_app: Callable[[dict[str, str]], Any], database: Database) -> None:
+    """A namespace of two levels, ``sales dept`` and ``eu.west``: every dataset name, symlink,
+    ingestion job and barrier facet writes it one part each in backticks, so that it is told
+    apart from the namespace ``sales dept.eu`` with a table ``west...``, and the events are
+    valid (against the JSON schemas too where they are at hand)."""
+    from metaservice.names import TableName
+
+    namespace = "lake.`sales dept`.`eu.west`"
+    src, mid = f"{namespace}.`orders été`", f"{namespace}.`totals.v2`"
+    in_catalog = {src: "`sales dept`.`eu.west`.`orders été`",
+                  mid: "`sales dept`.`eu.west`.`totals.v2`"}
+    location = "file:///warehouse/sales dept/eu.west/orders été"
+    app = pipeline_app({"OPENLINEAGE__TRANSPORT__TYPE": "console"})
+    with database.transaction(write=True) as session:  # src is in the built-in catalog
+        session.add(IcebergTableRow(namespace="sales dept\x1feu.west", name="orders été",
+                                    metadata_location="x", version=1, created_at=0,
+                                    updated_at=0, table_uuid=str(uuid.uuid4()),
+                                    location=location))
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
+        for role, table in (("source", src), ("sink", mid)):
+            answer = http.post(f"/register/{role}/j/{TableName.parse(table).path}")
+            assert answer.status_code == 200, answer.text
+        from metaservice.barriers import service as barriers_service
+
+        with app.state.database.transaction(write=True) as session:  # as the catalog records it
+            barriers_service.report_root(session, app.state.context, TableName.parse(src),
+                                         snapshot_id=11, barrier=1000, via_catalog=True)
+        assert http.post("/jobs/j/start", json={"from": "latest"}).json()["barrier"] == 1000
+        answer = http.post(f"/commit/j/{TableName.parse(mid).path}",
+                           json={"barrier": 1000, "snapshot_id": 21})
+        assert answer.status_code == 200, answer.text
+        schema = served_facet_schema(http)
+    jobs = by_job(written_events(database))
+    assert {job: [shape(e) for e in evs] for job, evs in jobs.items()} == {
+        f"{src}@ingestion": [("COMPLETE", 1000, 1)],
+        "j": [("START", 1000, 1), ("COMPLETE", 1000, 1)]}
+    done = jobs["j"][1]
+    assert versions(done["inputs"]) == {
+        "file /warehouse/sales dept/eu.west/orders été": "11"}  # by location
+    assert versions(done["outputs"]) == {f"{CATALOG_URI} {in_catalog[mid]}": "21"}
+    for dataset, table in ((done["inputs"][0], src), (done["outputs"][0], mid)):
+        assert dataset["facets"]["symlinks"]["identifiers"] == [
+            {"namespace": CATALOG_URI, "name": in_catalog[table], "type": "TABLE"}]
+    facet = done["run"]["facets"][ol.BARRIER_FACET]
+    assert [i["table"] for i in facet["inputs"]] == [src]
+    assert [o["table"] for o in facet["outputs"]] == [mid]
+    for events in jobs.values():
+        for event in events:
+            check_with_client_models(event, {ol.BARRIER_FACET})
+            if spec_dir() is not None:
+                check_with_json_schemas(event, [schema])

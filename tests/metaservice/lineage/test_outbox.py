@@ -206,6 +206,21 @@ def test_the_cli_shows_where_the_outbox_stands(database: Database, database_url:
     assert lines[4].split("\t")[:3] == ["hourly", "1", "COMPLETE 0"]
 
 
+def test_the_cli_names_the_ingestion_of_a_nested_table_by_its_dotted_name(
+        database: Database, database_url: str, settings: Settings, clock: ManualClock) -> None:
+    """A root table of the namespace (sales dept, eu.west): its ingestion job is its dotted
+    name, quoted as the API writes it, in a column of its own."""
+    name = TableName.of("lake", ("sales dept", "eu.west"), "orders été")
+    with database.transaction(write=True) as session:
+        barriers_service.report_root(session, lineage_context(settings, clock), name,
+                                     snapshot_id=1, barrier=10)
+    result = run_cli("--database-url", database_url, "lineage",
+                     env={"OPENLINEAGE_URL": "http://127.0.0.1:9"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[3].split("\t")[:3] == [
+        "lake.`sales dept`.`eu.west`.`orders été`@ingestion", "1", "COMPLETE 10"]
+
+
 def test_a_server_without_its_sender_writes_events_that_lineage_send_delivers(
         database: Database, database_url: str, settings: Settings, clock: ManualClock,
         openlineage_env: dict[str, str]) -> None:

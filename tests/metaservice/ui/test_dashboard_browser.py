@@ -535,3 +535,69 @@ def test_labels_stay_legible_with_many_tables(
     if keep:
         shutil.copy(shot, Path(keep) / shot.name)
     assert _console_errors(browser) == []
+
+
+# -- names as the Iceberg REST specification has them ----------------------------------------
+
+NESTED_TABLES = ("orders été", "totals.v2")  # in the namespace ("sales dept", "eu.west")
+TRICKY_NAMES = ("lake.db.t", "lake.a.b.t", "lake.`new.db`.`ta.ble`", "lake.`a``b`.`x y`.z",
+                "lake.`sales dept`.`eu.west`.`orders été`", "lake.`q?1`.`t#2`.`100%`",
+                "lake.`(x)`.`it's`.`*`", "c-1.d_2.`-t`")
+
+
+def test_tables_of_a_nested_namespace_are_listed_drawn_and_opened_by_their_dotted_names(
+        browser: Any, client: httpx.Client, clock: ManualClock) -> None:
+    """Names with spaces, dots and accents in a namespace of two levels: the dashboard reads
+    the API's dotted names as metaservice_names does, reaches each table's details through its
+    URL path (levels joined by %1F), and labels the graph with the name without its
+    catalog."""
+    from urllib.parse import unquote
+
+    from metaservice_names import TableName, dotted, split_dotted
+
+    clock.set(T0)
+    orders, totals = (TableName.of("lake", ("sales dept", "eu.west"), t) for t in NESTED_TABLES)
+    _ok(client.post(f"/register/source/sum/{orders.path}"))
+    _ok(client.post(f"/register/sink/sum/{totals.path}"))
+    _ok(client.post(f"/tables/{orders.path}/barriers",
+                    json={"snapshot_id": 11, "barrier": T0 - 10_000}))
+    assert _ok(client.post("/jobs/sum/start"))["barrier"] == T0 - 10_000
+    _ok(client.post(f"/commit/sum/{totals.path}",
+                    json={"barrier": T0 - 10_000, "snapshot_id": 21}))
+    _ok(client.post("/leases", json={"holder": "report-été", "ttl_seconds": 3600,
+                                     "snapshots": [{"table": str(totals), "snapshot_id": 21}]}))
+    browser.get(f"{client.base_url}/ui")
+    _wait(browser, "return document.body.dataset.ready === 'true'")
+
+    # The page reads and writes names as the server does.
+    for name in TRICKY_NAMES:
+        parts = browser.execute_script("return window.metaservice.splitDotted(arguments[0]);",
+                                       name)
+        assert parts == split_dotted(name), name
+        assert browser.execute_script("return window.metaservice.dotted(arguments[0]);",
+                                      parts) == dotted(*parts) == name
+        path = browser.execute_script("return window.metaservice.tablePath(arguments[0]);",
+                                      name)
+        assert [unquote(p) for p in path.split("/")] == \
+            [unquote(p) for p in TableName.parse(name).path.split("/")], name
+
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('#tables tbody tr')].map(r => r.dataset.table);")
+    assert sorted(rows) == sorted([str(orders), str(totals)])
+    labels = browser.execute_script(
+        "const cy = window.metaservice.state.cy; return Object.fromEntries("
+        "cy.nodes('.table').map(n => [n.data('name'), n.data('label').split('\\n')[0]]));")
+    assert labels == {str(orders): "`sales dept`.`eu.west`.`orders été`",
+                      str(totals): "`sales dept`.`eu.west`.`totals.v2`"}
+
+    # A table's details come from its own URLs: its delay, barriers, leases, protections.
+    browser.execute_script(
+        "[...document.querySelectorAll('#tables tbody tr')]"
+        ".find(r => r.dataset.table === arguments[0]).click();", str(totals))
+    details = _wait(browser, "const t = document.getElementById('details-body').textContent;"
+                             "return t.includes('report-été') && t.includes('Protected') && t;")
+    assert "not available" not in details, details
+    assert "sum" in details and "21" in details
+    assert browser.execute_script(
+        "return document.getElementById('details-title').textContent;") == f"Table {totals}"
+    assert _console_errors(browser) == []
