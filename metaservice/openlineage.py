@@ -111,9 +111,21 @@ class DatasetIdentity:
     symlink: tuple[str, str] | None = None  # (namespace, name) of the table in its catalog
 
 
+INGESTION_JOB_MAX = 400
+"""The longest ingestion job name (the outbox keys its rows by job name); a table whose dotted
+name is longer has its name cut and a digest of the whole of it appended."""
+
+
 def ingestion_job(table: str) -> str:
-    """The OpenLineage job of a root table's ingestion (its root reports)."""
-    return f"{table}{INGESTION_SUFFIX}"
+    """The OpenLineage job of a root table's ingestion (its root reports): ``<table>@ingestion``,
+    at most ``INGESTION_JOB_MAX`` characters (a longer name is cut, with a digest of it, so that
+    two tables never share a job)."""
+    name = f"{table}{INGESTION_SUFFIX}"
+    if len(name) <= INGESTION_JOB_MAX:
+        return name
+    digest = hashlib.sha256(table.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    keep = INGESTION_JOB_MAX - len(INGESTION_SUFFIX) - len(digest) - 1
+    return f"{table[:keep]}~{digest}{INGESTION_SUFFIX}"
 
 
 def run_id(job_namespace: str, job: str, barrier: int, job_run: int, attempt: int) -> str:

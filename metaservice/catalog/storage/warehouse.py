@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import hashlib
 import io as _io
 import logging
 import os
@@ -94,6 +95,22 @@ class MetadataFileError(ValueError):
 
 class MetadataTooLargeError(MetadataFileError):
     """A metadata file larger than the size cap (stored, or inflated)."""
+
+
+_SEGMENT = re.compile(r"[\w .~-]+")
+_NOT_SEGMENT = re.compile(r"[^\w .~-]")
+
+
+def location_segment(part: str) -> str:
+    """The directory of a name's part in a default location: the part itself when it holds only
+    letters, digits, spaces and ``_.~-``, which every FileIO reads alike; else the part with
+    each other character made ``_`` and a digest of the whole part appended, since engines read
+    ``#``, ``?``, ``%`` or ``:`` in a location as a URL's fragment, query, escape or scheme.
+    Two parts never share a directory (the digest)."""
+    if _SEGMENT.fullmatch(part):
+        return part
+    digest = hashlib.sha256(part.encode("utf-8")).hexdigest()[:8]
+    return f"{_NOT_SEGMENT.sub('_', part)}-{digest}"
 
 
 def _local_path(location: str) -> str | None:
@@ -250,8 +267,9 @@ class Warehouse:
     def _key(location: str) -> str | None:
         """The location as compared: ``scheme://netloc/normalised/path``, a local path with its
         symlinks resolved; None for a location that cannot be one (empty, NUL, no path)."""
-        if not location or "\x00" in location or location != location.strip():
-            return None
+        if (not location or "\x00" in location or location != location.strip()
+                or "#" in location or "?" in location):
+            return None  # FileIOs read '#' and '?' as a URL's fragment and query, not alike
         local = _local_path(location)
         if local is not None:
             if not local:
@@ -345,8 +363,10 @@ class Warehouse:
             _write_new(self.io(location), location, content)
 
     def default_table_location(self, namespace: str, table: str) -> str:
-        """``<warehouse>/<level>/.../<table>``: a namespace's levels are directories."""
-        return "/".join((self.root, *namespace_levels(namespace), table))
+        """``<warehouse>/<level>/.../<table>``: a namespace's levels are directories, each
+        named as :func:`location_segment` names it."""
+        return "/".join((self.root, *map(location_segment, namespace_levels(namespace)),
+                         location_segment(table)))
 
     def new_metadata_location(self, metadata: TableMetadata, version: int) -> str:
         """Where the table's next metadata file goes (``write.metadata.path`` or

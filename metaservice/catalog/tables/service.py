@@ -47,7 +47,11 @@ from metaservice.catalog.site import (
     one_more,
     table_name,
 )
-from metaservice.catalog.storage.warehouse import MetadataFileError, MetadataTooLargeError
+from metaservice.catalog.storage.warehouse import (
+    MetadataFileError,
+    MetadataTooLargeError,
+    location_segment,
+)
 from metaservice.catalog.tables import repository as repo
 from metaservice.catalog.tables import validation
 from metaservice.catalog.tables.claims import claim_table_locations
@@ -254,7 +258,7 @@ def _default_location(session: Session, catalog: CatalogSite, namespace: str,
     another table (one renamed away from this name, say) claims that place; then beside it,
     with a random suffix, since no two tables' files ever share a location."""
     if namespace_location:
-        location = f"{catalog.warehouse.confine(namespace_location)}/{table}"
+        location = f"{catalog.warehouse.confine(namespace_location)}/{location_segment(table)}"
     else:
         location = catalog.warehouse.default_table_location(namespace, table)
     if repo.claims_overlapping(session, catalog.warehouse.key(location), ""):

@@ -52,6 +52,7 @@ from metaservice.catalog.storage.warehouse import (
     MetadataTooLargeError,
     Warehouse,
     _Recent,
+    location_segment,
 )
 from metaservice.catalog.tables import repository as repo
 from metaservice.catalog.tables.claims import claim_locations
@@ -244,14 +245,16 @@ def create_view(database: Database, ctx: ServiceContext, catalog: CatalogSite,
     if request.location:
         location = warehouse.confine(request.location, "view location")
     elif namespace_location:
-        location = f"{warehouse.confine(namespace_location, 'namespace location')}/{name}"
+        location = (f"{warehouse.confine(namespace_location, 'namespace location')}/"
+                    f"{location_segment(name)}")
     else:
         location = warehouse.default_table_location(namespace, name)
     try:
         metadata = sql_views.new_view(request.view_schema, request.view_version, location,
                                       dict(request.properties), ctx.clock.now_ms())
     except (sql_views.ViewRuleError, ValidationError) as exc:
-        raise BadRequestError(f"invalid view {dotted_namespace(namespace, name)}: {_reason(exc)}") from exc
+        raise BadRequestError(
+            f"invalid view {dotted_namespace(namespace, name)}: {_reason(exc)}") from exc
     keys = _confine(warehouse, metadata)
     metadata_location = sql_views.metadata_file_location(metadata, None)
     write_file(warehouse, metadata, metadata_location)

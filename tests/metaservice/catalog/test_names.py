@@ -11,8 +11,14 @@ from urllib.parse import quote
 import httpx
 import pyarrow as pa
 import pytest
-from pyiceberg.exceptions import NamespaceNotEmptyError, NoSuchNamespaceError, RESTError
+from pyiceberg.exceptions import (
+    BadRequestError,
+    NamespaceNotEmptyError,
+    NoSuchNamespaceError,
+    RESTError,
+)
 
+from metaservice.catalog.storage.warehouse import location_segment
 from metaservice_names import TableName
 from tests.metaservice.catalog.conftest import rest_catalog
 from tests.metaservice.catalog.test_pyiceberg import SCHEMA
@@ -95,8 +101,11 @@ def test_tables_with_any_name_through_pyiceberg(server, client: httpx.Client,  #
     identifier = (*STRANGE, "orders été.v2")
     table = catalog.create_table(identifier, SCHEMA)
     assert table.name() == identifier
-    # The default location: the namespace's levels are directories inside the warehouse.
-    assert table.location().endswith("/warehouse/sales dept/eu.west/`été`/orders été.v2")
+    # The default location: the namespace's levels are directories inside the warehouse, a part
+    # with a character FileIOs read apart (here a backtick) made safe, with a digest of it.
+    assert table.location().endswith(
+        f"/warehouse/sales dept/eu.west/{location_segment('`été`')}/orders été.v2")
+    assert location_segment("`été`").startswith("_été_-")
     table.append(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=SCHEMA))
     assert catalog.load_table(identifier).scan().to_arrow().num_rows == 2
     assert catalog.list_tables(STRANGE) == [identifier]
@@ -112,6 +121,26 @@ def test_tables_with_any_name_through_pyiceberg(server, client: httpx.Client,  #
     assert str(name) == "lake.`sales dept`.`eu.west`.totals"
     answer = client.get(f"/tables/{name.path}/barriers")
     assert answer.status_code == 200, answer.text
+
+
+def test_names_that_urls_would_cut_keep_tables_apart(server,  # type: ignore[no-untyped-def]
+                                                    warehouse: Path) -> None:
+    """``#`` and ``?`` end a URL's path: two tables ``t#1`` and ``t#2`` would share the directory
+    ``t`` if their names were their directories. Each gets one of its own, and a location naming
+    them is refused."""
+    catalog = rest_catalog(server.url)
+    catalog.create_namespace("db")
+    locations = set()
+    for name in ("t#1", "t#2", "q?x", "50%", "a:b"):
+        table = catalog.create_table(("db", name), SCHEMA)
+        table.append(pa.table({"id": [1], "v": [name]}, schema=SCHEMA))
+        assert catalog.load_table(("db", name)).scan().to_arrow()["v"].to_pylist() == [name]
+        locations.add(table.location())
+        assert not any(c in table.location().rsplit("/", 1)[-1] for c in "#?%:"), table.location()
+    assert len(locations) == 5
+    for location in (f"file://{warehouse}/t#1", f"{warehouse}/q?x"):
+        with pytest.raises(BadRequestError, match="location_outside_warehouse"):
+            catalog.create_table(("db", "explicit"), SCHEMA, location=location)
 
 
 def test_names_are_case_sensitive_and_kept_as_written(client: httpx.Client) -> None:

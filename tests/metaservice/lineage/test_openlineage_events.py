@@ -398,3 +398,26 @@ def test_tables_of_a_nested_namespace_are_named_by_their_quoted_dotted_names(
             check_with_client_models(event, {ol.BARRIER_FACET})
             if spec_dir() is not None:
                 check_with_json_schemas(event, [schema])
+
+
+def test_a_root_table_of_the_longest_name_has_an_ingestion_job_of_bounded_length(
+        pipeline_app: Callable[[dict[str, str]], Any], database: Database) -> None:
+    """A dotted name may run to many hundreds of characters (backticks doubled, each part quoted);
+    the outbox keys its rows by job name, so a long one is cut and given a digest of the whole:
+    the root report is written (on PostgreSQL too, whose column would refuse it), and two
+    tables that share the first 400 characters still have two jobs."""
+    from metaservice.names import TableName
+
+    namespace = ["`" * 120, "`" * 120]  # each level written in 242 characters
+    tables = [TableName.of("lake", namespace, "`" * 127 + end) for end in "ab"]
+    assert len(str(tables[0])) > 700
+    app = pipeline_app({"OPENLINEAGE__TRANSPORT__TYPE": "console"})
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as http:
+        for snapshot, table in enumerate(tables):
+            answer = http.post(f"/tables/{table.path}/barriers",
+                               json={"snapshot_id": 10 + snapshot, "barrier": 1000})
+            assert answer.status_code == 200, answer.text
+    jobs = by_job(written_events(database))
+    assert {ol.ingestion_job(str(t)) for t in tables} == set(jobs), jobs.keys()
+    assert all(len(job) <= ol.INGESTION_JOB_MAX for job in jobs)
+    assert ol.ingestion_job("lake.db.src") == "lake.db.src@ingestion"  # short names as before
