@@ -3,7 +3,11 @@
 # dependency of the project, pinned) with Maven into its local repository (~/.m2, or
 # MAVEN_REPO_LOCAL), and copies each profile's jars into .cache/jars/<profile>/, where that
 # route's Spark or JUnit finds them. Nothing is built. Idempotent: a profile whose jars were
-# copied from the same engines/pom.xml is left alone without starting Maven.
+# copied from the same engines/pom.xml is left alone without starting Maven. Maven 3.8 does not
+# lock its local repository, and two Maven processes writing one at once can leave a broken
+# artifact in it: when a profile needs Maven, the script runs again holding a lock in that
+# repository (engines/locked.sh), so fetches started together (engines/install.sh runs its
+# installers at once; other checkouts share ~/.m2) take turns.
 #
 #   bash engines/fetch-jars.sh spark35 [spark41 plugin-kafka plugin-s3 kafka rck]
 set -euo pipefail
@@ -26,10 +30,26 @@ if [ -n "${MAVEN_REPO_LOCAL:-}" ]; then
     MAVEN+=("-Dmaven.repo.local=$MAVEN_REPO_LOCAL")
 fi
 
+fetched() {
+    [ -f ".cache/jars/$1/.fetched-from" ] && [ "$(cat ".cache/jars/$1/.fetched-from")" = "$DIGEST" ]
+}
+
+if [ -z "${FETCH_JARS_LOCKED:-}" ]; then
+    for profile in "$@"; do
+        if ! fetched "$profile"; then
+            # The default local repository, unless MAVEN_REPO_LOCAL names another (one lock per
+            # user's ~/.m2 even when a settings.xml moves its repository: only coarser).
+            export FETCH_JARS_LOCKED=1
+            exec bash engines/locked.sh "${MAVEN_REPO_LOCAL:-$HOME/.m2/repository}/.fetch-jars.lock" \
+                bash engines/fetch-jars.sh "$@"
+        fi
+    done
+fi
+
 for profile in "$@"; do
     target=.cache/jars/$profile
     stamp=$target/.fetched-from
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$DIGEST" ]; then
+    if fetched "$profile"; then
         echo "fetch-jars: $profile: $(ls "$target"/*.jar | wc -l) jars in $target"
         continue
     fi

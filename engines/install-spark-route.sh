@@ -42,14 +42,20 @@ spark_defaults() {
     echo "$($VENV/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/conf/spark-defaults.conf"
 }
 
-bash engines/fetch-jars.sh "$ROUTE"
 if ! have_pyspark; then
     python3 -m venv $VENV
     $VENV/bin/pip install -q "pyspark==$PYSPARK"
 fi
 if ! have_plugin; then
-    $VENV/bin/pip install -q -e .
+    # pip install -e . writes the checkout's metaservice.egg-info/ (setuptools' egg_info): one
+    # at a time (engines/install.sh installs both routes at once). The plugin's dependencies
+    # first, outside the lock (pip's own resolution then finds them there).
+    DEPENDENCIES=$($VENV/bin/python -c 'import tomllib
+print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
+    $VENV/bin/pip install -q -r /dev/stdin <<< "$DEPENDENCIES"
+    bash engines/locked.sh .cache/editable-install.lock $VENV/bin/pip install -q -e .
 fi
+bash engines/fetch-jars.sh "$ROUTE"
 CONF=$(spark_defaults)
 if [ "$(cat "$CONF" 2>/dev/null)" != "$(defaults)" ]; then
     mkdir -p "$(dirname "$CONF")"
