@@ -15,6 +15,7 @@ from metaservice.auth.service import TokenCache, ensure_bootstrap_admin
 from metaservice.barriers.endpoints import router as barriers_router
 from metaservice.barriers.group_commit import RootReportCommitter
 from metaservice.catalog.endpoints import install_catalog
+from metaservice.catalog.form_encoded_names import FormEncodedNames
 from metaservice.clock import Clock, SystemClock
 from metaservice.context import ServiceContext
 from metaservice.db.engine import build_engine
@@ -113,6 +114,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
             ensure_bootstrap_admin(session, settings.admin_token.get_secret_value(),
                                    app.state.context.clock.now_ms())
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(FormEncodedNames)  # a '+' in a catalog name from Java's client: a space
     install_metrics(app)  # outermost: times every answer, refusals included
     install_error_handlers(app)
     _document_security(app, settings)

@@ -127,3 +127,44 @@ def test_duckdb_lists_only_the_snapshots_of_the_cut_in_a_strong_read_session(
     assert cut in listed and not listed & newer
     assert {row[0] for row in duck.execute(
         "SELECT snapshot_id FROM iceberg_snapshots(lake.db.a)").fetchall()} == head_snapshots
+
+
+def test_duckdb_reads_and_writes_a_table_named_beyond_plain_letters(
+        catalog: RestCatalog, server: ServerThread, duck) -> None:  # type: ignore[no-untyped-def]
+    """A namespace of two levels, ``("sales dept", "eu.west")``, and a table ``commandes été``:
+    a space, a dot and a non-ASCII letter. DuckDB's limits show: attached as the other tests
+    attach (its default), it lists the first level only; with ``SUPPORT_NESTED_NAMESPACES
+    true`` it names a nested namespace by its levels joined with a dot (``"sales
+    dept.eu.west"``) and, asked for that name before it has listed the namespaces, splits it
+    at every dot (three levels, ``sales dept``/``eu``/``west``: 404). Once it has listed them
+    it reads and writes the table."""
+    catalog.create_namespace(("sales dept",))
+    catalog.create_namespace(("sales dept", "eu.west"))
+    identifier = ("sales dept", "eu.west", "commandes été")
+    catalog.create_table(identifier, schema=SCHEMA).append(rows(1, 2))
+    listing = "SELECT schema_name FROM information_schema.schemata WHERE catalog_name = 'lake'"
+    table = 'lake."sales dept.eu.west"."commandes été"'
+
+    schemas = {row[0] for row in duck.execute(listing).fetchall()}
+    assert "sales dept" in schemas and not any("eu.west" in s for s in schemas)
+
+    def attach_nested():  # type: ignore[no-untyped-def]
+        connection = connect()
+        connection.execute(f"ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{server.url}/iceberg',"
+                           " AUTHORIZATION_TYPE 'none', SUPPORT_NESTED_NAMESPACES true)")
+        return connection
+
+    unlisted = attach_nested()
+    with pytest.raises(duckdb.CatalogException, match="does not exist"):
+        unlisted.execute(f"SELECT id FROM {table}")
+    unlisted.close()
+
+    nested = attach_nested()
+    assert "sales dept.eu.west" in {row[0] for row in nested.execute(listing).fetchall()}
+    assert nested.execute(f"SELECT id, v FROM {table} ORDER BY id").fetchall() == [
+        (1, "r1"), (2, "r2")]
+    nested.execute(f"INSERT INTO {table} VALUES (3, 'août')")
+    nested.close()
+    assert sorted(catalog.load_table(identifier).scan().to_arrow().to_pylist(),
+                  key=lambda r: r["id"]) == [
+        {"id": 1, "v": "r1"}, {"id": 2, "v": "r2"}, {"id": 3, "v": "août"}]

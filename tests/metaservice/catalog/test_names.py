@@ -6,7 +6,7 @@ routes and pyiceberg's RestCatalog; a name that could leave the warehouse or bre
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 import httpx
 import pyarrow as pa
@@ -156,3 +156,31 @@ def test_names_are_case_sensitive_and_kept_as_written(client: httpx.Client) -> N
     assert sorted(t["name"] for t in tables) == sorted(["T", "t", "a b", "a`b"])
     iceberg_error(client.post(f"{NAMESPACES}/{url('Ünïcode')}/tables", json={
         "name": " t", "schema": {"type": "struct", "fields": []}}), 400, "BadRequestException")
+
+
+def java_url(*levels: str) -> str:
+    """A namespace in a URL as Iceberg's Java client writes it (``RESTUtil.encodeString``,
+    ``java.net.URLEncoder``): a space is ``+``, a ``+`` is ``%2B``."""
+    return "%1F".join(quote_plus(level, safe="") for level in levels)
+
+
+def test_a_plus_in_a_name_segment_is_a_space_as_javas_client_writes_it(
+        client: httpx.Client) -> None:
+    create(client, "sales dept")
+    create(client, "sales dept", "eu.west")
+    create(client, "a+b")
+    assert java_url("sales dept", "eu.west") == "sales+dept%1Feu.west"
+    assert client.get(f"{NAMESPACES}/{java_url('sales dept', 'eu.west')}").status_code == 200
+    assert client.head(f"{NAMESPACES}/{java_url('a+b')}").status_code == 204  # a+b: %2B
+    created = client.post(f"{NAMESPACES}/{java_url('sales dept', 'eu.west')}/tables", json={
+        "name": "commandes été", "schema": {"type": "struct", "schema-id": 0, "fields": [
+            {"id": 1, "name": "id", "type": "long", "required": False}]}})
+    assert created.status_code == 200, created.text
+    table = f"{NAMESPACES}/{java_url('sales dept', 'eu.west')}/tables/{java_url('commandes été')}"
+    assert table.endswith("/tables/commandes+%C3%A9t%C3%A9")
+    assert client.get(table).status_code == 200
+    assert client.get(f"{NAMESPACES}/{url('sales dept', 'eu.west')}/tables/"
+                      f"{url('commandes été')}").status_code == 200  # %20, as pyiceberg writes
+    # Only the name segments: the table "commandes+été" does not exist (its '+' is a space).
+    iceberg_error(client.get(f"{NAMESPACES}/{url('sales dept', 'eu.west')}/tables/"
+                             "commandes+%C3%A9t%C3%A9x"), 404, "NoSuchTableException")

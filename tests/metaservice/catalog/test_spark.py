@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
@@ -230,3 +231,30 @@ def test_spark_creates_selects_replaces_renames_and_drops_an_iceberg_view(
     assert spark.sql(f"SHOW VIEWS IN {lake}.db") == []
     assert not catalog.view_exists("db.large")
     assert spark.sql(f"SELECT count(*) FROM {lake}.db.orders") == [[2]]
+
+
+def test_spark_sql_reads_and_writes_a_table_named_beyond_plain_letters(
+        spark: SparkDriver, lake: str, catalog: RestCatalog) -> None:
+    """A namespace of two levels, ``("sales dept", "eu.west")``, and a table ``commandes été``
+    (a space, a dot and a non-ASCII letter), each part quoted in backticks as Spark SQL quotes
+    a name: Spark creates them, writes and reads the table; pyiceberg reads what Spark wrote and
+    Spark what pyiceberg appends. Iceberg's Java client writes the space of a name in a URL as
+    ``+``, which the server reads as a space (``sales+dept`` was a namespace not found)."""
+    namespace = f"{lake}.`sales dept`.`eu.west`"
+    table = f"{namespace}.`commandes été`"
+    spark.sql(f"CREATE NAMESPACE {lake}.`sales dept`")
+    spark.sql(f"CREATE NAMESPACE {namespace}")
+    spark.sql(f"CREATE TABLE {table} (id bigint, v string) USING iceberg")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'été'), (2, 'x')")
+    assert spark.sql(f"SHOW NAMESPACES IN {lake}.`sales dept`") == [["`sales dept`.`eu.west`"]]
+    assert spark.sql(f"SHOW TABLES IN {namespace}") == [
+        ["`sales dept`.`eu.west`", "commandes été", False]]
+
+    identifier = ("sales dept", "eu.west", "commandes été")
+    loaded = catalog.load_table(identifier)
+    assert sorted(loaded.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": "été"}, {"id": 2, "v": "x"}]
+    loaded.append(pa.table({"id": [3], "v": ["août"]}, schema=loaded.schema().as_arrow()))
+    spark.sql(f"REFRESH TABLE {table}")
+    assert spark.sql(f"SELECT id, v FROM {table} ORDER BY id") == [
+        [1, "été"], [2, "x"], [3, "août"]]
