@@ -30,8 +30,11 @@ have_pyspark() {
 }
 
 have_plugin() {
-    (cd / && $ROOT/$VENV/bin/python -c "import spark_plugin, sys; \
-        sys.exit(not spark_plugin.__file__.startswith('$ROOT/'))") 2>/dev/null
+    # every package the plugin imports from this checkout (an older editable install lacks one
+    # added since)
+    (cd / && $ROOT/$VENV/bin/python -c "import spark_plugin, metaservice_names, sys; \
+        sys.exit(not all(m.__file__.startswith('$ROOT/') \
+                         for m in (spark_plugin, metaservice_names)))") 2>/dev/null
 }
 
 defaults() {
