@@ -6,6 +6,7 @@ COPY metaservice ./metaservice
 COPY spark_plugin ./spark_plugin
 COPY metaservice_demo ./metaservice_demo
 COPY metaservice_soak ./metaservice_soak
+COPY metaservice_names ./metaservice_names
 COPY migrations ./migrations
 RUN pip install --no-cache-dir --upgrade pip \
  && pip wheel --no-cache-dir --wheel-dir /wheels '.[server]'

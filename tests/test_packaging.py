@@ -313,7 +313,8 @@ def test_the_wheel_carries_the_migrations_inside_the_server_package_and_the_asse
     assert {"metaservice/py.typed", "spark_plugin/py.typed", "metaservice_demo/py.typed",
             "metaservice_demo/__init__.py", "metaservice_demo/__main__.py",
             "metaservice_demo/demo.py", "metaservice_demo/server.py",
-            "metaservice_soak/py.typed", "metaservice_soak/__main__.py"} <= set(names)
+            "metaservice_soak/py.typed", "metaservice_soak/__main__.py",
+            "metaservice_names/__init__.py", "metaservice_names/py.typed"} <= set(names)
     if (ROOT / "metaservice" / "ui" / "static").exists():
         assert [n for n in names if n.startswith("metaservice/ui/static/")], "dashboard assets"
 
