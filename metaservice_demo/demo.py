@@ -376,10 +376,13 @@ def waiting(console: Console, topic: str, what: Any, done: Any, *,
 class Jobs:
     """The three streaming jobs of the pipeline, defined in Spark's idiom."""
 
-    # Spark gives a Python worker a fixed 10 s to connect back to the JVM; on a busy machine one
-    # may not, and its query fails. Such a query is restarted from its checkpoint (that many
-    # times at most), as one restarts any failed streaming query.
-    RESTARTS = 3
+    # Spark gives a Python worker a fixed 10 s to connect back to the JVM (workers import
+    # pyspark from its zip, uncompiled, at every start); on a busy machine one may not, and its
+    # query fails. Such a query is restarted from its checkpoint, as a supervisor restarts any
+    # query failed by a passing cause: after a pause that doubles (10 s up to 60 s), and at most
+    # that many times in a row: a micro-batch run since its last start clears the count.
+    RESTARTS_IN_A_ROW = 8
+    LONGEST_PAUSE = 60
     WORKER_TIMEOUT = "Python worker failed to connect back"
 
     def __init__(self, spark: Any, url: str, checkpoints: Path, trigger_seconds: float,
@@ -457,13 +460,17 @@ class Jobs:
         for job, q in list(self.queries.items()):
             error = q.exception()
             if error is None:
+                if self.restarts.get(job) and q.lastProgress is not None:
+                    self.restarts[job] = 0  # it ran a micro-batch since its restart
                 continue
-            if self.WORKER_TIMEOUT in str(error) and self.restarts.get(job, 0) < self.RESTARTS:
-                self.restarts[job] = self.restarts.get(job, 0) + 1
-                pause = 5 * 2 ** self.restarts[job]
+            in_a_row = self.restarts.get(job, 0)
+            if self.WORKER_TIMEOUT in str(error) and in_a_row < self.RESTARTS_IN_A_ROW:
+                self.restarts[job] = in_a_row + 1
+                pause = min(10 * 2 ** in_a_row, self.LONGEST_PAUSE)
                 self.console.say("spark", f"{job} failed: a Python worker did not connect back "
                                           "within Spark's 10 s (a busy machine); restarting it "
-                                          f"from its checkpoint in {pause} s")
+                                          f"from its checkpoint in {pause} s "
+                                          f"({in_a_row + 1} of {self.RESTARTS_IN_A_ROW} in a row)")
                 time.sleep(pause)
                 self._starts[job]()
                 continue

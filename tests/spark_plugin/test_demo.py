@@ -253,7 +253,7 @@ def test_the_demo_takes_its_orders_from_kafka(kafka, tmp_path):
     try:
         # until two strong reads (however long a loaded machine takes to align the five tables
         # once every job runs), then Ctrl-C
-        output.wait_for(lambda lines: len(_cuts(lines)) >= 2, timeout=480)
+        output.wait_for(lambda lines: len(_cuts(lines)) >= 2, timeout=600)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=120)
