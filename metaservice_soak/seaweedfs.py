@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -104,8 +105,10 @@ class SeaweedFS:
                  access_key_id: str = ACCESS_KEY_ID,
                  secret_access_key: str = SECRET_ACCESS_KEY,
                  start_seconds: float = 90.0,
-                 iam_config: dict[str, object] | None = None) -> None:
+                 iam_config: dict[str, object] | None = None,
+                 preexec_fn: Callable[[], object] | None = None) -> None:
         self.directory = Path(directory)
+        self.preexec_fn = preexec_fn  # run in the child before weed starts (Popen's)
         self.iam_config = iam_config
         self.bucket = bucket
         self.access_key_id = access_key_id
@@ -197,7 +200,7 @@ class SeaweedFS:
                 self.process = subprocess.Popen(
                     self._command(weed), cwd=self.directory, env=environment,
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True)
+                    start_new_session=True, preexec_fn=self.preexec_fn)
             if self._wait():
                 return
             self._terminate()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,30 @@ def _start(tmpdir: Path, stderr: Path, *args: str,
     return proc, _Output(proc)
 
 
+def _kill_if_running(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL to the demo's process group (so that a failing test leaves nothing running)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _ctrl_c_once(proc: subprocess.Popen[str], output: _Output,
+                 until: Callable[[list[str]], bool], timeout: float,
+                 meanwhile: Callable[[], None] | None = None) -> None:
+    """Once the demo's output satisfies ``until`` (or ``timeout`` seconds have passed), call
+    ``meanwhile`` while it still runs, then Ctrl-C (SIGINT to its process group) and wait for
+    its end; killed outright if the test fails on the way."""
+    try:
+        output.wait_for(until, timeout=timeout)
+        if meanwhile is not None and proc.poll() is None:
+            meanwhile()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        _kill_if_running(proc)
+
+
 def _cuts(lines: list[str]) -> list[int]:
     """The barrier of each strong read printed."""
     return [int(m.group(1)) for x in lines if STRONG_READ.match(x) for m in [CUT.search(x)] if m]
@@ -111,24 +136,20 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     stderr = tmp_path_factory.mktemp("demo-logs") / "stderr.txt"
     proc, output = _start(tmpdir, stderr, "--report-every", "3",
                           settings={"METASERVICE_MAX_READ_SESSIONS": str(READ_SESSIONS_CAP)})
-    try:
-        output.wait_for(lambda lines: (len(_cuts(lines)) >= STRONG_READS
-                                       and len(set(_cuts(lines))) >= 2)
-                        or any(REFUSED in x for x in lines), timeout=480)
+    barriers: list[int] = []
+
+    def ask_the_root_s_barriers() -> None:
         server = next((re.search(r"(http://127\.0\.0\.1:\d+)", x) for x in output.lines
                        if "] server " in x), None)
-        barriers: list[int] = []
-        if server is not None and proc.poll() is None:
+        if server is not None:
             answer = httpx.get(f"{server.group(1)}/tables/{ORDERS.replace('.', '/')}/barriers",
                                params={"limit": 1000}, timeout=30)
-            barriers = sorted(b["barrier"] for b in answer.json()["barriers"])
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole group
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            barriers.extend(sorted(b["barrier"] for b in answer.json()["barriers"]))
+
+    _ctrl_c_once(proc, output, lambda lines: (len(_cuts(lines)) >= STRONG_READS
+                                              and len(set(_cuts(lines))) >= 2)
+                 or any(REFUSED in x for x in lines), timeout=480,
+                 meanwhile=ask_the_root_s_barriers)
     out = output.text()
     stderr.with_name("stdout.txt").write_text(out)  # kept with stderr, to look at after a run
     return DemoRun(proc.returncode, out, stderr.read_text(), tmpdir, barriers)
@@ -250,17 +271,9 @@ def test_the_demo_takes_its_orders_from_kafka(kafka, tmp_path):
     kafka.create_topic(topic, partitions=2)
     proc, output = _start(tmp_path, tmp_path / "stderr.txt", "--kafka", kafka.bootstrap,
                           "--kafka-topic", topic, "--report-every", "3")
-    try:
-        # until two strong reads (however long a loaded machine takes to align the five tables
-        # once every job runs), then Ctrl-C
-        output.wait_for(lambda lines: len(_cuts(lines)) >= 2, timeout=600)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    # until two strong reads (however long a loaded machine takes to align the five tables once
+    # every job runs), then Ctrl-C
+    _ctrl_c_once(proc, output, lambda lines: len(_cuts(lines)) >= 2, timeout=600)
     out = output.text()
     assert proc.returncode == 128 + signal.SIGINT, out[-3000:]
     assert f"Kafka {kafka.bootstrap} topic {topic} → ingest-orders" in out
@@ -290,9 +303,7 @@ def test_sigterm_while_spark_starts_removes_the_temporary_directory(tmp_path):
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=120)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_if_running(proc)
         left = [j for j in jvms if Path(f"/proc/{j}").exists()]
         for jvm in left:  # (so that a failing run leaves none running)
             os.kill(jvm, signal.SIGKILL)
