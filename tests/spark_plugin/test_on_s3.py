@@ -12,6 +12,7 @@ mode, its checkpoint on the local disk.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -61,6 +62,12 @@ def warehouse() -> str:
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory, store: Any,
                warehouse: str) -> Iterator[str]:
+    with vending_server(tmp_path_factory.mktemp("s3-server"), store, warehouse) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def vending_server(path: Path, store: Any, warehouse: str) -> Iterator[str]:
     """A server whose warehouse is ``s3://lake/<warehouse>``, authentication required, vending
     each table's credentials (STS sessions narrowed to the table's prefix)."""
     from pydantic import SecretStr
@@ -73,7 +80,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory, store: Any,
     from tests.conftest import ServerThread
     from tests.metaservice.catalog.test_s3 import s3_settings
 
-    path = tmp_path_factory.mktemp("s3-server")
+    path.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{path / 'metaservice.db'}"
     database = Database(build_engine(url))
     upgrade_to_head(database.engine)
@@ -274,3 +281,63 @@ def test_a_held_table_is_loaded_again_before_its_vended_credentials_end(
     assert renewed is held and held.current_snapshot() is not None  # loaded again
     assert int(held.io.properties[CREDENTIALS_EXPIRE_AT_MS]) / 1000 >= ends
     assert held.io.properties["s3.session-token"]
+
+
+def test_a_streaming_query_outlives_its_vended_credentials(
+        spark: Any, tmp_path: Path) -> None:
+    """A store whose STS sessions end after 12 s (the catalog asks 900 s, the store grants
+    less, and the answer says when they end): a query that runs for three times that long keeps
+    reading and writing. Spark asks the sink for its writer at every micro-batch
+    (``streamWriter``), which loads the sink's table through the catalog, so each micro-batch's
+    executors write with the catalog's newest credentials; the source loads its held table
+    again near their end (``with_fresh_credentials``)."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    from spark_plugin._iceberg.catalogs import CREDENTIALS_EXPIRE_AT_MS
+
+    lifetime = 12
+    with _sts_store(tmp_path / "store", max_session_seconds=lifetime) as short_lived, \
+            vending_server(tmp_path / "server", short_lived, "short") as url, \
+            sp.MetaServiceClient(url, token=TOKEN) as client:
+        catalog = ice.find_catalog(CATALOG, conf={}, url=url, token=TOKEN).load()
+        catalog.create_namespace("db")
+        schema = Schema(*[NestedField(i + 1, n, LongType(), required=False)
+                          for i, n in enumerate(("id", "amount", "batch"))])
+        for table in ("events", "events_out"):
+            catalog.create_table(("db", table), schema=schema)
+        source, sink = f"{CATALOG}.db.events", f"{CATALOG}.db.events_out"
+        started = ice.load_table(sink, client=client).io.properties
+        assert int(started[CREDENTIALS_EXPIRE_AT_MS]) / 1000 - time.time() <= lifetime + 1
+        sp.register_data_source(spark, url=url, token=TOKEN)
+        query = (spark.readStream.format("metaservice").option("job", "copy")
+                 .option("metaservice.url", url).option("metaservice.token", TOKEN)
+                 .option("table", source).option("startingBarrier", "earliest").load()
+                 .writeStream.format("metaservice").option("job", "copy")
+                 .option("metaservice.url", url).option("metaservice.token", TOKEN)
+                 .option("table", sink).option("checkpointLocation", str(tmp_path / "cp"))
+                 .trigger(processingTime="1 second").start())
+        try:
+            barriers: list[int] = []
+            ends = time.monotonic() + 3 * lifetime
+            batch = 0
+            while time.monotonic() < ends and query.exception() is None:
+                barriers.append(int(time.time() * 1000))
+                ingest(client, source, [batch], batch, barriers[-1])
+                batch += 1
+                time.sleep(2)
+
+            def sink_at() -> int:
+                recorded = client.table_barriers(sink)["barriers"]
+                return int(recorded[0]["barrier"]) if recorded else 0
+
+            deadline = time.monotonic() + 240
+            while (query.exception() is None and time.monotonic() < deadline
+                   and sink_at() < barriers[-1]):
+                time.sleep(1)
+            assert query.exception() is None, query.exception()
+        finally:
+            query.stop()
+        rows = ice.load_table(sink, client=client).scan().to_arrow().to_pylist()
+        assert sorted(r["batch"] for r in rows) == list(range(batch))
+        assert client.table_barriers(sink)["barriers"][0]["barrier"] == barriers[-1]
