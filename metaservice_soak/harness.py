@@ -48,6 +48,10 @@ RESTART_PAUSE_SECONDS = 1.0
 MONITOR_INTERVAL_SECONDS = 1.5
 # how long a driver kill waits for a Spark job's driver while its own is being restarted
 DRIVER_RESTART_WAIT = 30.0
+# with --storage s3, the servers' timeouts to the store (METASERVICE_STORAGE_*_SECONDS): a
+# request that finds it killed is answered 503 within their sum
+STORE_CONNECT_SECONDS = 2.0
+STORE_REQUEST_SECONDS = 10.0
 
 
 @dataclass
@@ -66,15 +70,17 @@ class SoakConfig:
     keep: bool = False  # keep the state directory and the database afterwards
     kinds: tuple[str, ...] = ()  # default: every kind the backend has
     patroni: bool = False  # PostgreSQL on a Patroni cluster, with leader failovers
+    storage: str = "local"  # or "s3": the warehouse in a bucket of a SeaweedFS of the run's
 
     def fault_kinds(self) -> tuple[str, ...]:
         if self.kinds:
             return self.kinds
+        storage = fault_kinds.STORAGE_KINDS if self.storage == "s3" else ()
         if self.patroni:
-            return fault_kinds.PATRONI_KINDS
+            return (*fault_kinds.PATRONI_KINDS, *storage)
         if self.backend == "postgresql":
-            return fault_kinds.KINDS
-        return tuple(k for k in fault_kinds.KINDS if k != fault_kinds.DATABASE_CRASH)
+            return (*fault_kinds.KINDS, *storage)
+        return (*(k for k in fault_kinds.KINDS if k != fault_kinds.DATABASE_CRASH), *storage)
 
 
 # -- the roles ------------------------------------------------------------------------------
@@ -109,8 +115,9 @@ class Roles:
     """The pipeline's processes and their supervisor thread."""
 
     def __init__(self, state: Path, url: str, token: str, seed: int, spark_master: str | None,
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, s3a: bool = False) -> None:
         self.state = state
+        self.s3a = s3a  # the tables are on S3: Spark drivers and executors get Hadoop's S3A
         self.url = url
         self.token = token
         self.seed = seed
@@ -128,6 +135,8 @@ class Roles:
                    "--seed", str(self.seed * 100 + index), "--python", self.python]
         if self.spark_master is not None:
             command += ["--spark-master", self.spark_master]
+        if self.s3a:
+            command += ["--s3a"]
         return command
 
     def add(self, name: str, *, supervised: bool = True) -> Role:
@@ -401,6 +410,7 @@ class Soak:
         self.cluster: PrivateCluster | None = None
         self.patroni: PatroniCluster | None = None
         self.servers: ServerPool | None = None
+        self.store: Any = None  # SeaweedFS, with --storage s3
         self.spark: Any = None
         self.roles: Roles | None = None
         self.monitor: Monitor | None = None
@@ -440,20 +450,39 @@ class Soak:
             url = self._database_url()
             self.say(f"database: {self.config.backend} ({url})")
             balancer = self.config.backend == "postgresql"
-            self.servers = ServerPool(url, self.state / "warehouse", self.state / "logs",
+            warehouse, settings = self._warehouse()
+            self.servers = ServerPool(url, warehouse, self.state / "logs",
                                       replicas=self.config.replicas if balancer else 1,
-                                      balancer=balancer)
+                                      balancer=balancer, settings=settings)
             token = self.servers.prepare()
             self.servers.start()
             self.say(f"servers: {self.servers.url} "
                      f"({len(self.servers.servers)} process(es){', haproxy' if balancer else ''})")
             master = self._start_spark()
             self.say(f"spark: {master}")
-            self.roles = Roles(self.state, self.servers.url, token, self.config.seed, master)
+            self.roles = Roles(self.state, self.servers.url, token, self.config.seed, master,
+                               s3a=self.config.storage == "s3")
             self.monitor = Monitor(self.state, self.servers.url, token)
             yield
         finally:
             self._tear_down()
+
+    def _warehouse(self) -> tuple[Path | str, dict[str, str]]:
+        """The servers' warehouse and the settings it needs: a directory of the state's, or
+        (``storage`` s3) a bucket of a SeaweedFS started here serving STS, the servers holding
+        its keys and vending each table's credentials, the roles given none."""
+        if self.config.storage != "s3":
+            return self.state / "warehouse", {}
+        from metaservice_soak.seaweedfs import ROLE_ARN, SeaweedFS, sts_iam_config
+
+        self.store = SeaweedFS(self.state / "s3", bucket="lake", iam_config=sts_iam_config())
+        self.store.start()
+        self.say(f"object store: SeaweedFS {self.store.endpoint}, bucket lake")
+        return "s3://lake/warehouse", {
+            **self.store.environment(), "METASERVICE_VENDED_CREDENTIALS_ROLE_ARN": ROLE_ARN,
+            "METASERVICE_VENDED_CREDENTIALS_SECONDS": "3600",
+            "METASERVICE_STORAGE_CONNECT_SECONDS": str(STORE_CONNECT_SECONDS),
+            "METASERVICE_STORAGE_REQUEST_SECONDS": str(STORE_REQUEST_SECONDS)}
 
     def _tear_down(self) -> None:
         if self.roles is not None:
@@ -466,6 +495,9 @@ class Soak:
         if self.servers is not None:
             with contextlib.suppress(Exception):
                 self.servers.stop()
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                self.store.stop()
         if self.patroni is not None:
             with contextlib.suppress(Exception):
                 self.patroni.remove(keep_logs=self.state / "logs" / "patroni")
@@ -601,6 +633,12 @@ class Soak:
                 time.sleep(fault.down_seconds)
                 self.patroni.recover()
                 detail["rejoined"] = self.patroni.describe()
+            elif fault.kind == fault_kinds.STORE_KILL:
+                assert self.store is not None
+                detail["pid"] = self.store.process.pid
+                self.store.kill()
+                time.sleep(fault.down_seconds)
+                self.store.start()
             elif fault.kind == fault_kinds.STALLED_JOIN:
                 if self.roles.roles[STALLED_JOIN].alive():
                     raise SoakError("the previous stalled join is still running")

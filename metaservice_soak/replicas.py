@@ -97,12 +97,14 @@ class ServerPool:
     """``replicas`` servers on ``database_url``, behind haproxy when ``balancer`` (see the
     module docstring). Every log goes to ``logs`` (appended across restarts)."""
 
-    def __init__(self, database_url: str, warehouse: Path, logs: Path, *, replicas: int = 2,
-                 balancer: bool = True, python: str = sys.executable) -> None:
+    def __init__(self, database_url: str, warehouse: Path | str, logs: Path, *,
+                 replicas: int = 2, balancer: bool = True, python: str = sys.executable,
+                 settings: dict[str, str] | None = None) -> None:
         if not balancer and replicas != 1:
             raise ValueError("without a balancer there is one server")
         self.database_url = database_url
         self.warehouse = warehouse
+        self.settings = settings or {}  # more of the servers' environment (an object store's)
         self.logs = logs
         self.balancer = balancer
         self.python = python
@@ -133,6 +135,7 @@ class ServerPool:
             # a lock taken out of the documented order fails its request (a 5xx the soak
             # reports) instead of risking a deadlock unseen
             "METASERVICE_CHECK_LOCK_ORDER": "1",
+            **self.settings,
         })
         return env
 
@@ -149,7 +152,8 @@ class ServerPool:
         writer acts only on the jobs it registered, and the soak's roles share them across
         restarts). Returns the token."""
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.warehouse.mkdir(parents=True, exist_ok=True)
+        if isinstance(self.warehouse, Path):
+            self.warehouse.mkdir(parents=True, exist_ok=True)
         self._cli("db", "upgrade")
         printed = self._cli("token", "create", "--name", TOKEN_NAME, "--role", "writer")
         self.token = printed.strip().splitlines()[-1].strip()

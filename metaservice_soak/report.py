@@ -5,9 +5,11 @@ block per backend, between ``<!-- soak:BACKEND -->`` markers; prose outside them
 
 A run passes when the final check passes, no reader but the head reader saw the invariant
 broken, no row was lost or doubled, every fault planned happened, and every 5xx is explained.
-Two 5xx are explained. A 503 while the database was down: from a database crash's start to
+Three 5xx are explained. A 503 while the database was down: from a database crash's start to
 ``DATABASE_GRACE_SECONDS`` after it was up again (servers answer 503 ``database_unavailable``
-then, the right answer). And haproxy's 502 for a lease release in flight on a replica killed
+then, the right answer). A 503 while the object store was down (``--storage s3``): from a store
+kill's start to ``STORE_GRACE_SECONDS`` after it served again (503
+``object_store_unavailable``). And haproxy's 502 for a lease release in flight on a replica killed
 under it (within ``KILLED_REPLICA_GRACE_SECONDS`` of the kill): haproxy replays no release
 (``deploy/haproxy/haproxy.cfg``: a replay of one that was done would answer 404), and the
 client's own retry answers it (``release_lease`` takes an unknown lease as released).
@@ -30,11 +32,15 @@ from metaservice_soak.faults import (
     DRIVER_KILL,
     LEADER_FAILOVER,
     SERVER_KILL,
+    STORE_KILL,
     FaultLog,
     FaultRecord,
 )
 
 DATABASE_GRACE_SECONDS = 10.0
+# a request that met the object store killed is answered 503 within the servers' timeouts to it
+# (the harness's STORE_CONNECT_SECONDS + STORE_REQUEST_SECONDS) and a margin
+STORE_GRACE_SECONDS = 15.0
 KILLED_REPLICA_GRACE_SECONDS = 2.0
 HEAD_READER = "reader_head"
 BEGIN, END = "<!-- soak:begin -->", "<!-- soak:end -->"
@@ -128,11 +134,13 @@ class Report:
     machine: dict[str, str] = field(default_factory=dict)
     patroni: bool = False
     strong_backwards: list[dict[str, Any]] = field(default_factory=list)
+    storage: str = "local"
 
     @property
     def block(self) -> str:
         """The name of its block in the generated section: one per backend and set-up."""
-        return "patroni" if self.patroni else self.backend
+        return ("patroni" if self.patroni else self.backend) + (
+            "-s3" if self.storage == "s3" else "")
 
     @property
     def problems(self) -> list[str]:
@@ -168,9 +176,11 @@ class Report:
 
 # -- building ------------------------------------------------------------------------------
 
-def _database_windows(faults: list[FaultRecord]) -> list[tuple[float, float]]:
-    return [(f.t, f.t_end + DATABASE_GRACE_SECONDS) for f in faults
-            if f.kind in (DATABASE_CRASH, LEADER_FAILOVER)]
+def _outage_windows(faults: list[FaultRecord]) -> list[tuple[float, float]]:
+    """When a 503 is the right answer: the database or the object store was down."""
+    return ([(f.t, f.t_end + DATABASE_GRACE_SECONDS) for f in faults
+             if f.kind in (DATABASE_CRASH, LEADER_FAILOVER)]
+            + [(f.t, f.t_end + STORE_GRACE_SECONDS) for f in faults if f.kind == STORE_KILL])
 
 
 def _explained(error: dict[str, Any], windows: list[tuple[float, float]]) -> bool:
@@ -289,7 +299,7 @@ def build(outcome: Any) -> Report:
             elif kind == "error":
                 role_errors[role] += 1
     errors_5xx += [{"role": "harness monitor", **e} for e in read_jsonl(state / "monitor.jsonl")]
-    windows = _database_windows(faults)
+    windows = _outage_windows(faults)
     kills = _killed_replica_windows(faults)
     releases = [e for e in errors_5xx if _release_on_killed_replica(e, kills)]
     unexplained = [e for e in errors_5xx
@@ -331,6 +341,7 @@ def build(outcome: Any) -> Report:
         unexpected_exits=_restarts(state), role_errors=dict(role_errors), final=final,
         failure=outcome.failure, machine=machine_description(),
         patroni=bool(getattr(outcome.config, "patroni", False)),
+        storage=str(getattr(outcome.config, "storage", "local")),
         strong_backwards=list(getattr(outcome, "strong_backwards", []) or []))
 
 
@@ -364,13 +375,16 @@ def render(report: Report) -> str:
     title = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}[report.backend]
     if report.patroni:
         title += " on a Patroni cluster (three members, synchronous_mode), failing over"
+    if report.storage == "s3":
+        title += ", the lake on S3 (SeaweedFS, killed and restarted)"
     verdict = ("**passed**" if report.passed
                else "**failed**: " + "; ".join(report.problems))
     m = report.machine
     lines = [
         f"### {title}: {report.minutes:g} minutes, seed {report.seed}", "",
         f"`python -m metaservice_soak --minutes {report.minutes:g} --seed {report.seed} "
-        f"--backend {report.backend}{' --patroni' if report.patroni else ''}` — "
+        f"--backend {report.backend}{' --patroni' if report.patroni else ''}"
+        f"{' --storage s3' if report.storage == 's3' else ''}` — "
         f"{m.get('date', '?')}, {m.get('cores', '?')} cores, "
         f"{m.get('memory', '?')}, load average {m.get('load average at the end', '?')} at the "
         f"end. Result: {verdict}.", "",
@@ -392,6 +406,7 @@ def render(report: Report) -> str:
         f"| requests with a 5xx | {len(report.server_errors)} unexplained; "
         f"{report.unavailable_while_down} × 503 while the database was down "
         f"{'or failing over ' if report.patroni else ''}"
+        f"{'or the object store was down ' if report.storage == 's3' else ''}"
         + (f"; {report.releases_on_killed_replica} × 502 for a lease release in flight on a "
            "killed replica (not replayed; the client's retry answered it) "
            if report.releases_on_killed_replica else "") + "|",

@@ -103,3 +103,19 @@ def test_a_driver_kill_whose_driver_is_being_restarted_kills_another_jobs(
         assert ("planned" in record.detail) == (killed != ["sibling_stream"])
     else:
         assert record.target == "sibling_stream" and "skipped" in record.detail
+
+
+def test_a_run_on_s3_kills_its_object_store_too() -> None:
+    """``--storage s3`` adds ``store_kill`` to the backend's kinds: SeaweedFS down for a few
+    seconds, then started again on its data."""
+    from metaservice_soak.faults import STORE_KILL
+    from metaservice_soak.harness import SoakConfig
+
+    kinds = SoakConfig(minutes=1, seed=1, backend="sqlite", storage="s3").fault_kinds()
+    assert set(kinds) == {"driver_kill", SERVER_KILL, STALLED_JOIN, STORE_KILL}
+    assert STORE_KILL not in SoakConfig(minutes=1, seed=1, backend="sqlite").fault_kinds()
+    shape = ScheduleShape.for_run(60)
+    plan = schedule(5, shape, kinds=kinds, replicas=1)
+    (kill,) = [f for f in plan if f.kind == STORE_KILL]
+    assert kill.target == "seaweedfs"
+    assert shape.down_seconds[0] <= kill.down_seconds <= shape.down_seconds[1]

@@ -165,3 +165,25 @@ def test_a_patroni_run_reports_each_failover_and_fails_on_a_cut_moving_back(
     outcome.strong_backwards = [{"t": T0 + 50, "table": "lake.soak.orders", "barrier": 100,
                                  "after": 200}]
     assert "1 strong cuts moved backwards" in build(outcome).problems
+
+
+def test_a_503_while_the_object_store_was_down_is_explained(tmp_path: Path) -> None:
+    """On S3, a 503 from a store kill's start to ``STORE_GRACE_SECONDS`` after SeaweedFS
+    served again is the right answer (``object_store_unavailable``); one later is not. The
+    run's block is its own (``sqlite-s3``) and its title says where the lake was."""
+    from metaservice_soak.report import STORE_GRACE_SECONDS
+
+    during = {"t": T0 + 52, "kind": "http_5xx", "method": "POST", "path": "/iceberg/x",
+              "status": 503}
+    late = dict(during, t=T0 + 55 + STORE_GRACE_SECONDS + 1)
+    outcome = a_run(tmp_path, ingest_engine=[during, late])
+    outcome.config = SoakConfig(minutes=1, seed=3, backend="sqlite", storage="s3")
+    FaultLog(tmp_path / "faults.jsonl").write(
+        FaultRecord("store_kill", "seaweedfs", T0 + 50, T0 + 55, 50.0, {"pid": 7}))
+    report = build(outcome)
+    assert [e["t"] for e in report.server_errors] == [late["t"]]
+    assert report.unavailable_while_down == 1
+    assert report.block == "sqlite-s3" and report.storage == "s3"
+    text = render(report)
+    assert "the lake on S3 (SeaweedFS, killed and restarted)" in text
+    assert "--backend sqlite --storage s3`" in text
