@@ -118,7 +118,12 @@ def refusal(exc: BaseException | None) -> APIError | None:
     ``metaservice <code>: <message>``, docs/contract.md#concurrency), or ``None`` for anything else,
     including the refusals that mean "try again" (``concurrent_update``,
     ``rollback_in_progress``)."""
-    from pyiceberg.exceptions import CommitFailedException, ForbiddenError, RESTError
+    from pyiceberg.exceptions import (
+        CommitFailedException,
+        ForbiddenError,
+        RESTError,
+        ServiceUnavailableError,
+    )
 
     if not isinstance(exc, (CommitFailedException, RESTError)):
         return None
@@ -126,8 +131,11 @@ def refusal(exc: BaseException | None) -> APIError | None:
     if match is None or match.group(1) in _RETRYABLE_REFUSALS:
         return None
     code, message = match.group(1), match.group(2).strip()
+    # a 503 (the database or the object store not answering) is "not now", not "no": the
+    # plugin's ServiceUnavailableError, as the client's own 503s, never a 400
     status = (409 if isinstance(exc, CommitFailedException)
-              else 403 if isinstance(exc, ForbiddenError) else 400)
+              else 403 if isinstance(exc, ForbiddenError)
+              else 503 if isinstance(exc, ServiceUnavailableError) else 400)
     error = error_from_response(status, {"error": {"code": code, "message": message}})
     error.__cause__ = exc
     return error

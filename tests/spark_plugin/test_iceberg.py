@@ -276,3 +276,20 @@ def test_the_hooked_private_pyiceberg_method_is_still_there() -> None:
     # is how the guard tells a refusal of MetaService's catalog from a conflict.
     handler = retry_loop[retry_loop.index("except CommitFailedException"):]
     assert f"self.{commits.HOOKED_TRANSACTION_METHOD}()" in handler
+
+
+def test_a_catalog_that_cannot_answer_now_is_no_refusal_of_the_commit() -> None:
+    """The catalog's 503 (``object_store_unavailable`` while the store is down,
+    ``database_unavailable``) is the plugin's ServiceUnavailableError, to be retried, not a
+    400; its refusals keep their statuses."""
+    from pyiceberg.exceptions import BadRequestError, CommitFailedException
+    from pyiceberg.exceptions import ServiceUnavailableError as IcebergUnavailable
+
+    down = commits.refusal(IcebergUnavailable(
+        "ServiceUnavailableException: metaservice object_store_unavailable: retry later"))
+    assert isinstance(down, sp.ServiceUnavailableError) and down.status_code == 503
+    assert down.code == "object_store_unavailable"
+    refused = commits.refusal(BadRequestError("metaservice barrier_regression: no"))
+    assert refused is not None and refused.status_code == 400
+    conflict = commits.refusal(CommitFailedException("metaservice concurrent_update: again"))
+    assert conflict is None
