@@ -40,36 +40,21 @@ def refresh_after_topology_change(session: Session, before: Topology, after: Top
     Called with the topology lock held, after the change is written; the rows of
     :func:`tables_to_refresh` are locked first, all at once."""
     touched = set(touched)
-    # Every old component's cut is taken from the flags as they were before the change, all of
-    # them before any flag is written: a split writes the flags of one new component, and the
-    # old component's cut read again after that, for the next new one, would be another (a
-    # table of the first given no floor makes it none at all, and the second would then lose
-    # its floor, and its cut move back).
-    before_change = tables_repo.lock_cut_states(session,
-                                                tables_to_refresh(before, after, touched))
-    old_history = DatabaseHistory(session, before, dict(before_change))
-    old_exactness = Exactness(old_history)
+    tables_repo.lock_cut_states(session, tables_to_refresh(before, after, touched))
     components = {after.component(t) for t in touched}
-    old_cuts = {old: component_cut(old_history, old_exactness, old)
-                for old in {before.component(t) for c in components for t in c}}
     for component in components:
         old_components = {before.component(t) for t in component}
         everything = set(component).union(*old_components)
         locked = tables_repo.lock_cut_states(session, everything)  # held already: re-read
+        old_history = DatabaseHistory(session, before, dict(locked))
+        old_exactness = Exactness(old_history)
         previous_cuts: list[int | None] = []
         for old in old_components:
-            cut = old_cuts[old]
-            served_here = any(t in component
-                              and (cut.rejoined or not before_change[t].catching_up)
-                              for t in old if t in before_change)
+            cut = component_cut(old_history, old_exactness, old)
+            served_here = any(t in component and (cut.rejoined or not locked[t].catching_up)
+                              for t in old if t in locked)
             if served_here:
                 previous_cuts.append(cut.barrier)
-            # A table catching up brings its floor along: the cut it was served before it
-            # joined is at most that, and the new component must not serve it less (its old
-            # component's cut may never have been served to it, nor to anything it moves with).
-            previous_cuts += [before_change[t].catch_up_floor for t in old
-                              if t in component and t in before_change
-                              and before_change[t].catching_up]
         new_history = DatabaseHistory(session, after, dict(locked))
         floor, behind = floors_after_join(
             Exactness(new_history), (new_history.table_state(t) for t in sorted(component)),
