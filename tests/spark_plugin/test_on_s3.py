@@ -318,6 +318,15 @@ def test_a_streaming_query_outlives_its_vended_credentials(
                  .option("table", sink).option("checkpointLocation", str(tmp_path / "cp"))
                  .trigger(processingTime="1 second").start())
         try:
+            def sink_at() -> int:
+                try:
+                    recorded = client.table_barriers(sink)["barriers"]
+                except sp.UnknownTableError:  # the query has not registered its sink yet
+                    return 0
+                return int(recorded[0]["barrier"]) if recorded else 0
+
+            # One batch at a time, each waited for until its barrier is committed, for three
+            # lifetimes of the credentials the query started with.
             barriers: list[int] = []
             ends = time.monotonic() + 3 * lifetime
             batch = 0
@@ -325,16 +334,11 @@ def test_a_streaming_query_outlives_its_vended_credentials(
                 barriers.append(int(time.time() * 1000))
                 ingest(client, source, [batch], batch, barriers[-1])
                 batch += 1
-                time.sleep(2)
-
-            def sink_at() -> int:
-                recorded = client.table_barriers(sink)["barriers"]
-                return int(recorded[0]["barrier"]) if recorded else 0
-
-            deadline = time.monotonic() + 240
-            while (query.exception() is None and time.monotonic() < deadline
-                   and sink_at() < barriers[-1]):
-                time.sleep(1)
+                deadline = time.monotonic() + 240
+                while (query.exception() is None and time.monotonic() < deadline
+                       and sink_at() < barriers[-1]):
+                    time.sleep(0.2)
+                assert sink_at() == barriers[-1] or query.exception() is not None
             assert query.exception() is None, query.exception()
         finally:
             query.stop()
