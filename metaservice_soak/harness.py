@@ -103,12 +103,14 @@ class Role:
 
 
 def role_environment() -> dict[str, str]:
-    """The roles' environment: the harness's, without what configures MetaService or pyiceberg.
-    A role gets its server, token and catalog from its arguments, as a user's job gets them from
-    its own configuration; a caller's ``PYICEBERG_CATALOG__LAKE__*`` (a test suite's, say) would
-    otherwise make ``lake`` another catalog for the roles."""
+    """The roles' environment: the harness's, without what configures MetaService, pyiceberg or
+    an AWS client. A role gets its server, token and catalog from its arguments, as a user's job
+    gets them from its own configuration; a caller's ``PYICEBERG_CATALOG__LAKE__*`` (a test
+    suite's, say) would otherwise make ``lake`` another catalog for the roles, and a caller's
+    ``AWS_*`` keys or profile would let them reach the object store without the credentials the
+    catalog vends (which the run on S3 is there to prove)."""
     return {key: value for key, value in os.environ.items()
-            if not key.startswith(("METASERVICE_", "PYICEBERG_"))}
+            if not key.startswith(("METASERVICE_", "PYICEBERG_", "AWS_"))}
 
 
 class Roles:
@@ -444,7 +446,9 @@ class Soak:
 
     @contextlib.contextmanager
     def _environment(self) -> Iterator[None]:
-        for sub in ("events", "control", "final", "logs", "warehouse"):
+        local = ("events", "control", "final", "logs") + (
+            ("warehouse",) if self.config.storage != "s3" else ())  # on S3: the bucket's
+        for sub in local:
             (self.state / sub).mkdir(parents=True, exist_ok=True)
         try:
             url = self._database_url()

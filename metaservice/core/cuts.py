@@ -152,14 +152,27 @@ def floors_after_join(exactness: Exactness, merged: Iterable[TableState],
     """Which tables of a component are catching up right after a topology change, and from
     which floor.
 
-    ``previous_cuts`` are the strong cuts that the components contributing caught-up tables to
-    this one served before the change; the new component must not serve below the greatest of
-    them, F. Every table not exact at F in the new topology (or with no barrier) is catching up.
-    With no previous cut, only the tables with no barrier are.
+    ``previous_cuts`` are the greatest strong cuts the tables of this component may have been
+    served before the change; the new component must not serve below the greatest of them. F is
+    that cut, or, when no table of this component completed it (it is the barrier of a table
+    a split left elsewhere), the next barrier one of them completed: every cut is a barrier some
+    table of its component completed. Every table not exact at F in the new topology (or with
+    no barrier) is catching up. With no previous cut, only the tables with no barrier are.
     """
+    merged = list(merged)
     floor = max((c for c in previous_cuts if c is not None), default=None)
+    if floor is not None:
+        floor = least_completed_from(exactness, merged, floor)
     behind: set[str] = set()
     for t in merged:
         if t.latest is None or (floor is not None and not exactness.is_exact(t.name, floor)):
             behind.add(t.name)
     return floor, behind
+
+
+def least_completed_from(exactness: Exactness, tables: Iterable[TableState], barrier: int) -> int:
+    """The least barrier ≥ ``barrier`` that one of ``tables`` completed; ``barrier`` itself when
+    none completed one (no table reached it)."""
+    completed = [exactness.history.first_change(t.name, barrier - 1, None, t.latest)
+                 for t in tables if t.latest is not None and t.latest >= barrier]
+    return min((b for b in completed if b is not None), default=barrier)

@@ -1,7 +1,9 @@
 """Keeping strong cuts from moving backwards when the topology changes (docs/contract.md#strong).
 
 When a job starts or stops, components merge or split. The new component must not serve a cut
-below the greatest one its parts served, F. Every table of it not exact at F in the new
+below the greatest one any of its tables may have been served (:func:`served_before`), nor
+one that no table of it completed: F is the least such barrier (``core/cuts.py``,
+``floors_after_join``). Every table of it not exact at F in the new
 topology (or with no barrier yet) is marked *catching up* with F as its floor: it is answered
 404 ``catching_up``, and the component is held at F until the catching-up tables are exact
 with the rest at a barrier ≥ F (``core/cuts.py``). That is decided from stored history at
@@ -15,11 +17,12 @@ from collections.abc import Iterable
 
 from sqlalchemy.orm import Session
 
-from metaservice.core.cuts import floors_after_join
+from metaservice.core.cuts import StrongCut, floors_after_join
 from metaservice.core.exactness import Exactness
 from metaservice.core.graph import Topology
 from metaservice.history.service import DatabaseHistory
 from metaservice.repositories import tables as tables_repo
+from metaservice.repositories.tables import CutState
 from metaservice.versions.service import component_cut
 
 
@@ -40,21 +43,22 @@ def refresh_after_topology_change(session: Session, before: Topology, after: Top
     Called with the topology lock held, after the change is written; the rows of
     :func:`tables_to_refresh` are locked first, all at once."""
     touched = set(touched)
-    tables_repo.lock_cut_states(session, tables_to_refresh(before, after, touched))
+    # Every old component's cut is taken from the flags as they were before the change, all of
+    # them before any flag is written: a split writes the flags of one new component, and the
+    # old component's cut read again after that, for the next one, would be another.
+    before_change = tables_repo.lock_cut_states(session,
+                                                tables_to_refresh(before, after, touched))
+    old_history = DatabaseHistory(session, before, dict(before_change))
+    old_exactness = Exactness(old_history)
     components = {after.component(t) for t in touched}
+    old_cuts = {old: component_cut(old_history, old_exactness, old)
+                for old in {before.component(t) for c in components for t in c}}
     for component in components:
         old_components = {before.component(t) for t in component}
         everything = set(component).union(*old_components)
         locked = tables_repo.lock_cut_states(session, everything)  # held already: re-read
-        old_history = DatabaseHistory(session, before, dict(locked))
-        old_exactness = Exactness(old_history)
-        previous_cuts: list[int | None] = []
-        for old in old_components:
-            cut = component_cut(old_history, old_exactness, old)
-            served_here = any(t in component and (cut.rejoined or not locked[t].catching_up)
-                              for t in old if t in locked)
-            if served_here:
-                previous_cuts.append(cut.barrier)
+        previous_cuts = [served_before(before_change, old_cuts[before.component(t)], t)
+                         for t in component if t in before_change]
         new_history = DatabaseHistory(session, after, dict(locked))
         floor, behind = floors_after_join(
             Exactness(new_history), (new_history.table_state(t) for t in sorted(component)),
@@ -67,6 +71,20 @@ def refresh_after_topology_change(session: Session, before: Topology, after: Top
             wanted_floor = floor if flag else None
             if flag != state.catching_up or wanted_floor != state.catch_up_floor:
                 tables_repo.set_catching_up(session, state.id, flag, wanted_floor)
+
+
+def served_before(states: dict[str, CutState], old_cut: StrongCut, table: str) -> int | None:
+    """The greatest strong cut ``table`` may have been served before a topology change, given
+    its old component's cut: that cut, while the table is served in it; for a table still
+    catching up there, at most its floor (the greatest cut served to anything that formed its
+    component, itself included) and at most its latest barrier (it was exact at any cut it was
+    served). None when it can have been served none."""
+    state = states[table]
+    if old_cut.rejoined or not state.catching_up:
+        return old_cut.barrier
+    if state.catch_up_floor is None or state.latest is None:
+        return None
+    return min(state.catch_up_floor, state.latest)
 
 
 def rejoin_if_caught_up(session: Session, topology: Topology, qualified: str) -> None:

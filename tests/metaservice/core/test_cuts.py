@@ -127,6 +127,18 @@ def test_joining_tables_not_exact_at_the_old_cut_are_catching_up() -> None:
     assert floors_after_join(e, merged, [None]) == (None, {"empty"})
 
 
+
+def test_a_floor_no_table_of_the_component_completed_moves_up_to_the_next_one() -> None:
+    """A split leaves the barrier 25 (completed by a table now elsewhere) as the greatest cut
+    served to r and t: a cut of theirs must be a barrier one of them completed, and not below
+    25, so the floor is 30, and t, not exact there, catches up."""
+    h = MemoryHistory(completed={"r": {10: 1, 20: 2, 30: 3, 40: 4}, "t": {20: 11}},
+                      writers={"t": frozenset({"r"})})
+    e = Exactness(h)
+    split = [TableState("r", 40), TableState("t", 20)]
+    assert floors_after_join(e, split, [25, 20]) == (30, {"t"})
+    assert floors_after_join(e, split, [20]) == (20, set())  # one r completed: kept
+
 # -- random histories against the reference ------------------------------------------------
 
 TABLES = ["r1", "r2", "a", "b", "c", "d"]

@@ -160,6 +160,8 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.roots: list[str] = []
         self.snapshot_ids = itertools.count(1)
         self.strong_served: dict[frozenset[str], int] = {}  # component -> last strong cut
+        # table -> its greatest strong cut yet, across topology changes (merges and splits)
+        self.strong_served_table: dict[str, int] = {}
         self.failed = False
         wipe(database)
         # A topology version never used before: a cache filled by an earlier example must miss.
@@ -499,6 +501,12 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.check(served is None or cut >= served, "strong_backwards",
                        f"{what}: {sorted(component)} served {served}, now {cut}")
             self.strong_served[component] = max(cut, served or cut)
+            for table in set(versions) & component:
+                before = self.strong_served_table.get(table)
+                self.check(before is None or cut >= before, "strong_backwards",
+                           f"{what}: {table} served {before} before, now {cut} "
+                           f"(across topology changes); {self.describe(component)}")
+                self.strong_served_table[table] = max(cut, before or cut)
             trail = h.trail(component, cut)
             if trail is not None:
                 self.record.trail[trail] += 1
@@ -747,6 +755,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             if driver.running and driver.spec.sink in planned:
                 driver.stale = True
         self.strong_served.clear()  # strong cuts may move back across an applied rollback
+        self.strong_served_table.clear()
         self.call("POST", f"/rollback-plans/{plan_id}/complete")
 
     def read_versions(self, data: st.DataObject) -> None:

@@ -16,7 +16,9 @@ T0 = 1_795_000_000_000  # 2026-11-18T11:06:40Z
 def test_a_job_that_never_committed_is_named_with_its_start(client: httpx.Client,
                                                              clock: ManualClock) -> None:
     """As after the README's walk-through and a batch job: r → enrich → t → daily → u; enrich
-    committed once and stopped, daily has never committed."""
+    committed once and stopped, daily has never committed. u joined the pipeline at the cut
+    T0 + 1000 (r's, when enrich started) and keeps that floor when enrich leaves: t, exact
+    there, is served at it; u names its writer."""
     clock.set(T0)
     plan(client, "enrich", ["r"], ["t"])
     plan(client, "daily", ["t"], ["u"])
@@ -27,15 +29,16 @@ def test_a_job_that_never_committed_is_named_with_its_start(client: httpx.Client
     post(client, "/unregister/enrich")
     clock.set(T0 + 300_000)
 
-    error = assert_error(client.get("/version/strong/lake/db/t"), 404, "no_version")
+    assert client.get("/version/strong/lake/db/t").json()["barrier"] == T0 + 1000
+    error = assert_error(client.get("/version/strong/lake/db/u"), 404, "no_version")
     assert error["message"] == (
-        "no barrier yet at which every table of the pipeline of lake.db.t is exact: "
-        "lake.db.u has no barrier yet; its writer, job daily, has been running since "
-        "2026-11-18T11:06:40Z (5 min) without committing a barrier")
-    assert error["details"]["tables"] == ["lake.db.t"]
+        "no completed barrier yet for lake.db.u: lake.db.u has no barrier yet; its writer, job "
+        "daily, has been running since 2026-11-18T11:06:40Z (5 min) without committing a "
+        "barrier")
+    assert error["details"]["tables"] == ["lake.db.u"]
     assert error["details"]["holding_back"] == [{
         "table": "lake.db.u", "latest_barrier": None, "catching_up": True,
-        "catch_up_floor": None, "writer_job": "daily", "writer_started_at": T0}]
+        "catch_up_floor": T0 + 1000, "writer_job": "daily", "writer_started_at": T0}]
 
     post(client, "/unregister/daily")  # its edges leave the topology: t has a cut again
     assert client.get("/version/strong/lake/db/t").json()["barrier"] == T0 + 1000
