@@ -127,7 +127,6 @@ def test_joining_tables_not_exact_at_the_old_cut_are_catching_up() -> None:
     assert floors_after_join(e, merged, [None]) == (None, {"empty"})
 
 
-
 def test_a_floor_no_table_of_the_component_completed_moves_up_to_the_next_one() -> None:
     """A split leaves the barrier 25 (completed by a table now elsewhere) as the greatest cut
     served to r and t: a cut of theirs must be a barrier one of them completed, and not below
@@ -138,6 +137,7 @@ def test_a_floor_no_table_of_the_component_completed_moves_up_to_the_next_one() 
     split = [TableState("r", 40), TableState("t", 20)]
     assert floors_after_join(e, split, [25, 20]) == (30, {"t"})
     assert floors_after_join(e, split, [20]) == (20, set())  # one r completed: kept
+
 
 # -- random histories against the reference ------------------------------------------------
 
