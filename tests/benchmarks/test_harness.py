@@ -97,3 +97,28 @@ def test_a_loaded_database_answers_the_expected_strong_cut(  # type: ignore[no-u
     # Fan-out: the cut is below the smallest latest in two pipelines of three (the case that
     # min latest alone gets wrong); chains: never.
     assert below_min_latest == (4 if shape == "fan-out" else 0)
+
+
+def test_server_cpu_is_read_to_well_under_a_clock_tick() -> None:
+    """A few short requests cost the server a few milliseconds of CPU; read in 10 ms ticks
+    (``/proc/PID/stat``) they could add up to none at all."""
+    import subprocess
+    import sys
+
+    from benchmarks._environment import process_cpu_seconds
+
+    burn = ("import sys, time\n"
+            "while time.process_time() < 0.0437: pass\n"
+            "print(time.process_time(), flush=True)\n"
+            "sys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        own = float(child.stdout.readline())
+        read = process_cpu_seconds(child.pid)
+        assert own <= read < own + 0.004  # blocked on its stdin in between: nothing more
+    finally:
+        child.communicate("")
+    with pytest.raises(OSError):
+        process_cpu_seconds(child.pid)
