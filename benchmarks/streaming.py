@@ -53,9 +53,9 @@ def _uncoordinated_source_class() -> type:
     ``metaservice`` sink does; the driver appends them in one plain pyiceberg commit."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter
 
+    from spark_plugin._executor_tables import TableHandle, write_batches
     from spark_plugin._iceberg import load_table
     from spark_plugin.streaming.sink import SinkFiles
-    from spark_plugin.streaming.table_access import TableHandle, write_batches
 
     class PlainWriter(DataSourceStreamArrowWriter):
         def __init__(self, table: str, handle: TableHandle) -> None:

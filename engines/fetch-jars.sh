@@ -9,13 +9,13 @@
 # repository (engines/locked.sh), so fetches started together (engines/install.sh runs its
 # installers at once; other checkouts share ~/.m2) take turns.
 #
-#   bash engines/fetch-jars.sh spark35 [spark41 plugin-kafka plugin-s3 kafka rck]
+#   bash engines/fetch-jars.sh spark35 [spark41 plugin-kafka kafka rck]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$#" -eq 0 ]; then
     echo "usage: bash engines/fetch-jars.sh PROFILE... (profiles of engines/pom.xml:" \
-         "spark35 spark41 plugin-kafka plugin-s3 kafka rck)" >&2
+         "spark35 spark41 plugin-kafka kafka rck)" >&2
     exit 2
 fi
 if ! command -v mvn >/dev/null; then

@@ -4,7 +4,6 @@
 #   engines/spark35/install.sh          Spark 3.5 with Apache Iceberg's runtime (.venv-spark35)
 #   engines/spark41/install.sh          Spark 4.1 with Iceberg 1.12's runtime (.venv-spark41)
 #   engines/kafka/install.sh            Kafka's broker and Spark's Kafka source for the plugin
-#   engines/plugin-s3/install.sh        Hadoop's S3A for the plugin's Parquet path on s3://
 #   engines/pyiceberg-suite/install.sh  pyiceberg's own integration suites for REST catalogs
 # The installers run at once (one after another they leave the CPUs idle much of the time, pip
 # and Maven waiting on the disk and the network), each line of their output prefixed with the
@@ -24,7 +23,7 @@ run() {
 }
 
 pids=()
-for installer in spark35 spark41 kafka plugin-s3 pyiceberg-suite; do
+for installer in spark35 spark41 kafka pyiceberg-suite; do
     run "$installer" &
     pids+=("$!:$installer")
 done

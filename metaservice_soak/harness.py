@@ -117,9 +117,8 @@ class Roles:
     """The pipeline's processes and their supervisor thread."""
 
     def __init__(self, state: Path, url: str, token: str, seed: int, spark_master: str | None,
-                 python: str = sys.executable, s3a: bool = False) -> None:
+                 python: str = sys.executable) -> None:
         self.state = state
-        self.s3a = s3a  # the tables are on S3: Spark drivers and executors get Hadoop's S3A
         self.url = url
         self.token = token
         self.seed = seed
@@ -137,8 +136,6 @@ class Roles:
                    "--seed", str(self.seed * 100 + index), "--python", self.python]
         if self.spark_master is not None:
             command += ["--spark-master", self.spark_master]
-        if self.s3a:
-            command += ["--s3a"]
         return command
 
     def add(self, name: str, *, supervised: bool = True) -> Role:
@@ -464,8 +461,7 @@ class Soak:
                      f"({len(self.servers.servers)} process(es){', haproxy' if balancer else ''})")
             master = self._start_spark()
             self.say(f"spark: {master}")
-            self.roles = Roles(self.state, self.servers.url, token, self.config.seed, master,
-                               s3a=self.config.storage == "s3")
+            self.roles = Roles(self.state, self.servers.url, token, self.config.seed, master)
             self.monitor = Monitor(self.state, self.servers.url, token)
             yield
         finally:

@@ -1,7 +1,7 @@
 """The soak's workload: each role one long-running OS process.
 
     python -m metaservice_soak.roles ROLE --url URL --token TOKEN --state DIR --seed N \\
-        [--spark-master spark://127.0.0.1:PORT] [--python /path/to/venv/bin/python] [--s3a]
+        [--spark-master spark://127.0.0.1:PORT] [--python /path/to/venv/bin/python]
 
 Roles (tables in ``metaservice_soak.rows``; everything through the server's built-in catalog):
 
@@ -120,7 +120,6 @@ class Role:
         self.token: str | None = args.token or None
         self.seed: int = args.seed
         self.spark_master: str | None = args.spark_master
-        self.s3a: bool = args.s3a
         self.python: str = args.python or sys.executable
         self.state = StateDir(args.state)
         self.events = Events(self.state.events_file(self.name))
@@ -197,16 +196,9 @@ class Role:
                           "appender.stderr.target = SYSTEM_ERR\n"
                           "appender.stderr.layout.type = PatternLayout\n"
                           "appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n")
-        from metaservice_soak.spark_cluster import driver_builder, s3a_classpath
+        from metaservice_soak.spark_cluster import driver_builder
 
         builder = driver_builder(self.spark_master or "local[1]", f"soak-{self.name}")
-        if self.s3a:  # the tables are on S3: Hadoop's S3A for the plugin's native Parquet path
-            classpath = s3a_classpath()
-            if classpath is None:
-                raise RuntimeError("Hadoop's S3A jars are missing: "
-                                   "bash engines/plugin-s3/install.sh")
-            builder = (builder.config("spark.driver.extraClassPath", classpath)
-                       .config("spark.executor.extraClassPath", classpath))
         self._spark = (
             builder
             .config("spark.cores.max", "1")  # one executor: 4-5 drivers share two cores
@@ -794,9 +786,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--python", default=None,
                         help="the interpreter Spark's Python workers run (PYSPARK_PYTHON; "
                              "default this one)")
-    parser.add_argument("--s3a", action="store_true",
-                        help="the tables are on S3: Spark gets Hadoop's S3A jars "
-                             "(engines/plugin-s3/install.sh)")
     return parser
 
 

@@ -44,9 +44,6 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 # the default tiers and parallel collector.
 SPARK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-S3A_JARS = Path(__file__).resolve().parent.parent / ".cache" / "jars" / "plugin-s3"
-"""Hadoop's S3A for the plugin's Spark (engines/plugin-s3/install.sh): the plugin's native
-Parquet path on s3:// tables."""
 
 
 def spark_home() -> Path:
@@ -65,14 +62,6 @@ def java_home() -> str:
     if java is None:
         raise RuntimeError("no java on PATH and no JAVA_HOME: Spark needs Java 17 or 21")
     return str(Path(java).resolve().parent.parent)
-
-
-def s3a_classpath(directory: Path = S3A_JARS) -> str | None:
-    """The classpath entry of Hadoop's S3A jars (``<directory>/*``), for
-    ``spark.driver.extraClassPath`` and ``spark.executor.extraClassPath`` (or
-    ``spark-submit --driver-class-path``); None when they were not fetched. On this machine
-    the executors read them where they are: nothing is copied to the workers."""
-    return f"{directory}/*" if any(directory.glob("hadoop-aws-*.jar")) else None
 
 
 DRIVER_SETTINGS = {

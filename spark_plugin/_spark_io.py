@@ -2,24 +2,33 @@
 files, and read plans executed as DataFrames.
 
 Writing (``write_data_files``):
-    Unpartitioned tables are written by Spark's native Parquet writer straight into the table's
-    data location: every column is cast to the Spark type of its Iceberg column and carries the
-    Iceberg field id (``parquet.field.id``), timestamps are written as INT64 microseconds
-    (``TimestampType`` for Iceberg ``timestamptz``, ``TimestampNTZType`` for ``timestamp``; never
-    INT96), required columns are written as required and fail the job on a null. Partitioned
-    tables (and nested required fields) go through pyiceberg's Arrow writer on the driver, which
-    splits files by partition. Nothing is committed here: the result is a list of data files.
+    Unpartitioned tables on a filesystem (a local path, ``file:``, HDFS) are written by Spark's
+    native Parquet writer straight into the table's data location: every column is cast to the
+    Spark type of its Iceberg column and carries the Iceberg field id (``parquet.field.id``),
+    timestamps are written as INT64 microseconds (``TimestampType`` for Iceberg
+    ``timestamptz``, ``TimestampNTZType`` for ``timestamp``; never INT96), required columns are
+    written as required and fail the job on a null. Tables on an object store (``s3://``),
+    partitioned tables and tables with required fields inside nested columns are written in
+    Spark's tasks too, by pyiceberg's writer in the Python workers (``write_from_tasks``): each
+    task opens the table from its metadata file with the table's FileIO properties (on S3, the
+    credentials the catalog vended for the table's prefix) and answers the data files it wrote.
+    Nothing is committed here: the result is a list of data files.
 
 Reading (``dataframe_from_plan``):
-    ``native`` plans become ``spark.read.parquet`` over exactly the planned files, with an
-    explicit schema (matched by field id when the plan says so, which needs
-    ``spark.sql.parquet.fieldId.read.enabled=true``: set on the session on first use).
-    ``arrow`` plans are read by pyiceberg on the driver and handed to Spark as Arrow.
+    ``native`` plans of tables on a filesystem become ``spark.read.parquet`` over exactly the
+    planned files, with an explicit schema (matched by field id when the plan says so, which
+    needs ``spark.sql.parquet.fieldId.read.enabled=true``: set on the session on first use).
+    ``native`` plans of tables on an object store are read in Spark's tasks by pyiceberg's Arrow
+    scan (``read_from_tasks``), with the table's FileIO as above. ``arrow`` plans are read by
+    pyiceberg on the driver and handed to Spark as Arrow.
 
-Tables on S3:
-    Spark's reader and writer reach ``s3://`` through Hadoop's S3A (``s3a://``), with the
-    table's FileIO credentials (vended by its catalog) as per-bucket options of the one read or
-    write: they travel to the executors inside the job (``spark_plugin/_s3a.py``).
+Why not Hadoop's S3A on object stores: the credentials differ by table and expire, so Hadoop's
+filesystem cache (one filesystem per bucket and JVM) must be off for those jobs, and then every
+job builds new S3A filesystems that nobody closes (Spark's file sources do not): each one left
+AWS SDK threads running for good, about 50 per write and 100 per read of a small table in the
+driver's JVM alone (measured with Hadoop 3.5.0's S3A in pyspark 4.2.0). pyiceberg's FileIO
+is opened per task and freed with it, and a Spark without any S3 jar writes and reads S3
+tables.
 
 pyspark is imported lazily so that the rest of the plugin works without it.
 """
@@ -27,32 +36,27 @@ pyspark is imported lazily so that the rest of the plugin works without it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from spark_plugin._errors import UnsupportedSchemaError
 from spark_plugin._iceberg import (
     ReadPlan,
-    data_files_from_arrow,
     data_files_from_parquet,
     data_location,
     delete_files_quietly,
     qualified_name,
     read_arrow,
     resolve_catalog,
+    scan_tasks,
     unsupported_columns,
 )
 from spark_plugin._names import TableName
-from spark_plugin._s3a import (
-    OBJECT_STORE_WRITE_OPTIONS,
-    hadoop_path,
-    is_object_store,
-    table_hadoop_options,
-    table_path,
-)
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -301,8 +305,11 @@ def _has_nested_required(t: Any) -> bool:
     return False
 
 
-def native_write_refusal(table: Table) -> str | None:
-    """Why Spark's writer cannot write this table's files directly (``None`` when it can)."""
+def executor_write_reason(table: Table) -> str | None:
+    """Why this table's files are written by pyiceberg's writer in the Spark tasks rather than
+    by Spark's Parquet writer (``None``: Spark's writer)."""
+    if is_object_store(data_location(table)):
+        return "object store"
     if table.spec().fields:
         return "partitioned table"
     if any(_has_nested_required(f.field_type) for f in table.schema().fields):
@@ -381,10 +388,10 @@ def write_data_files(spark: SparkSession, df: DataFrame, table: Table) -> list[D
     if bad:
         raise UnsupportedSchemaError(f"{name}: columns {bad} have types Spark cannot hold")
     aligned = align_to_schema(df, schema, table=name)
-    refusal = native_write_refusal(table)
-    if refusal is not None:
-        logger.info("arrow_write", extra={"table": name, "reason": refusal})
-        return _write_with_arrow(aligned, table)
+    reason = executor_write_reason(table)
+    if reason is not None:
+        logger.info("executor_write", extra={"table": name, "reason": reason})
+        return write_from_tasks(spark, aligned, table)
     paths = write_parquet(spark, aligned, table)
     files = data_files_from_parquet(table, paths)
     empty = [f.file_path for f in files if f.record_count == 0]
@@ -392,58 +399,96 @@ def write_data_files(spark: SparkSession, df: DataFrame, table: Table) -> list[D
     return [f for f in files if f.record_count > 0]
 
 
+def write_from_tasks(spark: SparkSession, aligned: DataFrame, table: Table) -> list[DataFile]:
+    """Each Spark task writes its rows as the table's data files with pyiceberg's writer and
+    the table's FileIO (``spark_plugin/_executor_tables.py``) and answers what it wrote; the
+    data files of the tasks that succeeded. Timestamps reach the tasks in UTC."""
+    import pickle
+
+    from spark_plugin._executor_tables import TableHandle
+
+    _require_plugin_on_workers(spark)
+    handle = TableHandle.of(qualified_name(table), table)
+    with scoped_spark_conf(spark, {"spark.sql.session.timeZone": "UTC"}):
+        answers = aligned.mapInArrow(functools.partial(_write_task, handle),
+                                     "data_file binary").collect()
+    return [pickle.loads(row.data_file) for row in answers]  # noqa: S301 - our tasks' answers
+
+
+def _require_plugin_on_workers(spark: SparkSession) -> None:
+    """:func:`~spark_plugin._workers.require_plugin_on_workers` where this process has the
+    session's JVM (a Spark Connect session's workers are the server's business)."""
+    from spark_plugin._workers import require_plugin_on_workers
+
+    if getattr(spark, "_jsparkSession", None) is not None:
+        require_plugin_on_workers(spark)
+
+
+def _write_task(handle: Any, batches: Iterator[Any]) -> Iterator[Any]:
+    """One Spark task of :func:`write_from_tasks` (runs in a Python worker)."""
+    import pickle
+
+    import pyarrow as pa
+
+    from spark_plugin._executor_tables import write_batches
+
+    files, _rows = write_batches(handle, batches)
+    if files:
+        yield pa.RecordBatch.from_pydict({"data_file": [pickle.dumps(f) for f in files]})
+
+
 def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list[str]:
-    """Spark's Parquet writer into a fresh directory under the table's data location; the
-    paths of the files written, spelled as the table spells its location. On S3 the job
-    carries the table's credentials in its Hadoop options (``spark_plugin/_s3a.py``)."""
+    """Spark's Parquet writer into a fresh directory under the table's data location (a
+    filesystem, not an object store: see the module docstring); the paths of the files
+    written, spelled as the table spells its location."""
     codec = table.metadata.properties.get("write.parquet.compression-codec", "zstd").lower()
     out = f"{data_location(table)}/ms-{uuid.uuid4().hex}"
-    storage = table_hadoop_options(table, out)
-    committer = OBJECT_STORE_WRITE_OPTIONS if is_object_store(out) else {}
     with scoped_spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                                    "spark.sql.parquet.fieldId.write.enabled": "true"}):
         (aligned.write.mode("errorifexists")
-         .options(**storage, **committer)
          .option("compression", _SPARK_CODECS.get(codec, "zstd"))
          .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-         .parquet(hadoop_path(out)))
-    return sorted(table_path(p, out) for p in _files_written(spark, aligned, out, storage))
+         .parquet(out))
+    return sorted(table_path(p, out) for p in _files_written(spark, aligned, out))
 
 
-def _files_written(spark: SparkSession, aligned: DataFrame, out: str,
-                   storage: Mapping[str, str]) -> list[str]:
+def _files_written(spark: SparkSession, aligned: DataFrame, out: str) -> list[str]:
     """The data files in ``out``: listed by Hadoop's filesystem in the driver's JVM (one
     listing, no query planned), else (a session without a JVM of its own) by a Spark read."""
     jvm_session = getattr(spark, "_jsparkSession", None)
     if jvm_session is None:
         try:
-            return list(spark.read.schema(aligned.schema).options(**storage)
-                        .parquet(hadoop_path(out)).inputFiles())
+            return list(spark.read.schema(aligned.schema).parquet(out).inputFiles())
         except Exception:  # noqa: BLE001 - nothing was written (no rows, no partitions)
             return []
-    conf = jvm_session.sessionState().newHadoopConf()
-    for key, value in storage.items():
-        conf.set(key, value)
     jvm: Any = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(hadoop_path(out))
-    fs = path.getFileSystem(conf)
-    try:
-        if not fs.exists(path):
-            return []
-        return [str(status.getPath().toString()) for status in fs.listStatus(path)
-                if status.isFile() and not status.getPath().getName().startswith(("_", "."))]
-    finally:
-        if storage:  # a filesystem of its own (no cache): close it; a cached one is shared
-            fs.close()
+    path = jvm.org.apache.hadoop.fs.Path(out)
+    fs = path.getFileSystem(jvm_session.sessionState().newHadoopConf())
+    if not fs.exists(path):
+        return []
+    return [str(status.getPath().toString()) for status in fs.listStatus(path)
+            if status.isFile() and not status.getPath().getName().startswith(("_", "."))]
 
 
-def _write_with_arrow(aligned: DataFrame, table: Table) -> list[DataFile]:
-    from pyiceberg.io.pyarrow import schema_to_pyarrow
+def is_object_store(location: str) -> bool:
+    """Whether ``location`` is an object store's (``s3://``, ``s3a://``, ``s3n://``, ``gs://``,
+    ``abfs://``...): not a filesystem's (a local path, ``file:``, ``hdfs:``)."""
+    scheme = urlsplit(location).scheme
+    return scheme not in ("", "file", "hdfs", "viewfs")
 
-    data = aligned.toArrow()
-    target = schema_to_pyarrow(table.schema(), include_field_ids=False)
-    data = data.select(target.names).cast(target)
-    return data_files_from_arrow(table, data)
+
+def table_path(path: str, like: str) -> str:
+    """A path Spark answered, spelled as the table location ``like`` is: ``file:/x`` as
+    ``file:///x`` when ``like`` is spelled so, and as the bare local path ``/x`` when ``like``
+    is one. A bare path is how pyiceberg writes the files of a table whose location is one,
+    and how it reads a path holding a table name's ``#`` or ``?`` whole (it reads a ``file:``
+    path as a URL, whose fragment or query it drops)."""
+    local = path.startswith("file:/") and not path.startswith("file://")
+    if like.startswith("file:///") and local:
+        return "file://" + path[len("file:"):]
+    if not urlsplit(like).scheme and like.startswith("/") and local:
+        return path[len("file:"):]
+    return path
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -454,13 +499,50 @@ def dataframe_from_plan(spark: SparkSession, table: Table, plan: ReadPlan) -> Da
     schema = plan.schema
     if not plan.file_paths:
         return spark.createDataFrame([], iceberg_schema_to_spark(schema))
+    if plan.method == "native" and is_object_store(table.location()):
+        return read_from_tasks(spark, table, plan)
     if plan.method == "native":
         if plan.by_field_id and spark.conf.get(FIELD_ID_READ_CONF, "false") != "true":
             spark.conf.set(FIELD_ID_READ_CONF, "true")
         spark_schema = iceberg_schema_to_spark(schema, with_ids=plan.by_field_id)
         return (spark.read.schema(spark_schema)
-                .options(**table_hadoop_options(table, *plan.file_paths))
                 .option("recursiveFileLookup", "true")
-                .parquet(*[hadoop_path(p) for p in plan.file_paths]))
+                .parquet(*plan.file_paths))
     data = read_arrow(table, plan)
     return spark.createDataFrame(data, schema=iceberg_schema_to_spark(schema))
+
+
+def read_from_tasks(spark: SparkSession, table: Table, plan: ReadPlan) -> DataFrame:
+    """The DataFrame of a plan whose files Spark's tasks read with pyiceberg's Arrow scan and
+    the table's FileIO (``spark_plugin/_executor_tables.py``): the plan's files packed into
+    partitions of about ``spark.sql.files.maxPartitionBytes``, one Spark task each."""
+    from spark_plugin._executor_tables import TableHandle, pack_tasks
+
+    _require_plugin_on_workers(spark)
+    spark_schema = iceberg_schema_to_spark(plan.schema)
+    size = spark.conf.get("spark.sql.files.maxPartitionBytes", "134217728") or "134217728"
+    groups = pack_tasks(list(scan_tasks(table, plan)), _bytes(size))
+    read = functools.partial(_read_task, TableHandle.of(qualified_name(table), table),
+                             plan.schema_json, spark_schema.json(), groups)
+    return spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, spark_schema)
+
+
+def _bytes(size: str) -> int:
+    """A Spark byte-size setting (``134217728``, ``128m``, ``1g``) in bytes."""
+    units = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    text = size.strip().lower().removesuffix("b") or "0"
+    if text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def _read_task(handle: Any, schema_json: str, spark_schema_json: str, groups: list[list[Any]],
+               ids: Iterator[Any]) -> Iterator[Any]:
+    """One Spark task of :func:`read_from_tasks` (runs in a Python worker): the groups whose
+    numbers it was given."""
+    from spark_plugin._executor_tables import arrow_schema_for_spark, read_tasks
+
+    target = arrow_schema_for_spark(spark_schema_json)
+    for batch in ids:
+        for group in batch.column(0).to_pylist():
+            yield from read_tasks(handle, schema_json, groups[group], target)

@@ -52,7 +52,7 @@ def test_the_readme_test_command_installs_the_browser_and_haproxy() -> None:
 
 def test_the_readme_test_command_installs_every_engine() -> None:
     """``bash engines/install.sh`` runs before the tests, and it runs the installer of every
-    engine directory (the Spark routes with Iceberg's runtime, Kafka, the plugin's S3A jars,
+    engine directory (the Spark routes with Iceberg's runtime, Kafka,
     pyiceberg's suite): without one, its tests would skip on a new user's machine (under CI
     they fail: each is required in .ci/run)."""
     steps = [step.strip() for step in _readme_commands()[1].split("&&")]
@@ -62,8 +62,7 @@ def test_the_readme_test_command_installs_every_engine() -> None:
     listed = script.split("for installer in ", 1)[1].split(";", 1)[0].split()
     present = sorted(p.parent.name for p in (ROOT / "engines").glob("*/install.sh"))
     assert sorted(listed) == present
-    assert {"spark35", "spark41", "kafka", "plugin-s3", "pyiceberg-suite"} <= set(listed)
-    assert 'fetch-jars.sh" plugin-s3' in (ROOT / "engines" / "plugin-s3" / "install.sh").read_text()
+    assert {"spark35", "spark41", "kafka", "pyiceberg-suite"} <= set(listed)
     run = (ROOT / ".ci" / "run").read_text()
     for required in ("SPARK_JVM", "S3", "KAFKA", "PYICEBERG_SUITE"):
         assert f"METASERVICE_REQUIRE_{required}=1" in run

@@ -71,6 +71,43 @@ def data_files_from_arrow(table: Table, data: pa.Table) -> list[DataFile]:
                                          write_uuid=uuid.uuid4()))
 
 
+def data_files_from_batches(table: Table, batches: Iterable[pa.RecordBatch],
+                            schema: pa.Schema) -> list[DataFile]:
+    """Write Arrow batches of ``schema`` as Parquet data files of unpartitioned ``table`` as they
+    come: one target-sized file (``write.target-file-size-bytes`` of Arrow data) at a time, so
+    at most one file's rows are held in memory. Nothing is committed; if the batches fail
+    midway, the files already written are deleted before the error is raised."""
+    from pyiceberg.io.pyarrow import (
+        _check_pyarrow_schema_compatible,
+        bin_pack_record_batches,
+        pyarrow_to_schema,
+        write_file,
+    )
+    from pyiceberg.table import TableProperties, WriteTask
+    from pyiceberg.utils.properties import property_as_int
+
+    metadata = table.metadata
+    if not metadata.spec().is_unpartitioned():
+        raise ValueError(f"{qualified_name(table)} is partitioned")
+    _check_pyarrow_schema_compatible(metadata.schema(), provided_schema=schema,
+                                     format_version=metadata.format_version)
+    target_size = property_as_int(metadata.properties, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+                                  TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT)
+    task_schema = pyarrow_to_schema(schema, name_mapping=metadata.schema().name_mapping,
+                                    format_version=metadata.format_version)
+    write_uuid = uuid.uuid4()
+    written: list[DataFile] = []
+    try:
+        for task_id, group in enumerate(bin_pack_record_batches(batches, target_size or 1)):
+            task = WriteTask(write_uuid=write_uuid, task_id=task_id, record_batches=group,
+                             schema=task_schema)
+            written += write_file(table.io, metadata, iter([task]))
+    except BaseException:
+        delete_files_quietly(table, [f.file_path for f in written])
+        raise
+    return written
+
+
 def delete_files_quietly(table: Table, paths: Iterable[str]) -> None:
     """Best-effort removal of data files that were written but will never be committed."""
     for path in paths:

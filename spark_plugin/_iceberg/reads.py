@@ -287,10 +287,16 @@ def read_arrow(table: Table, plan: ReadPlan) -> pa.Table:
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
 
+    return ArrowScan(table.metadata, table.io, plan.schema, AlwaysTrue()).to_table(
+        scan_tasks(table, plan))
+
+
+def scan_tasks(table: Table, plan: ReadPlan) -> tuple[FileScanTask, ...]:
+    """The plan's scan tasks (planned again from ``table`` for a plan that kept none)."""
     tasks = plan._tasks
     if not tasks and plan.file_paths:
         tasks = tuple(_replan_tasks(table, plan))
-    return ArrowScan(table.metadata, table.io, plan.schema, AlwaysTrue()).to_table(tasks)
+    return tasks
 
 
 def _replan_tasks(table: Table, plan: ReadPlan) -> Iterable[FileScanTask]:

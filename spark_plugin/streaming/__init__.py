@@ -20,9 +20,10 @@ A micro-batch is one aligned barrier. The pieces, each in the module named after
                    exactly once across crashes;
 - ``lifecycle``    registration at plan time, start at the first offset request, unregistration
                    by a ``StreamingQueryListener`` when the query terminates;
-- ``batch_read``   ``spark.read.format("metaservice")`` at a strong/weak/explicit version;
-- ``table_access`` how executors open tables, read scan tasks and write data files without a
-                   catalog.
+- ``batch_read``   ``spark.read.format("metaservice")`` at a strong/weak/explicit version.
+
+How executors open tables, read scan tasks and write data files without a catalog is
+``spark_plugin._executor_tables`` (batch writes use it too).
 
 The test hook that kills the driver at named points of the source and sink is
 ``spark_plugin._crash_points`` (the batch job's commit has one too).

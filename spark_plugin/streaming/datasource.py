@@ -114,10 +114,10 @@ class MetaServiceDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Called when Spark plans a micro-batch (and again to commit it): the sink registers
         its edge here, idempotently."""
+        from spark_plugin._executor_tables import TableHandle
         from spark_plugin.streaming.connections import client_for
         from spark_plugin.streaming.lifecycle import remember_job
         from spark_plugin.streaming.sink import BarrierStreamWriter
-        from spark_plugin.streaming.table_access import TableHandle
 
         o = SinkOptions.parse(self.options, self._conf())
         client_for(o.connection).register_sink(o.job, o.table)

@@ -66,6 +66,7 @@ from spark_plugin._errors import (
     UnknownJobError,
     UnknownTableError,
 )
+from spark_plugin._executor_tables import TableHandle, write_batches
 from spark_plugin._iceberg import (
     BARRIER_PROPERTY,
     JOB_PROPERTY,
@@ -90,7 +91,6 @@ from spark_plugin.streaming.connections import client_for
 from spark_plugin.streaming.lifecycle import remember_query
 from spark_plugin.streaming.options import SinkOptions
 from spark_plugin.streaming.source import _batch_id
-from spark_plugin.streaming.table_access import TableHandle, write_batches
 
 logger = logging.getLogger(__name__)
 

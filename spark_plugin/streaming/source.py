@@ -59,6 +59,12 @@ from spark_plugin._errors import (
     UnknownJobError,
     UnknownTableError,
 )
+from spark_plugin._executor_tables import (
+    TableHandle,
+    arrow_schema_for_spark,
+    pack_tasks,
+    read_tasks,
+)
 from spark_plugin._iceberg import (
     load_table,
     plan_appended_read,
@@ -69,12 +75,6 @@ from spark_plugin._models import Position
 from spark_plugin.streaming.connections import client_for
 from spark_plugin.streaming.offsets import BarrierOffset
 from spark_plugin.streaming.options import SourceOptions
-from spark_plugin.streaming.table_access import (
-    TableHandle,
-    arrow_schema_for_spark,
-    pack_tasks,
-    read_tasks,
-)
 
 logger = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 _EVIDENCE_SOURCE = '''
@@ -88,23 +89,38 @@ def cluster_evidence(spark: Any) -> dict[str, Any]:
             "driver_pid": os.getpid(), "driver_cwd": os.getcwd(), "tasks": tasks}
 
 
-def records_written(spark: Any) -> dict[str, int]:
-    """Rows written by Spark's own writers (tasks' ``outputMetrics.recordsWritten``), summed
-    by the executor that ran the task (``driver`` in local mode)."""
+def finished_tasks(spark: Any) -> Iterator[tuple[str, Any]]:
+    """Every task of the application's stages, with its stage's name (its call site)."""
     sc = spark.sparkContext
     store = sc._jsc.sc().statusStore()
     no_quantiles = sc._gateway.new_array(sc._jvm.double, 0)
     stages = store.stageList(None, False, False, no_quantiles, None)
-    written: dict[str, int] = {}
     for i in range(stages.size()):
         stage = stages.apply(i)
         tasks = store.taskList(stage.stageId(), stage.attemptId(), 100_000)
         for j in range(tasks.size()):
-            task = tasks.apply(j)
-            if task.taskMetrics().isDefined():
-                rows = int(task.taskMetrics().get().outputMetrics().recordsWritten())
-                written[task.executorId()] = written.get(task.executorId(), 0) + rows
+            yield str(stage.name()), tasks.apply(j)
+
+
+def records_written(spark: Any) -> dict[str, int]:
+    """Rows written by Spark's own writers (tasks' ``outputMetrics.recordsWritten``), summed
+    by the executor that ran the task (``driver`` in local mode)."""
+    written: dict[str, int] = {}
+    for _stage, task in finished_tasks(spark):
+        if task.taskMetrics().isDefined():
+            rows = int(task.taskMetrics().get().outputMetrics().recordsWritten())
+            written[task.executorId()] = written.get(task.executorId(), 0) + rows
     return written
+
+
+def plugin_write_tasks(spark: Any) -> dict[str, int]:
+    """Tasks of the stages the plugin's own writer ran (``write_from_tasks``: pyiceberg's writer
+    in the Python workers, on object stores), counted by the executor that ran each task."""
+    ran: dict[str, int] = {}
+    for stage, task in finished_tasks(spark):
+        if "_spark_io.py" in stage and str(task.status()) == "SUCCESS":
+            ran[task.executorId()] = ran.get(task.executorId(), 0) + 1
+    return ran
 
 
 def run_batch(spark: Any, prefix: str) -> dict[str, Any]:
@@ -174,6 +190,7 @@ def main(mode: str, master: str, prefix: str, result_file: str, *rest: str) -> i
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         result["records_written"] = records_written(spark)
+        result["plugin_write_tasks"] = plugin_write_tasks(spark)
     finally:
         spark.stop()
     with open(result_file, "w") as out:

@@ -99,11 +99,11 @@ def test_unknown_columns_are_refused_and_missing_optional_ones_are_null(
     assert rows_of(df) == [(7, None, None, None, None)]
 
 
-def test_partitioned_table_is_written_by_pyiceberg_and_read_back(
+def test_partitioned_table_is_written_by_pyiceberg_in_the_tasks_and_read_back(
         spark, catalog, database, source_df) -> None:
     table = sp.create_table_from_spark_schema(f"lake.{database}.p", source_df, catalog=catalog,
                                               partition_by=["name"])
-    assert sio.native_write_refusal(table) == "partitioned table"
+    assert sio.executor_write_reason(table) == "partitioned table"
     done = commit(table, spark, source_df, 1)
     table.refresh()
     assert len(list(table.scan().plan_files())) == 3  # one file per partition value

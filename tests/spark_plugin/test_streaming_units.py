@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from spark_plugin._executor_tables import pack_tasks
 from spark_plugin.streaming.checkpoint import (
     clear_staged,
     job_batch,
@@ -26,7 +27,6 @@ from spark_plugin.streaming.options import (
     SinkOptions,
     SourceOptions,
 )
-from spark_plugin.streaming.table_access import pack_tasks
 
 
 def write_offset_log(root, batch: int, *offsets) -> None:

@@ -55,3 +55,4 @@ def test_workers_without_the_plugin_fail_fast_with_the_reason(builtin_url, tmp_p
     assert f"spark.pyspark.python={sys.executable} is in this session's configuration, but " \
         "pyspark ignores it" in message
     assert "barrier_job: ok" in out
+    assert f"partitioned_write: {sp.WorkerImportError.__name__}" in out

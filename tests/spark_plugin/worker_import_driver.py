@@ -7,7 +7,9 @@ its workers), and ``PYSPARK_PYTHON`` is ``WORKER_PYTHON``; ``spark.pyspark.pytho
 session builder to this interpreter (which has the plugin), is ignored by pyspark and must be
 named so in the error. Prints one line per check:
 ``register_data_source: <error class>|<python>|<reason>``, then ``barrier_job: ok`` when a
-BarrierJob (which runs no plugin code on workers) still works on such a session.
+BarrierJob on unpartitioned tables of a local warehouse (which runs no plugin code on workers)
+still works on such a session, then ``partitioned_write: <error class>`` for an append to a
+partitioned table (written by pyiceberg in Spark's tasks).
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ def main(root: str, worker_python: str, url: str, prefix: str) -> int:
         step.write(sink, step.read(root))
         step.commit()
     print("barrier_job: ok", flush=True)
+    sp.create_table_from_spark_schema(f"{prefix}.by_id", df.schema, client=client,
+                                      partition_by=["id"])
+    try:
+        sp.append_root(spark, df, f"{prefix}.by_id", client=client, barrier=1_000)
+        print("partitioned_write: ok", flush=True)
+    except sp.MetaServiceError as exc:
+        print(f"partitioned_write: {type(exc).__name__}", flush=True)
     spark.stop()
     return 0
 

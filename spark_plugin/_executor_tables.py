@@ -137,20 +137,40 @@ def table_arrow_schema(schema: Schema) -> pa.Schema:
 def write_batches(handle: TableHandle, batches: Iterable[pa.RecordBatch]) -> tuple[list[DataFile],
                                                                                    int]:
     """Write Arrow batches (columns by name) as Parquet data files of the table, partitioned as
-    the table is; nothing is committed. Returns the data files and the number of rows."""
+    the table is; nothing is committed. Returns the data files and the number of rows. An
+    unpartitioned table's batches are written as they come, one target-sized file after
+    another (bounded memory); a partitioned table's are gathered first, as pyiceberg splits a
+    whole Arrow table by partition.
+
+    Raises:
+        UnsupportedSchemaError: a required column holds a null (files already written for the
+            call are deleted; nothing is committed).
+    """
     import pyarrow as pa
 
     from spark_plugin._errors import UnsupportedSchemaError
-    from spark_plugin._iceberg import data_files_from_arrow
+    from spark_plugin._iceberg import data_files_from_arrow, data_files_from_batches
 
     table = handle.open()
     schema = table.schema()
     target = table_arrow_schema(schema)
-    aligned = [conform(b, target) for b in batches if b.num_rows]
-    if not aligned:
-        return [], 0
-    data = pa.Table.from_batches(aligned, schema=target)
-    for f in schema.fields:
-        if f.required and data.column(f.name).null_count:
-            raise UnsupportedSchemaError(f"null in required column {f.name!r} of {handle.name}")
-    return data_files_from_arrow(table, data), data.num_rows
+    required = [f.name for f in schema.fields if f.required]
+    rows = 0
+
+    def checked() -> Iterator[pa.RecordBatch]:
+        nonlocal rows
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            batch = conform(batch, target)
+            for name in required:
+                if batch.column(name).null_count:
+                    raise UnsupportedSchemaError(
+                        f"null in required column {name!r} of {handle.name}")
+            rows += batch.num_rows
+            yield batch
+
+    if table.spec().is_unpartitioned():
+        return data_files_from_batches(table, checked(), target), rows
+    data = pa.Table.from_batches(list(checked()), schema=target)
+    return (data_files_from_arrow(table, data) if data.num_rows else []), rows
