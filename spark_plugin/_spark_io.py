@@ -402,16 +402,16 @@ def write_data_files(spark: SparkSession, df: DataFrame, table: Table) -> list[D
 def write_from_tasks(spark: SparkSession, aligned: DataFrame, table: Table) -> list[DataFile]:
     """Each Spark task writes its rows as the table's data files with pyiceberg's writer and
     the table's FileIO (``spark_plugin/_executor_tables.py``) and answers what it wrote; the
-    data files of the tasks that succeeded. Timestamps reach the tasks in UTC."""
+    data files of the tasks that succeeded. Timestamps reach the tasks labelled with the
+    session's time zone; the tasks cast them to the table's types (the same instants)."""
     import pickle
 
     from spark_plugin._executor_tables import TableHandle
 
     _require_plugin_on_workers(spark)
     handle = TableHandle.of(qualified_name(table), table)
-    with scoped_spark_conf(spark, {"spark.sql.session.timeZone": "UTC"}):
-        answers = aligned.mapInArrow(functools.partial(_write_task, handle),
-                                     "data_file binary").collect()
+    answers = aligned.mapInArrow(functools.partial(_write_task, handle),
+                                 "data_file binary").collect()
     return [pickle.loads(row.data_file) for row in answers]  # noqa: S301 - our tasks' answers
 
 

@@ -161,3 +161,25 @@ def test_changes_between_snapshots(spark, catalog, database, source_df) -> None:
     empty = ice.plan_appended_read(table, third.snapshot_id, third.snapshot_id)
     df = sio.dataframe_from_plan(spark, table, empty)
     assert df.count() == 0 and df.columns == ["id", "name", "local_ts", "utc_ts", "amount"]
+
+
+def test_tasks_write_the_same_instants_whatever_the_sessions_time_zone(
+        spark, catalog, database) -> None:
+    """Spark hands a task's ``timestamp`` columns to Python labelled with the session's time
+    zone; the table holds the same instants (and ``timestamp_ntz`` the same wall-clock values)
+    as a session in UTC writes."""
+    from pyspark.sql import functions as F
+
+    rows = [(1, dt.datetime(2024, 3, 10, 7, 30), dt.datetime(2024, 3, 10, 7, 30))]
+    frame = spark.createDataFrame(rows, "id long, local_ts timestamp_ntz, utc_ts timestamp")
+    table = sp.create_table_from_spark_schema(f"lake.{database}.p", frame, catalog=catalog,
+                                              partition_by=["id"])
+    assert sio.executor_write_reason(table) == "partitioned table"
+    with sio.scoped_spark_conf(spark, {"spark.sql.session.timeZone": "America/New_York"}):
+        commit(table, spark, frame, 1)
+    table.refresh()
+    [row] = table.scan().to_arrow().to_pylist()
+    instant = frame.select(F.unix_micros("utc_ts")).first()[0]
+    assert row["utc_ts"] == dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + \
+        dt.timedelta(microseconds=instant)
+    assert row["local_ts"] == dt.datetime(2024, 3, 10, 7, 30)
