@@ -520,20 +520,19 @@ def read_from_tasks(spark: SparkSession, table: Table, plan: ReadPlan) -> DataFr
 
     _require_plugin_on_workers(spark)
     spark_schema = iceberg_schema_to_spark(plan.schema)
-    size = spark.conf.get("spark.sql.files.maxPartitionBytes", "134217728") or "134217728"
-    groups = pack_tasks(list(scan_tasks(table, plan)), _bytes(size))
+    groups = pack_tasks(list(scan_tasks(table, plan)), _max_partition_bytes(spark))
     read = functools.partial(_read_task, TableHandle.of(qualified_name(table), table),
                              plan.schema_json, spark_schema.json(), groups)
     return spark.range(0, len(groups), 1, len(groups)).mapInArrow(read, spark_schema)
 
 
-def _bytes(size: str) -> int:
-    """A Spark byte-size setting (``134217728``, ``128m``, ``1g``) in bytes."""
-    units = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    text = size.strip().lower().removesuffix("b") or "0"
-    if text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
+def _max_partition_bytes(spark: SparkSession) -> int:
+    """``spark.sql.files.maxPartitionBytes`` as Spark itself reads it (``128m``, ``1g``...);
+    its default, 128 MiB, for a session without a JVM here (Spark Connect)."""
+    session = getattr(spark, "_jsparkSession", None)
+    if session is None:
+        return 128 << 20
+    return int(session.sessionState().conf().filesMaxPartitionBytes())
 
 
 def _read_task(handle: Any, schema_json: str, spark_schema_json: str, groups: list[list[Any]],

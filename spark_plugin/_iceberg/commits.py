@@ -76,7 +76,9 @@ def data_files_from_batches(table: Table, batches: Iterable[pa.RecordBatch],
     """Write Arrow batches of ``schema`` as Parquet data files of unpartitioned ``table`` as they
     come: one target-sized file (``write.target-file-size-bytes`` of Arrow data) at a time, so
     at most one file's rows are held in memory. Nothing is committed; if the batches fail
-    midway, the files already written are deleted before the error is raised."""
+    midway, the files already written are deleted before the error is raised. (pyiceberg's own
+    streaming path, ``_dataframe_to_data_files`` with a ``RecordBatchReader``, hands every file's
+    batches to a thread pool's ``map`` at once, which holds all of them in memory.)"""
     from pyiceberg.io.pyarrow import (
         _check_pyarrow_schema_compatible,
         bin_pack_record_batches,
