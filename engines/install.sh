@@ -5,6 +5,7 @@
 #   engines/spark41/install.sh          Spark 4.1 with Iceberg 1.12's runtime (.venv-spark41)
 #   engines/kafka/install.sh            Kafka's broker and Spark's Kafka source for the plugin
 #   engines/pyiceberg-suite/install.sh  pyiceberg's own integration suites for REST catalogs
+#   engines/plugin-jvm/install.sh       the plugin's JVM source (jvm/), built by Maven
 # The installers run at once (one after another they leave the CPUs idle much of the time, pip
 # and Maven waiting on the disk and the network), each line of their output prefixed with the
 # installer's name. Where they share
@@ -23,7 +24,7 @@ run() {
 }
 
 pids=()
-for installer in spark35 spark41 kafka pyiceberg-suite; do
+for installer in spark35 spark41 kafka pyiceberg-suite plugin-jvm; do
     run "$installer" &
     pids+=("$!:$installer")
 done

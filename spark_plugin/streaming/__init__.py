@@ -16,6 +16,8 @@ A micro-batch is one aligned barrier. The pieces, each in the module named after
 - ``offsets``      the source's offsets: the job, its barrier, the snapshots of its sources;
 - ``checkpoint``   Spark's offset log (the barrier of a batch) and the sink's staged output;
 - ``source``       the streaming reader: barriers from the service, files from Iceberg;
+- ``native_source`` ``metaservice_native``: the same source, its files read by Spark's own
+                   Parquet reader (a JVM source, ``jvm/``, asking ``source`` through Py4J);
 - ``sink``         the streaming writer: one tagged Iceberg commit per barrier, then the report,
                    exactly once across crashes;
 - ``lifecycle``    registration at plan time, start at the first offset request, unregistration
@@ -38,8 +40,10 @@ from spark_plugin.streaming.datasource import FORMAT, MetaServiceDataSource, wit
 
 def register_data_source(spark: Any, *, url: str | None = None,
                          token: str | None = None) -> Any:
-    """Register the ``metaservice`` format with ``spark`` and install the listener that
-    unregisters a streaming query's jobs when it terminates (once per session).
+    """Register the ``metaservice`` format with ``spark`` (and ``metaservice_native``, the
+    streaming source read by Spark's own Parquet reader, when :func:`native_source_jar` is on
+    the driver's classpath) and install the listener that unregisters a streaming query's jobs
+    when it terminates (once per session).
 
     First checks, once per Spark application, that Spark's Python workers can import the plugin
     (the format runs there), and captures the session's catalog settings
@@ -60,10 +64,35 @@ def register_data_source(spark: Any, *, url: str | None = None,
     from spark_plugin._iceberg.catalogs import spark_conf
     from spark_plugin._workers import require_plugin_on_workers
     from spark_plugin.streaming.lifecycle import install_listener
+    from spark_plugin.streaming.native_source import register_native_source
 
     require_plugin_on_workers(spark)
-    spark.dataSource.register(with_catalog_conf(spark_conf(spark)))
+    catalog_conf = spark_conf(spark)
+    spark.dataSource.register(with_catalog_conf(catalog_conf))
+    register_native_source(spark, catalog_conf)
     return install_listener(spark, url, token)
 
 
-__all__ = ["FORMAT", "MetaServiceDataSource", "register_data_source"]
+def native_source_jar() -> str:
+    """The jar of the ``metaservice_native`` source, to name in ``spark.jars`` when the
+    session is built: ``$METASERVICE_PLUGIN_JAR``, else the one ``bash
+    engines/plugin-jvm/install.sh`` builds in this checkout.
+
+    Raises:
+        FileNotFoundError: no jar there (the message says how to build it).
+    """
+    import os
+    from pathlib import Path
+
+    configured = os.environ.get("METASERVICE_PLUGIN_JAR")
+    jar = Path(configured) if configured else (
+        Path(__file__).resolve().parents[2] / ".cache" / "jars" / "plugin-jvm"
+        / "metaservice-spark-plugin.jar")
+    if not jar.is_file():
+        raise FileNotFoundError(f"{jar}: the metaservice_native source's jar is not built; "
+                                "run `bash engines/plugin-jvm/install.sh` (Maven, Java 17), or "
+                                "set METASERVICE_PLUGIN_JAR to the jar")
+    return str(jar)
+
+
+__all__ = ["FORMAT", "MetaServiceDataSource", "native_source_jar", "register_data_source"]

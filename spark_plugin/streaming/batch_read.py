@@ -23,10 +23,10 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from spark_plugin._errors import InvalidRequestError
-from spark_plugin._iceberg import load_table, snapshot_schema
+from spark_plugin._iceberg import load_table, plan_snapshot_read, snapshot_schema
 from spark_plugin.streaming.connections import client_for
 from spark_plugin.streaming.options import BatchReadOptions
-from spark_plugin.streaming.source import plan_partitions, read_partition
+from spark_plugin.streaming.source import partitions_of, read_partition
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +87,9 @@ class ConsistentBatchReader(DataSourceReader):
         table = load_table(self.options.table, self.options.catalog)
         if table.metadata.snapshot_by_id(self.version.snapshot_id) is None:
             table.refresh()
-        return list(plan_partitions(self.options.table, table, None, self.version.snapshot_id,
-                                    self.version.schema_json, self.spark_schema_json,
-                                    self.options.max_partition_bytes))
+        plan = plan_snapshot_read(table, self.version.snapshot_id, allow_native=False)
+        return list(partitions_of(self.options.table, table, plan, self.version.schema_json,
+                                  self.spark_schema_json, self.options.max_partition_bytes))
 
     def read(self, partition: InputPartition) -> Any:
         # Spark hands back a partition partitions() made (ours); pyspark types the base class

@@ -66,6 +66,7 @@ from spark_plugin._executor_tables import (
     read_tasks,
 )
 from spark_plugin._iceberg import (
+    ReadPlan,
     load_table,
     plan_appended_read,
     plan_snapshot_read,
@@ -103,19 +104,14 @@ def read_partition(partition: BarrierFilesPartition) -> Any:
     yield from read_tasks(partition.handle, partition.schema_json, partition.tasks, target)
 
 
-def plan_partitions(name: str, table: Any, from_snapshot: int | None, to_snapshot: int,
-                    schema_json: str, spark_schema_json: str,
-                    target_bytes: int) -> list[BarrierFilesPartition]:
-    """Partitions reading what ``to_snapshot`` of ``table`` holds beyond ``from_snapshot`` (all
-    of it when ``from_snapshot`` is ``None``)."""
-    if from_snapshot is None:
-        plan = plan_snapshot_read(table, to_snapshot, allow_native=False)
-    else:
-        plan = plan_appended_read(table, from_snapshot, to_snapshot, allow_native=False)
-    tasks = list(plan._tasks)
+def partitions_of(name: str, table: Any, plan: ReadPlan, schema_json: str,
+                  spark_schema_json: str, target_bytes: int) -> list[BarrierFilesPartition]:
+    """Partitions reading the files of ``plan`` of ``table`` (named ``name``) in Python
+    workers with pyiceberg's Arrow scan, about ``target_bytes`` each, their rows in the columns
+    of ``spark_schema_json``."""
     handle = TableHandle.of(name, table)
     return [BarrierFilesPartition(handle, schema_json, spark_schema_json, group)
-            for group in pack_tasks(tasks, target_bytes)]
+            for group in pack_tasks(list(plan._tasks), target_bytes)]
 
 
 class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -310,26 +306,39 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [t for p in partitions for t in p.tasks]  # type: ignore[attr-defined]
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        planned = self.plan_between(start, end, allow_native=False)
+        if planned is None:
+            return []
+        table, plan = planned
+        return list(partitions_of(self.options.table, table, plan, self.schema_json, self.spark_schema_json,
+                                  self.options.max_partition_bytes))
+
+    def plan_between(self, start: dict, end: dict, *,
+                     allow_native: bool) -> tuple[Any, ReadPlan] | None:
+        """The table (with fresh credentials) and the read plan of what the source reads between
+        two offsets; ``None`` when it reads nothing (the same barrier, a registration batch, an
+        unchanged snapshot)."""
         begin, finish = BarrierOffset.from_json(start), BarrierOffset.from_json(end)
         table_name = self.options.table
         if finish.barrier is None or finish.barrier == begin.barrier:
-            return []
+            return None
         to_snapshot = finish.snapshots.get(table_name)
         if to_snapshot is None:
             raise StreamStateError(f"offset of barrier {finish.barrier} has no snapshot of "
                                    f"{table_name}")
         from_snapshot = begin.snapshots.get(table_name)
         if from_snapshot == to_snapshot:
-            return []
+            return None
         if self._table is None:
             self._table = load_table(table_name, self.options.catalog)
         # the partitions carry the table's credentials to the executors: renewed before they end
         table = with_fresh_credentials(self._table)
         if table.metadata.snapshot_by_id(to_snapshot) is None:
             table.refresh()
-        return list(plan_partitions(table_name, table, from_snapshot, to_snapshot,
-                                    self.schema_json, self.spark_schema_json,
-                                    self.options.max_partition_bytes))
+        if from_snapshot is None:
+            return table, plan_snapshot_read(table, to_snapshot, allow_native=allow_native)
+        return table, plan_appended_read(table, from_snapshot, to_snapshot,
+                                         allow_native=allow_native)
 
     def read(self, partition: InputPartition) -> Any:
         crash_point("in_read", _batch_id())

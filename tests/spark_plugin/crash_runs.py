@@ -57,9 +57,9 @@ class CrashPipeline:
 
     def __init__(self, *, url: str, client: sp.MetaServiceClient, job: str, source: str,
                  sink: str, workdir: Path, ingest: Callable[[str, dict, int], object],
-                 load: Callable[[str], Any]) -> None:
+                 load: Callable[[str], Any], source_format: str = "metaservice") -> None:
         self.args = [sys.executable, str(DRIVER), url, job, source, sink,
-                     str(workdir / "checkpoint"), str(workdir / "stop")]
+                     str(workdir / "checkpoint"), str(workdir / "stop"), source_format]
         self.client, self.job, self.source, self.sink = client, job, source, sink
         self.workdir = workdir
         self._ingest, self._load = ingest, load

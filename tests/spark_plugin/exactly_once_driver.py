@@ -1,9 +1,10 @@
 """The Spark driver of the exactly-once test, run in its own process (and process group).
 
-    python exactly_once_driver.py URL JOB SOURCE SINK CHECKPOINT STOP_FILE
+    python exactly_once_driver.py URL JOB SOURCE SINK CHECKPOINT STOP_FILE [SOURCE_FORMAT]
 
 Runs one streaming query, ``SOURCE`` → ``id, amount * 2 + 1, batch`` → ``SINK``, through the
-``metaservice`` source and sink, until ``STOP_FILE`` exists; then stops it (the listener
+``metaservice`` source (or ``SOURCE_FORMAT``: ``metaservice_native``, its jar on the driver's
+classpath) and the ``metaservice`` sink, until ``STOP_FILE`` exists; then stops it (the listener
 unregisters the job) and exits 0. A ``SOURCE`` of the form ``kafka://HOST:PORT/TOPIC`` is
 a Kafka topic read with Spark's own Kafka source (its jars from ``.cache/jars/plugin-kafka``, a
 few offsets per micro-batch): ``partition, offset, id`` (the message's value as a number) →
@@ -24,7 +25,8 @@ KAFKA_JARS = ROOT / ".cache" / "jars" / "plugin-kafka"
 KAFKA_OFFSETS_PER_BATCH = 4
 
 
-def main(url: str, job: str, source: str, sink: str, checkpoint: str, stop_file: str) -> int:
+def main(url: str, job: str, source: str, sink: str, checkpoint: str, stop_file: str,
+         source_format: str = "metaservice") -> int:
     if os.environ.get("METASERVICE_PLUGIN_CRASH_AT"):
         os.environ["METASERVICE_PLUGIN_CRASH_PGID"] = str(os.getpgrp())
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -34,6 +36,10 @@ def main(url: str, job: str, source: str, sink: str, checkpoint: str, stop_file:
     from spark_plugin.streaming import register_data_source
 
     builder = SparkSession.builder
+    if source_format == "metaservice_native":
+        from spark_plugin.streaming import native_source_jar
+
+        builder = builder.config("spark.jars", native_source_jar())
     if source.startswith("kafka://"):
         builder = builder.config("spark.jars", ",".join(
             str(jar) for jar in sorted(KAFKA_JARS.glob("*.jar"))))
@@ -56,7 +62,7 @@ def main(url: str, job: str, source: str, sink: str, checkpoint: str, stop_file:
                 .selectExpr("CAST(partition AS BIGINT) AS partition", "offset",
                             "CAST(CAST(value AS STRING) AS BIGINT) AS id"))
     else:
-        rows = (spark.readStream.format("metaservice").option("metaservice.url", url)
+        rows = (spark.readStream.format(source_format).option("metaservice.url", url)
                 .option("job", job).option("table", source).load()
                 .selectExpr("id", "amount * 2 + 1 AS amount", "batch"))
     query = (rows.writeStream.format("metaservice").option("metaservice.url", url)
@@ -79,4 +85,4 @@ def main(url: str, job: str, source: str, sink: str, checkpoint: str, stop_file:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:7]))
+    sys.exit(main(*sys.argv[1:8]))

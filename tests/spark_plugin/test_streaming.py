@@ -19,6 +19,11 @@ def fmt(spark, live_server_url):
     return live_server_url
 
 
+# the two streaming sources: Python's (files read in Python workers) and the JVM one, whose
+# micro-batches are Spark's own Parquet scans of the barrier's files
+SOURCE_FORMATS = ["metaservice", "metaservice_native"]
+
+
 def make_tables(spark, catalog, database, ddl: str, *names: str) -> list[str]:
     schema = spark.createDataFrame([], ddl).schema
     out = []
@@ -28,8 +33,9 @@ def make_tables(spark, catalog, database, ddl: str, *names: str) -> list[str]:
     return out
 
 
-def source(spark, url: str, job: str, table: str, **options: str):
-    reader = (spark.readStream.format("metaservice").option("metaservice.url", url)
+def source(spark, url: str, job: str, table: str, source_format: str = "metaservice",
+           **options: str):
+    reader = (spark.readStream.format(source_format).option("metaservice.url", url)
               .option("job", job).option("table", table))
     for k, v in options.items():
         reader = reader.option(k, v)
@@ -65,13 +71,14 @@ def wait_for_barrier(client, query, table, barrier, timeout=120):
     wait_until(reached, timeout=timeout)
 
 
+@pytest.mark.parametrize("source_format", SOURCE_FORMATS)
 def test_append_query_commits_each_barrier_once_and_the_job_follows_the_query(
-        spark, catalog, database, client, fmt, tmp_path):
+        spark, catalog, database, client, fmt, tmp_path, source_format):
     orders, out = make_tables(spark, catalog, database, "id long, amount long",
                               "orders", "doubled")
     job = f"{database}.double"
     ingest(client, catalog, orders, {"id": [1, 2], "amount": [10, 20]}, barrier=1_000)
-    df = source(spark, fmt, job, orders).selectExpr("id", "amount * 2 AS amount")
+    df = source(spark, fmt, job, orders, source_format).selectExpr("id", "amount * 2 AS amount")
     assert client.get_job(job)["state"] == "planned"  # registered when the stream was defined
     query = sink(df, fmt, job, out, tmp_path / "ckpt")
     try:
@@ -91,8 +98,9 @@ def test_append_query_commits_each_barrier_once_and_the_job_follows_the_query(
     wait_until(lambda: client.get_job(job)["state"] == "terminated", timeout=30)
 
 
+@pytest.mark.parametrize("source_format", SOURCE_FORMATS)
 def test_sources_of_one_job_read_the_same_barrier(spark, catalog, database, client, fmt,
-                                                  tmp_path):
+                                                  tmp_path, source_format):
     orders, = make_tables(spark, catalog, database, "order_id long, customer_id long", "orders")
     customers, = make_tables(spark, catalog, database, "customer_id long, segment string",
                              "customers")
@@ -101,8 +109,8 @@ def test_sources_of_one_job_read_the_same_barrier(spark, catalog, database, clie
     job = f"{database}.enrich"
     ingest(client, catalog, customers, {"customer_id": [1, 2], "segment": ["a", "b"]}, 1_000)
     ingest(client, catalog, orders, {"order_id": [10, 11], "customer_id": [1, 2]}, 1_000)
-    joined = (source(spark, fmt, job, orders)
-              .join(source(spark, fmt, job, customers), "customer_id")
+    joined = (source(spark, fmt, job, orders, source_format)
+              .join(source(spark, fmt, job, customers, source_format), "customer_id")
               .select("order_id", "customer_id", "segment"))
     query = sink(joined, fmt, job, enriched, tmp_path / "ckpt")
     try:
@@ -167,14 +175,15 @@ def test_complete_mode_overwrites_and_an_idle_barrier_is_a_heartbeat(
         query.stop()
 
 
+@pytest.mark.parametrize("source_format", SOURCE_FORMATS)
 def test_available_now_stops_at_the_barrier_offered_when_it_started(
-        spark, catalog, database, client, fmt, tmp_path):
+        spark, catalog, database, client, fmt, tmp_path, source_format):
     events, out = make_tables(spark, catalog, database, "id long", "events", "copy")
     job = f"{database}.copy"
     for i, barrier in enumerate((1_000, 2_000, 3_000)):
         ingest(client, catalog, events, {"id": [i]}, barrier)
-    query = sink(source(spark, fmt, job, events), fmt, job, out, tmp_path / "ckpt",
-                 trigger={"availableNow": True})
+    query = sink(source(spark, fmt, job, events, source_format), fmt, job, out,
+                 tmp_path / "ckpt", trigger={"availableNow": True})
     assert query.awaitTermination(180)
     assert query.exception() is None
     assert latest(client, out) == 3_000
@@ -182,8 +191,8 @@ def test_available_now_stops_at_the_barrier_offered_when_it_started(
     wait_until(lambda: client.get_job(job)["state"] == "terminated", timeout=30)
     # a later run of the same query resumes from its checkpoint: only the new barrier
     ingest(client, catalog, events, {"id": [3]}, 4_000)
-    query = sink(source(spark, fmt, job, events), fmt, job, out, tmp_path / "ckpt",
-                 trigger={"availableNow": True})
+    query = sink(source(spark, fmt, job, events, source_format), fmt, job, out,
+                 tmp_path / "ckpt", trigger={"availableNow": True})
     assert query.awaitTermination(180)
     assert query.exception() is None
     assert rows_of(catalog, out) == [(0,), (1,), (2,), (3,)]
@@ -261,13 +270,14 @@ def test_a_query_without_metaservice_sources_runs_a_job_without_sources(
     wait_until(lambda: client.get_job(job)["state"] == "terminated", timeout=30)
 
 
+@pytest.mark.parametrize("source_format", SOURCE_FORMATS)
 def test_starting_barrier_sets_the_first_full_read_and_available_now_reads_all_available(
-        spark, catalog, database, client, fmt, tmp_path):
+        spark, catalog, database, client, fmt, tmp_path, source_format):
     events, out = make_tables(spark, catalog, database, "id long", "events", "copy")
     job = f"{database}.from2000"
     for i, barrier in enumerate((1_000, 2_000, 3_000)):
         ingest(client, catalog, events, {"id": [i]}, barrier)
-    df = source(spark, fmt, job, events, startingBarrier="2000")
+    df = source(spark, fmt, job, events, source_format, startingBarrier="2000")
     query = sink(df, fmt, job, out, tmp_path / "ckpt", trigger={"availableNow": True})
     assert query.awaitTermination(180)
     assert query.exception() is None
@@ -276,3 +286,64 @@ def test_starting_barrier_sets_the_first_full_read_and_available_now_reads_all_a
     assert [r["barrier"] for r in recorded] == [3_000, 2_000]
     assert rows_of(catalog, out, recorded[1]["snapshot_id"]) == [(0,), (1,)]
     assert rows_of(catalog, out) == [(0,), (1,), (2,)]
+
+
+def _executed_plan(query) -> str:
+    return str(query._jsq.streamingQuery().lastExecution().executedPlan().toString())
+
+
+def test_native_source_scans_with_spark_and_matches_columns_by_field_id(
+        spark, catalog, database, client, fmt, tmp_path):
+    events, out = make_tables(spark, catalog, database, "id long, amount long", "events", "copy")
+    job = f"{database}.native"
+    ingest(client, catalog, events, {"id": [1], "amount": [10]}, 1_000)
+    # renamed after its first files were written: those files still say "amount"
+    with ice.load_table(events, catalog).update_schema() as update:
+        update.rename_column("amount", "value")
+    ingest(client, catalog, events, {"id": [2], "value": [20]}, 2_000)
+    df = (source(spark, fmt, job, events, "metaservice_native").where("value > 0")
+          .selectExpr("id", "value AS amount"))
+    query = sink(df, fmt, job, out, tmp_path / "ckpt", trigger={"availableNow": True})
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    assert rows_of(catalog, out) == [(1, 10), (2, 20)]
+    plan = _executed_plan(query)
+    assert "FileScan parquet" in plan and "PushedFilters: [IsNotNull(value), " \
+        "GreaterThan(value,0)]" in plan, plan
+    assert query.lastProgress["sources"][0]["description"].startswith("metaservice_native[")
+
+
+def test_native_source_reads_in_tasks_what_spark_cannot_read_as_is(
+        spark, catalog, database, client, fmt, tmp_path):
+    from pyiceberg.types import LongType
+
+    events, out = make_tables(spark, catalog, database, "id long, amount int", "events", "copy")
+    job = f"{database}.promoted"
+    ingest(client, catalog, events, {"id": [1], "amount": [10]}, 1_000)
+    with ice.load_table(events, catalog).update_schema() as update:
+        update.update_column("amount", LongType())  # int files read as long: pyiceberg's work
+    ingest(client, catalog, events, {"id": [2], "amount": [2**40]}, 2_000)
+    with ice.load_table(out, catalog).update_schema() as update:
+        update.update_column("amount", LongType())
+    query = sink(source(spark, fmt, job, events, "metaservice_native"), fmt, job, out,
+                 tmp_path / "ckpt", trigger={"availableNow": True})
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    assert rows_of(catalog, out) == [(1, 10), (2, 2**40)]
+    # the micro-batch's rows came from the Python tasks' RDD, not from Spark's file scan
+    plan = _executed_plan(query)
+    assert "Scan ExistingRDD" in plan and "FileScan" not in plan, plan
+
+
+def test_native_source_without_registration_says_what_to_call(spark, tmp_path):
+    from spark_plugin.streaming import native_source
+
+    jvm = spark.sparkContext._jvm
+    provider = jvm.io.metaservice.spark.NativeBarrierSourceProvider
+    registered = native_source._registered.get(id(spark.sparkContext._gateway))
+    provider.register(None)
+    try:
+        with pytest.raises(Exception, match=r"call spark_plugin.register_data_source\(spark\)"):
+            spark.readStream.format("metaservice_native").option("job", "j").load()
+    finally:
+        provider.register(registered)

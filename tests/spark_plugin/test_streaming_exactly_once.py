@@ -65,3 +65,34 @@ def test_every_barrier_committed_exactly_once_across_driver_kills(
         r["amount"] * 2 + 1 for r in all_rows)
     print(f"\nexactly-once: {len(CRASH_RUNS)} SIGKILLs, {pipeline.runs} driver runs, "
           f"{len(pipeline.barriers)} barriers, {elapsed:.0f} s ({', '.join(timings)})")
+
+
+# the metaservice_native source: its offsets and commits are the metaservice source's, asked
+# through Py4J from the driver's JVM; the kills fall in the driver's Python process, mid-call
+# (the sink's points are the sink's own, above)
+NATIVE_CRASH_RUNS = [
+    ("after_offset", "2"),         # the barrier is pinned, Spark has not logged the offset
+    ("source_commit", "2"),        # Spark logged the commit, the source has not heard of it
+]
+
+
+def test_native_source_commits_every_barrier_exactly_once_across_driver_kills(
+        catalog, database, client, live_server_url, tmp_path):
+    create_tables(catalog, database, ("events", "events_out"))
+    source, sink = f"lake.{database}.events", f"lake.{database}.events_out"
+    pipeline = CrashPipeline(
+        url=live_server_url, client=client, job=f"{database}.native-once", source=source,
+        sink=sink, workdir=tmp_path, load=lambda table: ice.load_table(table, catalog),
+        ingest=lambda table, rows, barrier: ingest(client, catalog, table, rows, barrier),
+        source_format="metaservice_native")
+    pipeline.ingest_next()
+    try:
+        for point, batch in NATIVE_CRASH_RUNS:
+            pipeline.crash(point, batch)
+        pipeline.finish(more_barriers=1)
+    finally:
+        pipeline.kill_leftovers()
+    pipeline.check_exactly_once()
+    all_rows = ice.load_table(source, catalog).scan().to_arrow().to_pylist()
+    assert pc.sum(ice.load_table(sink, catalog).scan().to_arrow()["amount"]).as_py() == sum(
+        r["amount"] * 2 + 1 for r in all_rows)
