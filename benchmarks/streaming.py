@@ -13,7 +13,9 @@ equivalents.
 2. **Source**: reading a root table of the same size through each streaming source, its files
    committed five barriers one after the other while the query runs, next to Spark's own
    Parquet stream reader over the same files (``maxFilesPerTrigger`` = the files of one
-   barrier), both into Spark's ``noop`` sink: ``metaservice_native`` (a JVM source whose
+   barrier, the files appearing in its directory a barrier at a time while this process waits
+   for each micro-batch, as it does for the sources), both into Spark's ``noop`` sink, the
+   two sources alternating for as many rounds as the sink: ``metaservice_native`` (a JVM source whose
    micro-batches are Spark's own Parquet scans of the barrier's files; goal ≥ 0.9× Spark's
    rows/s in the steady state, the barriers after a query's first) and ``metaservice`` (a
    Python data source: pyiceberg's Arrow scan in Python workers; goal ≥ 0.8×). A query's first
@@ -31,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -215,9 +218,16 @@ def _run(base: Path, rows: int, batches: int, rounds: int) -> list[Result]:
                      "checkpointLocation": str(base / f"ck-coordinated-{r}")}))
             calls = _service_calls_per_barrier(url, _create_sink(catalog, "probe"),
                                                30 if rounds == 1 else 100)
-            sources = {fmt: _source_comparison(spark, catalog, url, input_dir, base,
-                                               files_per_barrier, fmt=fmt)
-                       for fmt in ("metaservice_native", "metaservice")}
+            # each source beside Spark's reader, the two sources alternating, `rounds` times
+            runs: dict[str, list[tuple[SourceTimes, SourceTimes]]] = {
+                "metaservice_native": [], "metaservice": []}
+            for r in range(rounds):
+                for fmt, done in runs.items():
+                    done.append(_source_comparison(spark, catalog, url, input_dir, base,
+                                                   files_per_barrier, fmt=fmt, round_=r))
+            sources = {fmt: (SourceTimes.total(s for s, _ in done),
+                             SourceTimes.total(n for _, n in done))
+                       for fmt, done in runs.items()}
     finally:
         spark.stop()
     t_ms, t_plain = statistics.median(coordinated), statistics.median(plain)
@@ -235,7 +245,7 @@ def _run(base: Path, rows: int, batches: int, rounds: int) -> list[Result]:
         Result("MetaService calls of one barrier (p50)", percentile(calls, 50), "ms",
                notes=f"2× register, job state, latest barrier, commit report; p95 "
                      f"{percentile(calls, 95):.1f} ms over {len(calls)} barriers, SQLite"),
-        *_source_results(sources, barriers, files_per_barrier, rows),
+        *_source_results(sources, barriers, files_per_barrier, rows, rounds),
     ]
 
 
@@ -248,24 +258,26 @@ SOURCE_NOTES = {
 
 
 def _source_results(sources: dict[str, tuple[SourceTimes, SourceTimes]], barriers: int,
-                    files_per_barrier: int, rows: int) -> list[Result]:
+                    files_per_barrier: int, rows: int, rounds: int) -> list[Result]:
     out = []
     for fmt, (source, native) in sources.items():
         how, at_least = SOURCE_NOTES[fmt]
         out += [
             Result.compare(
-                f"streaming source {fmt}, {source.steady_rows:,} rows in {barriers - 1} "
+                f"streaming source {fmt}, {rows - rows // barriers:,} rows in {barriers - 1} "
                 "barriers after the first", source.steady_rows / source.steady_s, "rows/s",
                 baseline="Spark's Parquet stream reader on the same files",
                 baseline_value=native.steady_rows / native.steady_s, higher_is_better=True,
                 at_least=at_least,
                 goal=f"at least {at_least:.0%} of Spark's Parquet reader's rows/s",
                 notes=f"{files_per_barrier} files ({rows // barriers:,} rows) a barrier, one "
-                      "barrier a micro-batch, into the noop sink; time of the micro-batches "
-                      "after the query's first that read rows (Spark's progress): "
+                      "barrier a micro-batch, into the noop sink, the files arriving a "
+                      "barrier at a time for both; time of the micro-batches after the "
+                      f"query's first that read rows (Spark's progress), {rounds} round(s) "
+                      "summed, each source's queries and Spark's back to back: "
                       f"{source.steady_s:.2f} s vs {native.steady_s:.2f} s; {how}"),
             Result(
-                f"streaming source {fmt}, a query's first barrier ({source.first_rows:,} rows)",
+                f"streaming source {fmt}, a query's first barrier ({rows // barriers:,} rows)",
                 source.first_rows / source.first_s, "rows/s",
                 baseline="Spark's Parquet stream reader, its first micro-batch",
                 baseline_value=native.first_rows / native.first_s,
@@ -288,10 +300,17 @@ class SourceTimes:
     steady_s: float  # every later barrier: the query's steady state
     steady_rows: int
 
+    @staticmethod
+    def total(times: Iterable[SourceTimes]) -> SourceTimes:
+        """The times of several queries, summed."""
+        listed = list(times)
+        return SourceTimes(sum(t.first_s for t in listed), sum(t.first_rows for t in listed),
+                           sum(t.steady_s for t in listed), sum(t.steady_rows for t in listed))
+
 
 def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path, base: Path,
-                       files_per_barrier: int, *,
-                       fmt: str = "metaservice") -> tuple[SourceTimes, SourceTimes]:
+                       files_per_barrier: int, *, fmt: str = "metaservice",
+                       round_: int = 0) -> tuple[SourceTimes, SourceTimes]:
     """The ``metaservice`` source and Spark's own Parquet stream reader over the same files,
     ``files_per_barrier`` files a barrier (a micro-batch), into the ``noop`` sink."""
     import pyarrow.parquet as pq
@@ -299,7 +318,7 @@ def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path, base
     import spark_plugin as sp
     from spark_plugin._iceberg import commit_sink, data_files_from_parquet, load_table
 
-    root = _create_sink(catalog, f"root_{fmt}")
+    root = _create_sink(catalog, f"root_{fmt}_{round_}")
     client = sp.MetaServiceClient(url)
     table = load_table(root)
     # the same Parquet files, copied into the table, committed a barrier at a time
@@ -316,9 +335,9 @@ def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path, base
 
     def start() -> Any:
         ms = (spark.readStream.format(fmt).option("metaservice.url", url)
-              .option("job", f"bench-source-{fmt}").option("table", root).load())
+              .option("job", f"bench-source-{fmt}-{round_}").option("table", root).load())
         return (ms.writeStream.format("noop").trigger(processingTime="0 seconds")
-                .option("checkpointLocation", str(base / f"ck-source-{fmt}")).start())
+                .option("checkpointLocation", str(base / f"ck-source-{fmt}-{round_}")).start())
 
     query = _initialized(start)
     try:
@@ -331,11 +350,21 @@ def _source_comparison(spark: Any, catalog: Any, url: str, input_dir: Path, base
     finally:
         query.stop()
     source = _source_times(query)
+    # Spark's reader under the same conditions: the same files arrive a barrier's worth at a
+    # time (hard links: a file appears whole) while this process waits for each micro-batch
+    watched = base / f"spark-reader-{fmt}-{round_}"
+    watched.mkdir(parents=True)
     query = (spark.readStream.schema("id long, customer long, amount double, bucket long")
-             .option("maxFilesPerTrigger", files_per_barrier).parquet(str(data))
-             .writeStream.format("noop").trigger(availableNow=True)
-             .option("checkpointLocation", str(base / f"ck-native-{fmt}")).start())
-    query.awaitTermination()
+             .option("maxFilesPerTrigger", files_per_barrier).parquet(str(watched))
+             .writeStream.format("noop").trigger(processingTime="0 seconds")
+             .option("checkpointLocation", str(base / f"ck-native-{fmt}-{round_}")).start())
+    try:
+        for i, group in enumerate(groups, start=1):
+            for path in group:
+                os.link(path.removeprefix("file://"), watched / Path(path).name)
+            _wait_for_data_batches(query, i)
+    finally:
+        query.stop()
     return source, _source_times(query)
 
 
@@ -364,13 +393,22 @@ def _initialized(start: Any, attempts: int = 4, timeout: float = 300) -> Any:
 
 
 def _wait_for_data_batches(query: Any, count: int, timeout: float = 300) -> None:
+    """Until ``count`` micro-batches of ``query`` read rows. Polls lightly (Spark's last
+    progress, every 0.2 s): this process is also the query's driver, and the time measured is
+    the micro-batches' own, which a busy poll would slow down."""
     deadline = time.monotonic() + timeout
-    while sum(1 for p in query.recentProgress if p["numInputRows"] > 0) < count:
+    seen = -1
+    while True:
+        last = query.lastProgress
+        if last is not None and last["batchId"] != seen:
+            seen = last["batchId"]
+            if sum(1 for p in query.recentProgress if p["numInputRows"] > 0) >= count:
+                return
         if query.exception() is not None:
-            raise RuntimeError(f"metaservice source query failed: {query.exception()}")
+            raise RuntimeError(f"the source query failed: {query.exception()}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"the source query did not read barrier {count}")
-        time.sleep(0.05)
+        time.sleep(0.2)
 
 
 def _source_times(query: Any) -> SourceTimes:

@@ -30,6 +30,7 @@ import functools
 import json
 import logging
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
@@ -129,37 +130,70 @@ class NativePlanner:
     def __init__(self, spark: Any, reader: Any) -> None:
         self.spark = spark
         self.reader = reader
+        # the plan of the micro-batch whose end offset was just answered, made while Spark
+        # writes that offset to its log: (start, end) -> the plan
+        self._planning: tuple[tuple[str | None, str], Future[Any]] | None = None
+        self._planner = ThreadPoolExecutor(max_workers=1,
+                                           thread_name_prefix="metaservice-native-planning")
 
     def _offset(self, json_text: str | None) -> dict[str, Any]:
         return json.loads(json_text) if json_text is not None else self.reader.initialOffset()
 
     def latestOffset(self, start_json: str | None,  # noqa: N802 - the Java interface's name
                      max_files: int) -> str | None:
+        self._forget_planning()
         start = self._offset(start_json)
         limit = ReadMaxFiles(max_files) if max_files > 0 else ReadAllAvailable()
         end = self.reader.latestOffset(start, limit)
         if end == start:
             # nothing new: Spark compares offsets by their JSON, so answer the very same text
             return start_json
-        return json.dumps(end)
+        end_json = json.dumps(end)
+        self._planning = ((start_json, end_json),
+                          self._planner.submit(self._plan, start_json, end_json))
+        return end_json
+
+    def _plan(self, start_json: str | None, end_json: str) -> tuple[Any, Any] | None:
+        return self.reader.plan_between(self._offset(start_json), json.loads(end_json),
+                                        allow_native=True)
+
+    def _forget_planning(self) -> None:
+        """Drop the plan made in the background, once it is done: the reader's table is never
+        used by two threads."""
+        if self._planning is not None:
+            _, pending = self._planning
+            self._planning = None
+            _settle(pending)
+
+    def _planned(self, start_json: str | None, end_json: str) -> tuple[Any, Any] | None:
+        """The plan between two offsets: the one made in the background for exactly these
+        offsets, else made now (a replay after a restart asks for logged offsets)."""
+        planning, self._planning = self._planning, None
+        if planning is not None:
+            key, pending = planning
+            if key == (start_json, end_json):
+                return pending.result()
+            _settle(pending)
+        return self._plan(start_json, end_json)
 
     def batch(self, start_json: str | None, end_json: str) -> Any:
-        """The micro-batch's rows as a batch DataFrame (its JVM object)."""
+        """The micro-batch's rows: the files for Spark to scan (the schema to read them with as
+        Spark's JSON, then a file per line), or a batch DataFrame of them (its JVM object)."""
         from spark_plugin._spark_io import iceberg_schema_to_spark, is_object_store
 
         reader = self.reader
         spark_schema = iceberg_schema_to_spark(_schema(reader.schema_json))
-        planned = reader.plan_between(self._offset(start_json), json.loads(end_json),
-                                      allow_native=True)
+        planned = self._planned(start_json, end_json)
         if planned is None or not planned[1].file_paths:
             return self.spark.createDataFrame([], spark_schema)._jdf
         table, plan = planned
-        if plan.method == "native" and not is_object_store(table.location()):
+        if (plan.method == "native" and not is_object_store(table.location())
+                and not any("\n" in path for path in plan.file_paths)):
             read_schema = iceberg_schema_to_spark(_schema(reader.schema_json),
                                                   with_ids=plan.by_field_id)
             logger.debug("stream_batch_native", extra={"table": plan.table,
                                                        "files": len(plan.file_paths)})
-            return self.spark.read.schema(read_schema).parquet(*plan.file_paths)._jdf
+            return "\n".join([read_schema.json(), *plan.file_paths])
         return self._read_in_tasks(table, plan, spark_schema)._jdf
 
     def _read_in_tasks(self, table: Any, plan: Any, spark_schema: Any) -> Any:
@@ -185,7 +219,15 @@ class NativePlanner:
         return int(self.reader.options.max_files_per_trigger or 0)
 
     def stop(self) -> None:
+        self._forget_planning()
+        self._planner.shutdown(wait=False)
         self.reader.stop()
+
+
+def _settle(pending: Future[Any]) -> None:
+    """Cancel ``pending``, or wait until it is done (its outcome is not wanted)."""
+    if not pending.cancel():
+        pending.exception()
 
 
 def _schema(schema_json: str) -> Any:

@@ -38,8 +38,11 @@ complete-mode query) cannot be streamed: ``NotAppendOnlyError`` fails the query 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -222,6 +225,7 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return pinned is not None and int(pinned) > barrier
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._given_back()
         begin = BarrierOffset.from_json(start)
         if (self._available_now and self._target is not None and begin.barrier is not None
                 and begin.barrier >= self._target and not self._pinned_after(begin.barrier)):
@@ -310,8 +314,8 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if planned is None:
             return []
         table, plan = planned
-        return list(partitions_of(self.options.table, table, plan, self.schema_json, self.spark_schema_json,
-                                  self.options.max_partition_bytes))
+        return list(partitions_of(self.options.table, table, plan, self.schema_json,
+                                  self.spark_schema_json, self.options.max_partition_bytes))
 
     def plan_between(self, start: dict, end: dict, *,
                      allow_native: bool) -> tuple[Any, ReadPlan] | None:
@@ -350,13 +354,42 @@ class BarrierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offset = BarrierOffset.from_json(end)
         if self._sinkless and offset.barrier is not None and not offset.registration:
             # A job read into a sink that is not ``metaservice`` never commits its barriers:
-            # give each back once read, so that the next one can be handed out.
-            with contextlib.suppress(UnknownBarrierError, JobNotRunningError):
-                self._client.abort_barrier(self.options.job, offset.barrier,
-                                           "read by a query without a metaservice sink")
+            # give each back once read, so that the next one can be handed out. Spark commits a
+            # batch's sources while it starts the next batch: the call runs beside that batch,
+            # and the next offset request waits for it (the service is in the same state as if
+            # it had been made here).
+            _giving_back[self] = _background().submit(self._give_back, offset.barrier)
+
+    def _give_back(self, barrier: int) -> None:
+        with contextlib.suppress(UnknownBarrierError, JobNotRunningError):
+            self._client.abort_barrier(self.options.job, barrier,
+                                       "read by a query without a metaservice sink")
+
+    def _given_back(self) -> None:
+        """Wait for the barrier given back at the last commit, if any; a failure is logged (the
+        next offset request gives a barrier already read back itself)."""
+        pending = _giving_back.pop(self, None)
+        if pending is None:
+            return
+        try:
+            pending.result()
+        except Exception:  # noqa: BLE001 - logged; the protocol recovers at the next request
+            logger.warning("stream_barrier_not_given_back", exc_info=True,
+                           extra={"job": self.options.job})
 
     def stop(self) -> None:
-        pass
+        self._given_back()
+
+
+# Barriers being given back, per reader (not an attribute: Spark pickles the reader to its
+# Python workers, and a future does not pickle).
+_giving_back: weakref.WeakKeyDictionary[BarrierStreamReader, Future[None]] = (
+    weakref.WeakKeyDictionary())
+
+
+@functools.cache
+def _background() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="metaservice-give-back")
 
 
 def _batch_id() -> int | None:

@@ -1,8 +1,5 @@
 package io.metaservice.spark;
 
-import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Row;
-
 /**
  * The barrier logic of one streaming source, implemented by the plugin in the driver's Python
  * process ({@code spark_plugin/streaming/native_source.py}) and called through Py4J: which
@@ -13,8 +10,12 @@ public interface BarrierPlanner {
   /** The offset a micro-batch should end at, or {@code null} for no new data at the start. */
   String latestOffset(String startJson, int maxFiles);
 
-  /** A batch DataFrame of the rows between two offsets, read by Spark's own reader. */
-  Dataset<Row> batch(String startJson, String endJson);
+  /**
+   * The rows between two offsets: Parquet files for Spark to scan (a {@code String}: the Spark
+   * schema to read them with as JSON, then one file per line), or a batch {@code Dataset<Row>}
+   * of them.
+   */
+  Object batch(String startJson, String endJson);
 
   /** The micro-batch ending at {@code endJson} is done (written, its offsets logged). */
   void commit(String endJson);

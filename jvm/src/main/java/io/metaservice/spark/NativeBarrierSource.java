@@ -1,5 +1,7 @@
 package io.metaservice.spark;
 
+import java.util.Arrays;
+import java.util.List;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SQLContext;
@@ -8,18 +10,24 @@ import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
 import org.apache.spark.sql.connector.read.streaming.ReadMaxFiles;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
+import org.apache.spark.sql.execution.datasources.DataSource;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation$;
 import org.apache.spark.sql.execution.streaming.Offset;
 import org.apache.spark.sql.execution.streaming.Source;
+import org.apache.spark.sql.sources.BaseRelation;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * One source of a streaming query (a Structured Streaming V1 {@link Source} with admission
- * control, as Spark's own file stream source). Each micro-batch is the DataFrame the planner
- * builds for its offsets: for files Spark can read, a plain {@code spark.read.parquet} of the
- * barrier's files, which this class marks as streaming so that the query plans it with Spark's
- * file scan (column pruning, filter pushdown, vectorized Parquet reads).
+ * control, as Spark's own file stream source). Each micro-batch is what the planner answers
+ * for its offsets: for files Spark can read as they are, their list, which this class scans as
+ * Spark's file stream source does (a streaming relation of Spark's Parquet format: column
+ * pruning, filter pushdown, vectorized reads); else a batch DataFrame (files read in the
+ * plugin's Python tasks), whose rows this class hands to the query.
  */
 final class NativeBarrierSource implements Source, SupportsTriggerAvailableNow {
   private final SparkSession session;
@@ -63,10 +71,39 @@ final class NativeBarrierSource implements Source, SupportsTriggerAvailableNow {
   }
 
   @Override
+  @SuppressWarnings("unchecked")
   public Dataset<Row> getBatch(Option<Offset> start, Offset end) {
-    Dataset<Row> batch =
-        planner.batch(start.isDefined() ? start.get().json() : null, end.json());
+    Object batch = planner.batch(start.isDefined() ? start.get().json() : null, end.json());
+    if (batch instanceof String) {
+      return fileScan((String) batch);
+    }
     return asStreaming((org.apache.spark.sql.classic.Dataset<Row>) batch);
+  }
+
+  /**
+   * Spark's own scan of Parquet files, as its file stream source builds one: the files are
+   * known, so none is listed or checked. {@code files}: the schema to read (Spark's JSON, with
+   * Parquet field ids where columns are matched by id), then one file per line.
+   */
+  private Dataset<Row> fileScan(String files) {
+    List<String> lines = Arrays.asList(files.split("\n", -1));
+    StructType readSchema = (StructType) DataType.fromJson(lines.get(0));
+    DataSource source =
+        new DataSource(
+            session,
+            "parquet",
+            CollectionConverters.asScala(lines.subList(1, lines.size())).toList(),
+            Option.apply(readSchema),
+            CollectionConverters.asScala(List.<String>of()).toList(),
+            Option.empty(),
+            scala.collection.immutable.Map$.MODULE$.empty(),
+            Option.empty(),
+            Option.empty());
+    BaseRelation relation =
+        source.resolveRelation(
+            false, source.resolveRelation$default$2(), source.resolveRelation$default$3());
+    return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
+        session, LogicalRelation$.MODULE$.apply(relation, true));
   }
 
   /** The same rows as a streaming DataFrame, as the micro-batch engine requires. */
