@@ -347,3 +347,24 @@ def test_native_source_without_registration_says_what_to_call(spark, tmp_path):
             spark.readStream.format("metaservice_native").option("job", "j").load()
     finally:
         provider.register(registered)
+
+
+def test_native_source_reads_a_partitioned_table_with_spark_scan(
+        spark, catalog, database, client, fmt, tmp_path):
+    """The files sit in partition directories (``region=eu/...``) and store the partition
+    column: Spark scans them as named, and takes no column from a directory's name."""
+    schema = spark.createDataFrame([], "id long, region string").schema
+    events = f"lake.{database}.events"
+    sp.create_table_from_spark_schema(events, schema, catalog=catalog, partition_by=["region"])
+    out, = make_tables(spark, catalog, database, "id long, region string", "copy")
+    job = f"{database}.partitioned"
+    ingest(client, catalog, events, {"id": [1, 2], "region": ["eu", "us"]}, 1_000)
+    ingest(client, catalog, events, {"id": [3], "region": ["eu"]}, 2_000)
+    assert all("region=" in t.file.file_path for t in
+               ice.load_table(events, catalog).scan().plan_files())
+    query = sink(source(spark, fmt, job, events, "metaservice_native"), fmt, job, out,
+                 tmp_path / "ckpt", trigger={"availableNow": True})
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    assert rows_of(catalog, out) == [(1, "eu"), (2, "us"), (3, "eu")]
+    assert "FileScan parquet" in _executed_plan(query)

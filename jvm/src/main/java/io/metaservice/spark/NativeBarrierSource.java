@@ -2,6 +2,7 @@ package io.metaservice.spark;
 
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SQLContext;
@@ -96,7 +97,9 @@ final class NativeBarrierSource implements Source, SupportsTriggerAvailableNow {
             Option.apply(readSchema),
             CollectionConverters.asScala(List.<String>of()).toList(),
             Option.empty(),
-            scala.collection.immutable.Map$.MODULE$.empty(),
+            // the files are named one by one: no partition values from their directories
+            scala.collection.immutable.Map$.MODULE$.from(
+                CollectionConverters.asScala(Map.of("recursiveFileLookup", "true"))),
             Option.empty(),
             Option.empty());
     BaseRelation relation =
