@@ -29,14 +29,22 @@ CRASH_RUNS = [
 ]
 
 
-def test_every_barrier_committed_exactly_once_across_driver_kills(
-        catalog, database, client, live_server_url, tmp_path):
+def _crash_pipeline(catalog, database, client, url, workdir, job, source_format):
+    """The tables ``events`` → ``events_out`` and the driver of a query between them."""
     create_tables(catalog, database, ("events", "events_out"))
     source, sink = f"lake.{database}.events", f"lake.{database}.events_out"
     pipeline = CrashPipeline(
-        url=live_server_url, client=client, job=f"{database}.exactly-once", source=source,
-        sink=sink, workdir=tmp_path, load=lambda table: ice.load_table(table, catalog),
-        ingest=lambda table, rows, barrier: ingest(client, catalog, table, rows, barrier))
+        url=url, client=client, job=f"{database}.{job}", source=source, sink=sink,
+        workdir=workdir, load=lambda table: ice.load_table(table, catalog),
+        ingest=lambda table, rows, barrier: ingest(client, catalog, table, rows, barrier),
+        source_format=source_format)
+    return source, sink, pipeline
+
+
+def test_every_barrier_committed_exactly_once_across_driver_kills(
+        catalog, database, client, live_server_url, tmp_path):
+    source, sink, pipeline = _crash_pipeline(catalog, database, client, live_server_url,
+                                             tmp_path, "exactly-once", "metaservice")
     pipeline.ingest_next()
     started = time.monotonic()
     timings: list[str] = []
@@ -78,13 +86,8 @@ NATIVE_CRASH_RUNS = [
 
 def test_native_source_commits_every_barrier_exactly_once_across_driver_kills(
         catalog, database, client, live_server_url, tmp_path):
-    create_tables(catalog, database, ("events", "events_out"))
-    source, sink = f"lake.{database}.events", f"lake.{database}.events_out"
-    pipeline = CrashPipeline(
-        url=live_server_url, client=client, job=f"{database}.native-once", source=source,
-        sink=sink, workdir=tmp_path, load=lambda table: ice.load_table(table, catalog),
-        ingest=lambda table, rows, barrier: ingest(client, catalog, table, rows, barrier),
-        source_format="metaservice_native")
+    source, sink, pipeline = _crash_pipeline(catalog, database, client, live_server_url,
+                                             tmp_path, "native-once", "metaservice_native")
     pipeline.ingest_next()
     try:
         for point, batch in NATIVE_CRASH_RUNS:
