@@ -105,7 +105,10 @@ def plugin_spark() -> Any:
 
     # the plugin writes S3 tables from Spark's Python workers: they run this interpreter
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import spark_plugin as sp
+
     spark = (SparkSession.builder.master("local[2]").appName("bench-plugin-s3")
+             .config("spark.jars", sp.plugin_jars())
              .config("spark.driver.memory", "1g")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.ui.enabled", "false")

@@ -15,8 +15,9 @@ equivalents.
    Parquet stream reader over the same files (``maxFilesPerTrigger`` = the files of one
    barrier, the files appearing in its directory a barrier at a time while this process waits
    for each micro-batch, as it does for the sources), both into Spark's ``noop`` sink, the
-   two sources alternating for as many rounds as the sink: ``metaservice_native`` (a JVM source whose
-   micro-batches are Spark's own Parquet scans of the barrier's files; goal ≥ 0.9× Spark's
+   two sources alternating for as many rounds as the sink: ``metaservice_native`` (a JVM
+   source whose micro-batches are Spark's own Parquet scans of the barrier's files; goal ≥
+   0.9× Spark's
    rows/s in the steady state, the barriers after a query's first) and ``metaservice`` (a
    Python data source: pyiceberg's Arrow scan in Python workers; goal ≥ 0.8×). A query's first
    barrier is given apart.

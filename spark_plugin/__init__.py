@@ -17,6 +17,7 @@ The public surface (docs/contract.md#the-spark-plugin)::
     sp.register_data_source(spark)   # format("metaservice"): streaming source, sink, batch reads
     sp.open_read_session(spark, "lake_strong")  # Spark with Iceberg's runtime: SQL reads one cut
     barrier = sp.barrier_after(latest)  # the wall-clock rule, for writers choosing their barrier
+    SparkSession.builder.config("spark.jars", sp.plugin_jars())  # the plugin's JVM part
 
 Tables are named ``<catalog>.<database>.<table>``, as Spark SQL writes them: a namespace of
 several levels one part each (``lake.a.b.t``), a part beyond letters, digits, ``_`` and ``-`` in
@@ -44,6 +45,7 @@ from spark_plugin._consistent_read import ConsistentFrames, consistent_read
 # The exception classes: the names of ``spark_plugin._errors.__all__``, listed there only.
 from spark_plugin._errors import *  # noqa: F403
 from spark_plugin._iceberg.catalogs import CatalogSpec
+from spark_plugin._jvm import plugin_jars
 from spark_plugin._models import Commit, Position, TableVersion, Versions
 from spark_plugin._names import TableName
 from spark_plugin._read_sessions import open_read_session, open_view
@@ -93,6 +95,7 @@ __all__ = [
     "heartbeat_root",
     "open_read_session",
     "open_view",  # deprecated: open_read_session
+    "plugin_jars",
     "register_data_source",
     "rollback_tables",
 ]

@@ -7,12 +7,16 @@ Writing (``write_data_files``):
     Spark type of its Iceberg column and carries the Iceberg field id (``parquet.field.id``),
     timestamps are written as INT64 microseconds (``TimestampType`` for Iceberg
     ``timestamptz``, ``TimestampNTZType`` for ``timestamp``; never INT96), required columns are
-    written as required and fail the job on a null. Tables on an object store (``s3://``),
-    partitioned tables and tables with required fields inside nested columns are written in
-    Spark's tasks too, by pyiceberg's writer in the Python workers (``write_from_tasks``): each
-    task opens the table from its metadata file with the table's FileIO properties (on S3, the
-    credentials the catalog vended for the table's prefix) and answers the data files it wrote.
-    Nothing is committed here: the result is a list of data files.
+    written as required and fail the job on a null. Unpartitioned tables on an object store
+    (``s3://``) are written by the same Spark Parquet writer in the JVM when the session has the
+    plugin's jars (:func:`spark_plugin.plugin_jars`): each task writes its files locally and
+    uploads each with one PUT, with the credentials the catalog vended for the table's prefix
+    (``write_from_jvm``, ``jvm/.../ObjectStoreWriter.java``). Partitioned tables, tables with
+    required fields inside nested columns, and object-store tables in a session without the
+    jars (or with remote signing instead of credentials) are written in Spark's tasks by
+    pyiceberg's writer in the Python workers (``write_from_tasks``): each task opens the table
+    from its metadata file with the table's FileIO properties and answers the data files it
+    wrote. Nothing is committed here: the result is a list of data files.
 
 Reading (``dataframe_from_plan``):
     ``native`` plans of tables on a filesystem become ``spark.read.parquet`` over exactly the
@@ -26,9 +30,9 @@ Why not Hadoop's S3A on object stores: the credentials differ by table and expir
 filesystem cache (one filesystem per bucket and JVM) must be off for those jobs, and then every
 job builds new S3A filesystems that nobody closes (Spark's file sources do not): each one left
 AWS SDK threads running for good, about 50 per write and 100 per read of a small table in the
-driver's JVM alone (measured with Hadoop 3.5.0's S3A in pyspark 4.2.0). pyiceberg's FileIO
-is opened per task and freed with it, and a Spark without any S3 jar writes and reads S3
-tables.
+driver's JVM alone (measured with Hadoop 3.5.0's S3A in pyspark 4.2.0). The JVM writer's S3
+client and pyiceberg's FileIO are opened per task and closed with it, and a Spark without any
+S3 setting writes and reads S3 tables.
 
 pyspark is imported lazily so that the rest of the plugin works without it.
 """
@@ -41,10 +45,11 @@ import logging
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 from spark_plugin._errors import UnsupportedSchemaError
+from spark_plugin._executor_tables import io_properties
 from spark_plugin._iceberg import (
     ReadPlan,
     data_files_from_parquet,
@@ -56,6 +61,7 @@ from spark_plugin._iceberg import (
     scan_tasks,
     unsupported_columns,
 )
+from spark_plugin._jvm import object_store_writer
 from spark_plugin._names import TableName
 
 if TYPE_CHECKING:
@@ -389,6 +395,12 @@ def write_data_files(spark: SparkSession, df: DataFrame, table: Table) -> list[D
         raise UnsupportedSchemaError(f"{name}: columns {bad} have types Spark cannot hold")
     aligned = align_to_schema(df, schema, table=name)
     reason = executor_write_reason(table)
+    if reason == "object store":
+        writer = object_store_writer(spark)
+        storage = io_properties(table)
+        if writer is not None and _jvm_can_write(data_location(table), storage):
+            logger.info("object_store_write", extra={"table": name})
+            return write_from_jvm(writer, aligned, table, storage)
     if reason is not None:
         logger.info("executor_write", extra={"table": name, "reason": reason})
         return write_from_tasks(spark, aligned, table)
@@ -413,6 +425,45 @@ def write_from_tasks(spark: SparkSession, aligned: DataFrame, table: Table) -> l
     answers = aligned.mapInArrow(functools.partial(_write_task, handle),
                                  "data_file binary").collect()
     return [pickle.loads(row.data_file) for row in answers]  # noqa: S301 - our tasks' answers
+
+
+def _jvm_can_write(location: str, storage: Mapping[str, str]) -> bool:
+    """Whether the JVM writer can write to ``location`` with these FileIO settings: an S3
+    location, and credentials of its own (vended, or configured), not remote signing, which
+    only pyiceberg's FileIO speaks."""
+    return (urlsplit(location).scheme in ("s3", "s3a", "s3n")
+            and "s3.access-key-id" in storage and "s3.secret-access-key" in storage
+            and storage.get("s3.remote-signing-enabled", "false").lower() != "true")
+
+
+def write_from_jvm(writer: Any, aligned: DataFrame, table: Table,
+                   storage: Mapping[str, str]) -> list[DataFile]:
+    """Spark's tasks write the rows with Spark's own Parquet writer and upload each file to the
+    table's data location on the object store (``io.metaservice.spark.ObjectStoreWriter``, the
+    plugin's jar; no Hadoop filesystem, no committer): the data files they answered, described
+    from their footers. The files go under a fresh directory of the write, which the writer
+    leaves holding exactly the files it answered, or nothing when it fails."""
+    properties = table.metadata.properties
+    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
+    target = int(properties.get("write.target-file-size-bytes", 512 * 1024 * 1024))
+    directory = f"{data_location(table)}/ms-{uuid.uuid4().hex}/"
+    try:
+        answered = writer.write(aligned._jdf, directory,
+                                "\n".join(f"{k}\t{v}" for k, v in storage.items()),
+                                _SPARK_CODECS.get(codec, "zstd"), target)
+    except Exception as error:  # noqa: BLE001 - Py4J's, or pyspark's conversion of a Spark error
+        _raise_write_error(error, qualified_name(table))
+    return data_files_from_parquet(table, [line.split("\t")[0]
+                                           for line in str(answered).splitlines()])
+
+
+def _raise_write_error(error: Exception, table: str) -> NoReturn:
+    """The JVM write's failure as the plugin's error when the rows broke the table's schema
+    (a null in a required column), else as it came."""
+    found = re.search(rf"null in required column '[^']*' of {re.escape(table)}", str(error))
+    if found:
+        raise UnsupportedSchemaError(found.group(0)) from error
+    raise error
 
 
 def _require_plugin_on_workers(spark: SparkSession) -> None:

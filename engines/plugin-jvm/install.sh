@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The plugin's JVM part (jvm/: the `metaservice_native` streaming source), built by Maven
-# against the Spark of the plugin's pyspark, into .cache/jars/plugin-jvm/metaservice-spark-plugin.jar,
-# which a job names in spark.jars (spark_plugin.streaming.native_source_jar()). Needs Maven and
+# The plugin's JVM part (jvm/: the `metaservice_native` streaming source, the writer of tables
+# on an object store), built by Maven against the Spark of the plugin's pyspark, into
+# .cache/jars/plugin-jvm/metaservice-spark-plugin.jar, beside the AWS SDK bundle the writer
+# needs (iceberg-aws-bundle-<v>.jar); a job names both in spark.jars
+# (spark_plugin.plugin_jars()). Needs Maven and
 # Java 17. Idempotent: does nothing when the jar was built from the same sources; Maven runs
 # holding the lock of its local repository (engines/locked.sh), as engines/fetch-jars.sh does.
 set -euo pipefail
@@ -33,6 +35,7 @@ start=$SECONDS
 "${MAVEN[@]}" -DbuildDirectory="$PWD/.cache/build/plugin-jvm" package
 rm -rf "$target"
 mkdir -p "$target"
-cp .cache/build/plugin-jvm/metaservice-spark-plugin.jar "$target/"
+cp .cache/build/plugin-jvm/metaservice-spark-plugin.jar .cache/build/plugin-jvm/runtime/*.jar \
+    "$target/"
 echo "$digest" > "$stamp"
 echo "plugin-jvm: built $target/metaservice-spark-plugin.jar ($((SECONDS - start)) s)"

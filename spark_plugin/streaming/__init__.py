@@ -74,25 +74,16 @@ def register_data_source(spark: Any, *, url: str | None = None,
 
 
 def native_source_jar() -> str:
-    """The jar of the ``metaservice_native`` source, to name in ``spark.jars`` when the
-    session is built: ``$METASERVICE_PLUGIN_JAR``, else the one ``bash
-    engines/plugin-jvm/install.sh`` builds in this checkout.
+    """The jar of the ``metaservice_native`` source (the plugin's jar,
+    :func:`spark_plugin._jvm.plugin_jar`). A session names :func:`spark_plugin.plugin_jars` in
+    ``spark.jars``: this jar and the AWS bundle the plugin writes object stores with.
 
     Raises:
         FileNotFoundError: no jar there (the message says how to build it).
     """
-    import os
-    from pathlib import Path
+    from spark_plugin._jvm import plugin_jar
 
-    configured = os.environ.get("METASERVICE_PLUGIN_JAR")
-    jar = Path(configured) if configured else (
-        Path(__file__).resolve().parents[2] / ".cache" / "jars" / "plugin-jvm"
-        / "metaservice-spark-plugin.jar")
-    if not jar.is_file():
-        raise FileNotFoundError(f"{jar}: the metaservice_native source's jar is not built; "
-                                "run `bash engines/plugin-jvm/install.sh` (Maven, Java 17), or "
-                                "set METASERVICE_PLUGIN_JAR to the jar")
-    return str(jar)
+    return str(plugin_jar())
 
 
 __all__ = ["FORMAT", "MetaServiceDataSource", "native_source_jar", "register_data_source"]

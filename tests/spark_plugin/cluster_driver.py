@@ -114,11 +114,13 @@ def records_written(spark: Any) -> dict[str, int]:
 
 
 def plugin_write_tasks(spark: Any) -> dict[str, int]:
-    """Tasks of the stages the plugin's own writer ran (``write_from_tasks``: pyiceberg's writer
-    in the Python workers, on object stores), counted by the executor that ran each task."""
+    """Tasks of the stages the plugin's own writers ran on object stores (its JVM writer,
+    ``ObjectStoreWriter``, when the plugin's jars are in the session; else ``write_from_tasks``:
+    pyiceberg's writer in the Python workers), counted by the executor that ran each task."""
     ran: dict[str, int] = {}
     for stage, task in finished_tasks(spark):
-        if "_spark_io.py" in stage and str(task.status()) == "SUCCESS":
+        if (("_spark_io.py" in stage or "ObjectStoreWriter" in stage)
+                and str(task.status()) == "SUCCESS"):
             ran[task.executorId()] = ran.get(task.executorId(), 0) + 1
     return ran
 

@@ -59,12 +59,13 @@ def database(catalog) -> str:
 def spark() -> Iterator[object]:
     from pyspark.sql import SparkSession
 
-    from spark_plugin.streaming import native_source_jar
+    import spark_plugin as sp
 
     session = (
         SparkSession.builder.master("local[2]")
-        # the metaservice_native source's jar (engines/plugin-jvm/install.sh builds it)
-        .config("spark.jars", native_source_jar())
+        # the plugin's JVM part: the metaservice_native source, the object-store writer
+        # (engines/plugin-jvm/install.sh builds it)
+        .config("spark.jars", sp.plugin_jars())
         .appName("spark_plugin-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -139,6 +140,8 @@ def test_a_batch_job_on_the_cluster_writes_and_reads_its_tables_on_s3(
     command = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url,
                "--conf", f"spark.pyspark.python={sys.executable}",
                "--conf", f"spark.executorEnv.PYTHONPATH={ROOT}",
+               # the plugin's JVM writer, shipped to the executors by Spark
+               "--jars", sp.plugin_jars(),
                str(DRIVER), "batch", cluster.master_url, prefix, str(result_file)]
     run = subprocess.run(command, env=env, cwd=tmp_path / "driver", capture_output=True,
                          text=True, timeout=600)
@@ -157,18 +160,21 @@ def test_a_batch_job_on_the_cluster_writes_and_reads_its_tables_on_s3(
     [step] = result["batch"]["steps"]
     assert [b["barrier"] for b in client.table_barriers(sink)["barriers"]] == [step["barrier"]]
 
-    # the files each table's snapshot names are objects of the bucket, written by pyiceberg's
-    # writer (its file names) into the table's data location ...
+    # the files each table's snapshot names are objects of the bucket, written by the plugin's
+    # JVM writer (Spark's Parquet files, named by its tasks under the write's directory) into
+    # the table's data location, and nothing else is there ...
     objects = bucket_keys(store, f"{warehouse}/{database}/")
     for table, name in ((source, "orders"), (sink, "orders_enriched")):
         files = current_data_files(client, table)
         assert files, f"{table} has no data file"
+        data = f"s3://lake/{warehouse}/{database}/{name}/data/"
         for path in files:
-            assert path.startswith(f"s3://lake/{warehouse}/{database}/{name}/data/")
-            assert path.endswith(".parquet") and not Path(path).name.startswith("part-")
-            assert path.removeprefix("s3://lake/") in objects
+            assert re.fullmatch(rf"{data}ms-[0-9a-f]{{32}}/part-\d{{5}}-\d+-000\.zstd\.parquet",
+                                path), path
+        assert ({o for o in objects if o.startswith(data.removeprefix("s3://lake/"))}
+                == {f.removeprefix("s3://lake/") for f in files})
     # ... in the executors' tasks (the driver runs none on a cluster), and nothing by Spark's
-    # own writer through S3A
+    # own writers (S3A)
     ran = result["plugin_write_tasks"]
     assert ran and set(ran) <= set(evidence["executor_ids"]) and "driver" not in ran
     assert sum(ran.values()) >= 2  # two writes: the root, the step
@@ -377,3 +383,83 @@ def test_writes_and_reads_on_s3_leave_no_s3_client_in_the_jvm(
     files = current_data_files(client, name)
     objects = bucket_keys(store, f"{warehouse}/{database}/")
     assert files and all(f.removeprefix("s3://lake/") in objects for f in files)
+
+
+def _fail_once_partition_0_uploaded(endpoint: str, access: str, secret: str, prefix: str,
+                                    last_id: int) -> Any:
+    """A UDF (identity on ``id``) that fails on ``last_id`` once partition 0's writer has
+    uploaded a file under ``prefix`` (polled with the store's admin keys; at most 30 s)."""
+    from pyspark.sql import functions as F
+
+    def check(row_id: int) -> int:
+        import time as clock
+
+        import botocore.session
+
+        if row_id == last_id:
+            s3 = botocore.session.get_session().create_client(
+                "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=access,
+                aws_secret_access_key=secret)
+            deadline = clock.monotonic() + 30
+            while clock.monotonic() < deadline:
+                listed = s3.list_objects_v2(Bucket="lake", Prefix=prefix).get("Contents", [])
+                if any("/part-00000-" in o["Key"] for o in listed):
+                    raise RuntimeError("this task fails after partition 0 uploaded its file")
+                clock.sleep(0.05)
+            raise RuntimeError("partition 0 uploaded nothing within 30 s")
+        return row_id
+
+    return F.udf(check, "long")
+
+
+def test_the_jvm_writer_uploads_spark_s_parquet_files_and_leaves_none_behind_a_failure(
+        spark: Any, server_url: str, client: sp.MetaServiceClient, store: Any,
+        warehouse: str) -> None:
+    """With the plugin's jars in the session, a table on S3 is written by its JVM writer:
+    Spark's own Parquet files, under one directory per write, rolled at the table's target
+    size, carrying field ids (read back after a rename). A write that fails commits nothing and
+    leaves no object: neither a null in a required column, nor a task failing after the other
+    task uploaded its file (the writer deletes the write's directory once the job ended)."""
+    from pyspark.sql import functions as F
+
+    from spark_plugin._jvm import object_store_writer
+
+    assert object_store_writer(spark) is not None, "the session lacks the plugin's jars"
+    database = f"db_{uuid.uuid4().hex[:8]}"
+    name = f"{CATALOG}.{database}.t"
+    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
+    catalog.create_namespace(database)
+    sp.create_table_from_spark_schema(
+        name, spark.createDataFrame([], "id long not null, note string"), client=client,
+        properties={"write.target-file-size-bytes": "1"})  # a file per 1,024 rows
+    rows = spark.range(0, 3000, numPartitions=2).selectExpr("id", "concat('n', id) AS note")
+    sp.append_root(spark, rows, name, client=client)
+
+    files = current_data_files(client, name)
+    data = f"{warehouse}/{database}/t/data/"
+    assert len(files) == 4, files  # 1,500 rows a task: 1,024 + 476
+    pattern = rf"s3://lake/{data}ms-[0-9a-f]{{32}}/part-0000[01]-\d+-00[01]\.zstd\.parquet"
+    assert all(re.fullmatch(pattern, f) for f in files), files
+    assert bucket_keys(store, data) == {f.removeprefix("s3://lake/") for f in files}
+    # the files carry field ids: after a rename, the new snapshot's schema reads them
+    with catalog.load_table(f"{database}.t").update_schema() as update:
+        update.rename_column("note", "label")
+    sp.append_root(spark, spark.createDataFrame([(3000, "n3000")], "id long, label string"),
+                   name, client=client)
+    files = current_data_files(client, name)
+    with sp.consistent_read(spark, [name], client=client, lease_seconds=None) as frames:
+        got = sorted((r.id, r.label) for r in frames[name].collect())
+    assert got == [(i, f"n{i}") for i in range(3001)]
+
+    before = ice.load_table(name, client=client).current_snapshot()
+    with pytest.raises(sp.UnsupportedSchemaError, match="null in required column 'id'"):
+        nulls = spark.createDataFrame([(1, "a"), (None, "b")], "id long, label string")
+        sp.append_root(spark, nulls, name, client=client)
+    failing = _fail_once_partition_0_uploaded(store.endpoint, store.access_key_id,
+                                              store.secret_access_key, data, last_id=2999)
+    doomed = spark.range(0, 3000, numPartitions=2).select(
+        failing(F.col("id")).alias("id"), F.lit("x").alias("label"))
+    with pytest.raises(Exception, match="after partition 0 uploaded its file"):
+        sp.append_root(spark, doomed, name, client=client)
+    assert bucket_keys(store, data) == {f.removeprefix("s3://lake/") for f in files}
+    assert ice.load_table(name, client=client).current_snapshot() == before

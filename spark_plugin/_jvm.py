@@ -1,0 +1,80 @@
+"""The plugin's JVM part (``jvm/``, built by ``bash engines/plugin-jvm/install.sh``): where its
+jars are, and whether a session's JVM has them.
+
+Two jars: the plugin's own (``metaservice-spark-plugin.jar``: the ``metaservice_native``
+streaming source, the writer of tables on an object store) and, beside it, Apache Iceberg's AWS
+bundle (the AWS SDK v2 the writer uploads with). A session names both in ``spark.jars``
+(:func:`plugin_jars`); Spark ships them to executors. Without them everything still works: the
+native source is not registered and object-store tables are written by pyiceberg in Spark's
+Python workers.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from pathlib import Path
+from typing import Any
+
+PLUGIN_JAR = "metaservice-spark-plugin.jar"
+AWS_BUNDLE_GLOB = "iceberg-aws-bundle-*.jar"
+S3_CLIENT_CLASS = "software.amazon.awssdk.services.s3.S3Client"
+
+
+def plugin_jar() -> Path:
+    """The plugin's jar: ``$METASERVICE_PLUGIN_JAR``, else the one ``bash
+    engines/plugin-jvm/install.sh`` builds in this checkout.
+
+    Raises:
+        FileNotFoundError: no jar there (the message says how to build it).
+    """
+    configured = os.environ.get("METASERVICE_PLUGIN_JAR")
+    jar = Path(configured) if configured else (
+        Path(__file__).resolve().parents[1] / ".cache" / "jars" / "plugin-jvm" / PLUGIN_JAR)
+    if not jar.is_file():
+        raise FileNotFoundError(f"{jar}: the plugin's jar is not built; run `bash "
+                                "engines/plugin-jvm/install.sh` (Maven, Java 17), or set "
+                                "METASERVICE_PLUGIN_JAR to the jar")
+    return jar
+
+
+def plugin_jars() -> str:
+    """What to put in ``spark.jars`` when the session is built: the plugin's jar and the AWS
+    bundle installed beside it (when it is there), comma-separated.
+
+    Raises:
+        FileNotFoundError: the plugin's jar is not built.
+    """
+    jar = plugin_jar()
+    bundles = sorted(jar.parent.glob(AWS_BUNDLE_GLOB))
+    return ",".join(str(p) for p in [jar, *bundles[-1:]])
+
+
+_writers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def object_store_writer(spark: Any) -> Any | None:
+    """The JVM class ``io.metaservice.spark.ObjectStoreWriter`` of ``spark``'s driver, or
+    ``None`` when the session has no JVM of its own (Spark Connect) or its classpath lacks the
+    plugin's jar or the AWS SDK (looked up once per SparkContext)."""
+    context = getattr(spark, "_sc", None)
+    if context is None or getattr(spark, "_jsparkSession", None) is None:
+        return None
+    if context not in _writers:
+        _writers[context] = _find_writer(context._jvm)
+    return _writers[context]
+
+
+def _find_writer(jvm: Any) -> Any | None:
+    from py4j.java_gateway import JavaClass
+    from py4j.protocol import Py4JJavaError
+
+    writer = jvm.io.metaservice.spark.ObjectStoreWriter
+    if not isinstance(writer, JavaClass):
+        return None
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        jvm.java.lang.Class.forName(S3_CLIENT_CLASS, False, loader)
+    except Py4JJavaError:
+        return None
+    return writer
