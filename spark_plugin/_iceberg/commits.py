@@ -52,10 +52,16 @@ def data_location(table: Table) -> str:
 
 def data_files_from_parquet(table: Table, paths: Sequence[str]) -> list[DataFile]:
     """Describe Parquet files already written into the table's location as Iceberg data files
-    (statistics, partition) after checking them against the table's current schema."""
-    from pyiceberg.io.pyarrow import parquet_files_to_data_files
+    (statistics, partition) after checking them against the table's current schema. The
+    footers are read in parallel (on an object store, one request each), in pyiceberg's
+    worker pool."""
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    from pyiceberg.utils.concurrent import ExecutorFactory
 
-    return list(parquet_files_to_data_files(table.io, table.metadata, iter(paths)))
+    if len(paths) <= 1:
+        return [parquet_file_to_data_file(table.io, table.metadata, p) for p in paths]
+    return list(ExecutorFactory.get_or_create().map(
+        lambda p: parquet_file_to_data_file(table.io, table.metadata, p), paths))
 
 
 def data_files_from_arrow(table: Table, data: pa.Table) -> list[DataFile]:
