@@ -313,14 +313,22 @@ def _has_nested_required(t: Any) -> bool:
 
 def executor_write_reason(table: Table) -> str | None:
     """Why this table's files are written by pyiceberg's writer in the Spark tasks rather than
-    by Spark's Parquet writer (``None``: Spark's writer)."""
+    by Spark's Parquet writer through Hadoop's filesystem (``None``: that writer). On an object
+    store, the plugin's JVM writer may take them instead (see :func:`write_data_files`)."""
     if is_object_store(data_location(table)):
         return "object store"
-    if table.spec().fields:
-        return "partitioned table"
-    if any(_has_nested_required(f.field_type) for f in table.schema().fields):
-        return "required fields inside nested columns"
+    if not _spark_can_write(table):
+        return "partitioned table" if table.spec().fields else (
+            "required fields inside nested columns")
     return None
+
+
+def _spark_can_write(table: Table) -> bool:
+    """Whether Spark's Parquet writer writes this table's files as they must be: not for a
+    partitioned table (one file per partition value, and the values to describe), nor for
+    required fields inside nested columns (Spark's writer makes them optional)."""
+    return not table.spec().fields and not any(_has_nested_required(f.field_type)
+                                               for f in table.schema().fields)
 
 
 def _zero(dt: Any) -> Column:
@@ -395,12 +403,16 @@ def write_data_files(spark: SparkSession, df: DataFrame, table: Table) -> list[D
         raise UnsupportedSchemaError(f"{name}: columns {bad} have types Spark cannot hold")
     aligned = align_to_schema(df, schema, table=name)
     reason = executor_write_reason(table)
-    if reason == "object store":
+    if reason == "object store" and _spark_can_write(table):
         writer = object_store_writer(spark)
         storage = io_properties(table)
         if writer is not None and _jvm_can_write(data_location(table), storage):
             logger.info("object_store_write", extra={"table": name})
-            return write_from_jvm(writer, aligned, table, storage)
+            try:
+                return write_from_jvm(writer, aligned, table, storage)
+            except _SdkMissingOnExecutors as missing:
+                logger.warning("object_store_write_fallback", extra={
+                    "table": name, "reason": str(missing)})
     if reason is not None:
         logger.info("executor_write", extra={"table": name, "reason": reason})
         return write_from_tasks(spark, aligned, table)
@@ -430,10 +442,22 @@ def write_from_tasks(spark: SparkSession, aligned: DataFrame, table: Table) -> l
 def _jvm_can_write(location: str, storage: Mapping[str, str]) -> bool:
     """Whether the JVM writer can write to ``location`` with these FileIO settings: an S3
     location, and credentials of its own (vended, or configured), not remote signing, which
-    only pyiceberg's FileIO speaks."""
+    only pyiceberg's FileIO speaks (nor a setting the writer's one-line-per-setting hand-over
+    cannot carry)."""
     return (urlsplit(location).scheme in ("s3", "s3a", "s3n")
             and "s3.access-key-id" in storage and "s3.secret-access-key" in storage
-            and storage.get("s3.remote-signing-enabled", "false").lower() != "true")
+            and storage.get("s3.remote-signing-enabled", "false").lower() != "true"
+            and not any(c in text for k, v in storage.items() for text in (k, v)
+                        for c in "\t\n"))
+
+
+class _SdkMissingOnExecutors(Exception):
+    """The driver has the AWS SDK but the executors do not: the write goes through
+    pyiceberg in the Python workers instead."""
+
+
+_SDK_MISSING = ("metaservice: the AWS SDK is not on the executors' classpath",
+                "NoClassDefFoundError: software/amazon/awssdk")
 
 
 def write_from_jvm(writer: Any, aligned: DataFrame, table: Table,
@@ -441,20 +465,34 @@ def write_from_jvm(writer: Any, aligned: DataFrame, table: Table,
     """Spark's tasks write the rows with Spark's own Parquet writer and upload each file to the
     table's data location on the object store (``io.metaservice.spark.ObjectStoreWriter``, the
     plugin's jar; no Hadoop filesystem, no committer): the data files they answered, described
-    from their footers. The files go under a fresh directory of the write, which the writer
-    leaves holding exactly the files it answered, or nothing when it fails."""
+    from their footers. The files go under a fresh directory of the write, which holds exactly
+    the files answered, or nothing when the write fails (here or in the JVM).
+
+    Raises:
+        _SdkMissingOnExecutors: the executors lack the AWS SDK (nothing was written).
+    """
     properties = table.metadata.properties
     codec = properties.get("write.parquet.compression-codec", "zstd").lower()
     target = int(properties.get("write.target-file-size-bytes", 512 * 1024 * 1024))
-    directory = f"{data_location(table)}/ms-{uuid.uuid4().hex}/"
+    directory = f"{data_location(table).rstrip('/')}/ms-{uuid.uuid4().hex}/"
+    settings = "\n".join(f"{k}\t{v}" for k, v in storage.items())
     try:
-        answered = writer.write(aligned._jdf, directory,
-                                "\n".join(f"{k}\t{v}" for k, v in storage.items()),
+        answered = writer.write(aligned._jdf, directory, settings,
                                 _SPARK_CODECS.get(codec, "zstd"), target)
     except Exception as error:  # noqa: BLE001 - Py4J's, or pyspark's conversion of a Spark error
+        if any(marker in str(error) for marker in _SDK_MISSING):
+            raise _SdkMissingOnExecutors(str(error).splitlines()[0][:300]) from error
         _raise_write_error(error, qualified_name(table))
-    return data_files_from_parquet(table, [line.split("\t")[0]
-                                           for line in str(answered).splitlines()])
+    try:
+        return data_files_from_parquet(table, [line.split("\t")[0]
+                                               for line in str(answered).splitlines()])
+    except BaseException:
+        try:
+            writer.deleteWrite(directory, settings)
+        except Exception as cleanup:  # noqa: BLE001 - the first failure is the one to raise
+            logger.warning("object_store_write_cleanup_failed", extra={
+                "table": qualified_name(table), "directory": directory, "error": str(cleanup)})
+        raise
 
 
 def _raise_write_error(error: Exception, table: str) -> NoReturn:

@@ -463,3 +463,79 @@ def test_the_jvm_writer_uploads_spark_s_parquet_files_and_leaves_none_behind_a_f
         sp.append_root(spark, doomed, name, client=client)
     assert bucket_keys(store, data) == {f.removeprefix("s3://lake/") for f in files}
     assert ice.load_table(name, client=client).current_snapshot() == before
+
+
+def test_a_cancelled_jvm_write_leaves_no_object(
+        spark: Any, server_url: str, client: sp.MetaServiceClient, store: Any,
+        warehouse: str) -> None:
+    """A write whose job is cancelled while one task still runs and the other has uploaded its
+    file (the caller's cancellation, not a task's error) commits nothing and leaves nothing."""
+    import threading
+
+    from pyspark.sql import functions as F
+
+    database = f"db_{uuid.uuid4().hex[:8]}"
+    name = f"{CATALOG}.{database}.t"
+    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
+    catalog.create_namespace(database)
+    sp.create_table_from_spark_schema(name, spark.createDataFrame([], "id long, note string"),
+                                      client=client)
+    data = f"{warehouse}/{database}/t/data/"
+
+    def block(row_id: int) -> int:
+        import time as clock
+
+        if row_id == 1999:  # the last row of partition 1: held until the job is cancelled
+            deadline = clock.monotonic() + 60
+            while clock.monotonic() < deadline:
+                clock.sleep(0.05)
+        return row_id
+
+    rows = spark.range(0, 2000, numPartitions=2).select(
+        F.udf(block, "long")(F.col("id")).alias("id"), F.lit("x").alias("note"))
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            sp.append_root(spark, rows, name, client=client)
+        except BaseException as error:  # noqa: BLE001 - checked below
+            failures.append(error)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    deadline = time.monotonic() + 60
+    while not any("/part-00000-" in k for k in bucket_keys(store, data)):
+        assert time.monotonic() < deadline and writer.is_alive(), "partition 0 never uploaded"
+        time.sleep(0.05)
+    spark.sparkContext.cancelAllJobs()
+    writer.join(90)
+    assert not writer.is_alive() and len(failures) == 1, failures
+    assert "cancel" in str(failures[0]).lower(), failures[0]
+    assert bucket_keys(store, data) == set()
+    assert ice.load_table(name, client=client).current_snapshot() is None
+
+
+def test_partitioned_and_uncompressed_tables_on_s3_are_written_whole(
+        spark: Any, server_url: str, client: sp.MetaServiceClient, store: Any,
+        warehouse: str) -> None:
+    """A partitioned table on S3 is written by pyiceberg in the tasks (one file per partition
+    value, described with it), not by the JVM writer; an uncompressed table by the JVM writer."""
+    database = f"db_{uuid.uuid4().hex[:8]}"
+    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
+    catalog.create_namespace(database)
+    columns = "id long, region string"
+    rows = spark.createDataFrame([(i, "eu" if i % 2 else "us") for i in range(10)], columns)
+    parted, plain = f"{CATALOG}.{database}.parted", f"{CATALOG}.{database}.plain"
+    sp.create_table_from_spark_schema(parted, rows, client=client, partition_by=["region"])
+    sp.create_table_from_spark_schema(plain, rows, client=client, properties={
+        "write.parquet.compression-codec": "uncompressed"})
+    for table in (parted, plain):
+        sp.append_root(spark, rows.repartition(2), table, client=client)
+        with sp.consistent_read(spark, [table], client=client, lease_seconds=None) as frames:
+            assert sorted(r.id for r in frames[table].collect()) == list(range(10))
+    parted_files = ice.load_table(parted, client=client).scan().plan_files()
+    assert {t.file.partition[0] for t in parted_files} == {"eu", "us"}
+    assert not any("/ms-" in t.file.file_path for t in parted_files)
+    plain_files = current_data_files(client, plain)
+    assert plain_files and all(re.search(r"/ms-[0-9a-f]{32}/part-\d{5}-\d+-000\.parquet$", f)
+                               for f in plain_files), plain_files

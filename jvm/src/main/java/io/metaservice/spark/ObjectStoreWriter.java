@@ -15,6 +15,8 @@ import java.util.Set;
 import java.util.UUID;
 
 import org.apache.hadoop.conf.Configuration;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.apache.parquet.hadoop.ParquetFileWriter;
 import org.apache.parquet.hadoop.ParquetWriter;
 import org.apache.parquet.hadoop.api.WriteSupport;
@@ -23,14 +25,16 @@ import org.apache.parquet.io.LocalOutputFile;
 import org.apache.parquet.io.OutputFile;
 import org.apache.spark.JobExecutionStatus;
 import org.apache.spark.SparkContext;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.SparkJobInfo;
 import org.apache.spark.SparkStageInfo;
 import org.apache.spark.SparkStatusTracker;
 import org.apache.spark.TaskContext;
-import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.QueryExecution;
+import org.apache.spark.sql.execution.SQLExecution$;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetWriteSupport;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
@@ -46,6 +50,7 @@ import software.amazon.awssdk.http.apache5.Apache5HttpClient;
 import software.amazon.awssdk.regions.Region;
 import software.amazon.awssdk.services.s3.S3Client;
 import software.amazon.awssdk.services.s3.model.Delete;
+import software.amazon.awssdk.services.s3.model.DeleteObjectsResponse;
 import software.amazon.awssdk.services.s3.model.ListObjectsV2Request;
 import software.amazon.awssdk.services.s3.model.ListObjectsV2Response;
 import software.amazon.awssdk.services.s3.model.ObjectIdentifier;
@@ -68,10 +73,13 @@ import software.amazon.awssdk.services.s3.model.S3Object;
  * client and closes it when it ends, so no client outlives the write (an executor JVM that runs
  * many writes keeps no thread of theirs).
  *
- * <p>A write leaves exactly the files it answers, or none: a task that fails deletes the objects
- * it uploaded; a write whose job fails deletes everything under its directory once the job's
- * tasks have ended; a write whose job may have left other attempts' objects (speculation, a
- * failed attempt, an executor lost) deletes every object of its directory it does not answer.
+ * <p>A write leaves exactly the files it answers, or none. A task that fails deletes the objects
+ * it uploaded. The write's jobs carry a tag of their own and run as one SQL execution, as
+ * Spark's writers do; when they fail (or are cancelled: their tasks are interrupted), the write
+ * waits until Spark's status shows none of their tasks running (at most a minute) and deletes
+ * everything under its directory; when they succeed, it waits the same way and deletes every
+ * object of its directory that no task answered (speculative attempts, attempts lost with their
+ * executor). A task whose executor lacks the AWS SDK fails with {@link #SDK_MISSING}.
  */
 public final class ObjectStoreWriter {
   private ObjectStoreWriter() {}
@@ -85,13 +93,7 @@ public final class ObjectStoreWriter {
    */
   public static String write(
       Dataset<Row> rows, String directory, String storageLines, String codec, long targetFileBytes) {
-    Map<String, String> storage = new HashMap<>();
-    for (String line : storageLines.split("\n")) {
-      int tab = line.indexOf('\t');
-      if (tab > 0) {
-        storage.put(line.substring(0, tab), line.substring(tab + 1));
-      }
-    }
+    Map<String, String> storage = settings(storageLines);
     return String.join("\n", writeFiles(rows, directory, storage, codec, targetFileBytes));
   }
 
@@ -101,6 +103,7 @@ public final class ObjectStoreWriter {
       Map<String, String> storage,
       String codec,
       long targetFileBytes) {
+    ObjectLocation target = writeDirectory(directory);
     StructType schema = rows.schema();
     Map<String, String> parquet = new HashMap<>();
     parquet.put("org.apache.spark.sql.parquet.row.attributes", schema.json());
@@ -111,135 +114,133 @@ public final class ObjectStoreWriter {
         SQLConf.PARQUET_ANNOTATE_VARIANT_LOGICAL_TYPE().key(),
         rows.sparkSession().conf().get(SQLConf.PARQUET_ANNOTATE_VARIANT_LOGICAL_TYPE().key()));
     Map<String, String> settings = new HashMap<>(storage);
-    CompressionCodecName compression = CompressionCodecName.fromConf(codec);
-    ObjectLocation target = ObjectLocation.parse(directory.endsWith("/") ? directory : directory + "/");
-    JavaRDD<InternalRow> internal = rows.queryExecution().toRdd().toJavaRDD();
+    CompressionCodecName compression = "none".equalsIgnoreCase(codec)
+        ? CompressionCodecName.UNCOMPRESSED : CompressionCodecName.fromConf(codec);
     SparkContext context = rows.sparkSession().sparkContext();
-    String group = "metaservice-write-" + UUID.randomUUID();
-    Map<String, String> before = new HashMap<>();
-    for (String key : JOB_GROUP_PROPERTIES) {
-      before.put(key, context.getLocalProperty(key));
-    }
-    // the write's own job group: its job is found again below, and a failed job interrupts
-    // its other tasks (each deletes what it uploaded)
-    context.setJobGroup(group, "metaservice write to " + directory, true);
+    // the write's own job tag (beside the caller's group and tags, which still cancel it): its
+    // jobs are found again below; a cancelled job interrupts its other tasks, each of which
+    // deletes what it uploaded
+    String tag = "metaservice-write-" + UUID.randomUUID();
+    String interrupt = context.getLocalProperty(INTERRUPT_ON_CANCEL);
+    context.addJobTag(tag);
+    context.setInterruptOnCancel(true);
     try {
       List<String> answered;
       try {
-        answered = internal
-            .mapPartitions(partition ->
-                writeTask(partition, target, settings, parquet, compression, targetFileBytes).iterator())
-            .collect();
-      } catch (RuntimeException failed) {
-        awaitTasks(context, group);
+        // as Spark's own writers run: one SQL execution (the session's SQL settings reach the
+        // tasks, the write shows in the SQL tab and to query listeners)
+        QueryExecution execution = rows.queryExecution();
+        answered = SQLExecution$.MODULE$.withNewExecutionId(execution, scala.Option.apply("metaservice write"),
+            () -> execution.toRdd().toJavaRDD()
+                .mapPartitions(partition ->
+                    writeTask(partition, target, settings, parquet, compression, targetFileBytes).iterator())
+                .collect());
+      } catch (Throwable failed) {
+        awaitTasks(context, tag);
         try {
-          keepOnly(directory, storage, Collections.emptyList());
+          keepOnly(target, storage, Collections.emptyList());
         } catch (RuntimeException cleanup) {
           failed.addSuppressed(cleanup);
         }
         throw failed;
       }
-      if (mayHaveLeftObjects(context, group)) {
-        awaitTasks(context, group);
-        List<String> uris = new ArrayList<>();
-        for (String line : answered) {
-          uris.add(line.substring(0, line.indexOf('\t')));
-        }
-        keepOnly(directory, storage, uris);
+      // attempts other than the answered ones may have uploaded files (speculation, an
+      // attempt lost with its executor, a stage attempt left running): once no task of the
+      // write runs any more, nothing but the answered files stays
+      awaitTasks(context, tag);
+      List<String> uris = new ArrayList<>();
+      for (String line : answered) {
+        uris.add(line.substring(0, line.indexOf('\t')));
+      }
+      try {
+        keepOnly(target, storage, uris);
+      } catch (RuntimeException cleanup) {
+        // the answered files are whole and about to be committed: the write stands, and what
+        // could not be deleted is logged (without the settings)
+        LOG.warn("could not delete the stray objects of write {}: {}", directory, cleanup.toString());
       }
       return answered;
     } finally {
-      before.forEach(context::setLocalProperty);
+      context.removeJobTag(tag);
+      context.setLocalProperty(INTERRUPT_ON_CANCEL, interrupt);
     }
   }
 
-  private static final List<String> JOB_GROUP_PROPERTIES = List.of(
-      "spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel");
+  private static final Logger LOG = LoggerFactory.getLogger(ObjectStoreWriter.class);
+  private static final String INTERRUPT_ON_CANCEL = "spark.job.interruptOnCancel";
+  private static final long SETTLE_MILLIS = 60_000;
 
   /**
-   * Whether attempts other than the answered ones may have uploaded files: speculation is on,
-   * a task attempt failed (a task that fails deletes its uploads, an executor lost midway does
-   * not), or Spark's status of the job is not known.
+   * Waits (at most a minute) until Spark's status shows the tagged jobs ended and none of
+   * their stages' tasks running. The status trails the scheduler: a job not shown yet, or a
+   * stage without status, counts as running.
    */
-  private static boolean mayHaveLeftObjects(SparkContext context, String group) {
-    if (context.conf().getBoolean("spark.speculation", false)) {
-      return true;
-    }
+  private static void awaitTasks(SparkContext context, String tag) {
     SparkStatusTracker status = context.statusTracker();
-    int[] jobs = status.getJobIdsForGroup(group);
-    if (jobs.length == 0 || !jobsEnded(status, jobs, SETTLE_MILLIS)) {
-      return true;
-    }
-    for (int job : jobs) {
-      for (int stage : status.getJobInfo(job).get().stageIds()) {
-        scala.Option<SparkStageInfo> info = status.getStageInfo(stage);
-        if (info.isEmpty() || info.get().numFailedTasks() > 0 || info.get().numActiveTasks() > 0) {
-          return true;
-        }
-      }
-    }
-    return false;
-  }
-
-  private static final long SETTLE_MILLIS = 10_000;
-
-  /** Waits (a bounded time) until no task of the group's jobs runs any more. */
-  private static void awaitTasks(SparkContext context, String group) {
-    SparkStatusTracker status = context.statusTracker();
-    long deadline = System.currentTimeMillis() + 6 * SETTLE_MILLIS;
-    int[] jobs = status.getJobIdsForGroup(group);
-    if (!jobsEnded(status, jobs, 6 * SETTLE_MILLIS)) {
-      return;
-    }
+    long deadline = System.currentTimeMillis() + SETTLE_MILLIS;
     while (System.currentTimeMillis() < deadline) {
-      boolean running = false;
+      int[] jobs = status.getJobIdsForTag(tag);
+      boolean running = jobs.length == 0;
       for (int job : jobs) {
-        for (int stage : status.getJobInfo(job).get().stageIds()) {
-          scala.Option<SparkStageInfo> info = status.getStageInfo(stage);
-          running |= info.isDefined() && info.get().numActiveTasks() > 0;
+        scala.Option<SparkJobInfo> info = status.getJobInfo(job);
+        if (info.isEmpty() || info.get().status() == JobExecutionStatus.RUNNING) {
+          running = true;
+          break;
+        }
+        for (int stage : info.get().stageIds()) {
+          scala.Option<SparkStageInfo> stageInfo = status.getStageInfo(stage);
+          running |= stageInfo.isEmpty() || stageInfo.get().numActiveTasks() > 0;
         }
       }
-      if (!running || !pause()) {
+      if (!running) {
+        return;
+      }
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException interrupted) {
+        Thread.currentThread().interrupt();
         return;
       }
     }
   }
 
-  /** Whether Spark's status shows every job ended (it trails the scheduler a little). */
-  private static boolean jobsEnded(SparkStatusTracker status, int[] jobs, long withinMillis) {
-    long deadline = System.currentTimeMillis() + withinMillis;
-    while (true) {
-      boolean ended = true;
-      for (int job : jobs) {
-        scala.Option<SparkJobInfo> info = status.getJobInfo(job);
-        ended &= info.isDefined() && info.get().status() != JobExecutionStatus.RUNNING;
-      }
-      if (ended) {
-        return true;
-      }
-      if (System.currentTimeMillis() >= deadline || !pause()) {
-        return false;
-      }
-    }
+  /**
+   * Deletes the objects of a write that failed after its files were answered (the driver could
+   * not describe or commit them): every object under {@code directory}, which must be a
+   * write's own directory ({@code …/ms-<32 hex>/}).
+   */
+  public static int deleteWrite(String directory, String storageLines) {
+    return keepOnly(writeDirectory(directory), settings(storageLines), Collections.emptyList());
   }
 
-  private static boolean pause() {
-    try {
-      Thread.sleep(5);
-      return true;
-    } catch (InterruptedException interrupted) {
-      Thread.currentThread().interrupt();
-      return false;
+  private static Map<String, String> settings(String storageLines) {
+    Map<String, String> storage = new HashMap<>();
+    for (String line : storageLines.split("\n")) {
+      int tab = line.indexOf('\t');
+      if (tab > 0) {
+        storage.put(line.substring(0, tab), line.substring(tab + 1));
+      }
     }
+    return storage;
+  }
+
+  /** A write's own directory, refused unless it is one: cleaning it deletes all it holds. */
+  private static ObjectLocation writeDirectory(String directory) {
+    ObjectLocation location = ObjectLocation.parse(directory.endsWith("/") ? directory : directory + "/");
+    if (!location.key.matches("(.+/)?ms-[0-9a-f]{32}/")) {
+      throw new IllegalArgumentException("not a write's directory (…/ms-<32 hex>/): " + directory);
+    }
+    return location;
   }
 
   /**
-   * Deletes every object under {@code directory} but those named in {@code keep} (their URIs
-   * as {@link #write} answered them); answers how many were deleted. Listed and deleted in
-   * pages of 1,000.
+   * Deletes every object under {@code under} but those named in {@code keep} (their URIs as
+   * {@link #write} answered them); answers how many were deleted. Listed and deleted in pages
+   * of 1,000.
+   *
+   * @throws IllegalStateException the store refused to delete some of them
    */
-  static int keepOnly(String directory, Map<String, String> storage, List<String> keep) {
-    ObjectLocation under = ObjectLocation.parse(directory.endsWith("/") ? directory : directory + "/");
+  static int keepOnly(ObjectLocation under, Map<String, String> storage, List<String> keep) {
     Set<String> kept = new HashSet<>();
     for (String uri : keep) {
       kept.add(ObjectLocation.parse(uri).key);
@@ -257,14 +258,26 @@ public final class ObjectStoreWriter {
             doomed.add(ObjectIdentifier.builder().key(object.key()).build());
           }
         }
-        if (!doomed.isEmpty()) {
-          s3.deleteObjects(b -> b.bucket(under.bucket).delete(Delete.builder().objects(doomed).build()));
-          deleted += doomed.size();
-        }
+        deleted += delete(s3, under.bucket, doomed);
         token = Boolean.TRUE.equals(page.isTruncated()) ? page.nextContinuationToken() : null;
       } while (token != null);
     }
     return deleted;
+  }
+
+  /** Deletes {@code doomed} (at most 1,000); throws when the store refused any of them. */
+  private static int delete(S3Client s3, String bucket, List<ObjectIdentifier> doomed) {
+    if (doomed.isEmpty()) {
+      return 0;
+    }
+    DeleteObjectsResponse answer = s3.deleteObjects(
+        b -> b.bucket(bucket).delete(Delete.builder().objects(doomed).quiet(true).build()));
+    if (answer.hasErrors() && !answer.errors().isEmpty()) {
+      throw new IllegalStateException("the store refused to delete " + answer.errors().size()
+          + " objects of a write, e.g. " + answer.errors().get(0).key() + ": "
+          + answer.errors().get(0).code());
+    }
+    return doomed.size();
   }
 
   private static List<String> writeTask(
@@ -284,62 +297,83 @@ public final class ObjectStoreWriter {
     parquet.forEach(conf::set);
     List<String> written = new ArrayList<>();
     List<String> uploaded = new ArrayList<>();
-    Path local = Files.createTempFile("metaservice-write-", ".parquet");
+    // staged in Spark's local directories, which Spark removes with the executor
+    Path local = SparkEnv.get().blockManager().diskBlockManager().createTempLocalBlock()._2().toPath();
     boolean done = false;
-    try (S3Client s3 = client(storage)) {
-      try {
-        int file = 0;
-        while (rows.hasNext()) {
-          Files.deleteIfExists(local);
-          long count = 0;
-          try (ParquetWriter<InternalRow> writer = new RowWriterBuilder(new LocalOutputFile(local))
-              .withConf(conf)
-              .withCompressionCodec(compression)
-              .withWriteMode(ParquetFileWriter.Mode.CREATE)
-              .build()) {
-            while (rows.hasNext()) {
-              writer.write(rows.next());
-              count++;
-              if ((count & 1023) == 0 && writer.getDataSize() >= targetFileBytes) {
-                break;
-              }
+    S3Client s3;
+    try {
+      s3 = client(storage);
+    } catch (LinkageError missing) {
+      Files.deleteIfExists(local);
+      throw new IllegalStateException(SDK_MISSING + " (" + missing + ")", missing);
+    }
+    try {
+      int file = 0;
+      while (rows.hasNext()) {
+        Files.deleteIfExists(local);
+        long count = 0;
+        try (ParquetWriter<InternalRow> writer = new RowWriterBuilder(new LocalOutputFile(local))
+            .withConf(conf)
+            .withCompressionCodec(compression)
+            .withWriteMode(ParquetFileWriter.Mode.CREATE)
+            .build()) {
+          while (rows.hasNext()) {
+            writer.write(rows.next());
+            count++;
+            if ((count & 1023) == 0 && writer.getDataSize() >= targetFileBytes) {
+              break;
             }
           }
-          String key = String.format("%s%s-%03d%s.parquet", directory.key, stem, file++,
-              compression == CompressionCodecName.UNCOMPRESSED ? ""
-                  : "." + compression.name().toLowerCase(java.util.Locale.ROOT));
-          long bytes = Files.size(local);
-          uploaded.add(key);
-          s3.putObject(PutObjectRequest.builder().bucket(directory.bucket).key(key).build(),
-              RequestBody.fromFile(local));
-          written.add(directory.scheme + "://" + directory.bucket + "/" + key + "\t" + bytes + "\t" + count);
         }
-        done = true;
-      } finally {
-        if (!done && !uploaded.isEmpty()) {
-          List<ObjectIdentifier> doomed = new ArrayList<>();
-          for (String key : uploaded) {
-            doomed.add(ObjectIdentifier.builder().key(key).build());
-          }
-          try {
-            s3.deleteObjects(b -> b.bucket(directory.bucket).delete(Delete.builder().objects(doomed).build()));
-          } catch (RuntimeException cleanup) {
-            // the task's own failure is the one to report; the caller's keepOnly removes them
-          }
-        }
+        String key = String.format("%s%s-%03d%s.parquet", directory.key, stem, file++,
+            compression == CompressionCodecName.UNCOMPRESSED ? ""
+                : "." + compression.name().toLowerCase(java.util.Locale.ROOT));
+        long bytes = Files.size(local);
+        uploaded.add(key);
+        s3.putObject(PutObjectRequest.builder().bucket(directory.bucket).key(key).build(),
+            RequestBody.fromFile(local));
+        written.add(directory.scheme + "://" + directory.bucket + "/" + key + "\t" + bytes + "\t" + count);
       }
+      done = true;
     } finally {
-      Files.deleteIfExists(local);
+      try {
+        if (!done && !uploaded.isEmpty()) {
+          // a killed task's interrupt would abort the SDK's requests before they are sent
+          boolean interrupted = Thread.interrupted();
+          try {
+            List<ObjectIdentifier> doomed = new ArrayList<>();
+            for (String key : uploaded) {
+              doomed.add(ObjectIdentifier.builder().key(key).build());
+            }
+            delete(s3, directory.bucket, doomed);
+          } catch (RuntimeException cleanup) {
+            // the task's own failure is the one to report; the driver's cleanup retries
+          } finally {
+            if (interrupted) {
+              Thread.currentThread().interrupt();
+            }
+          }
+        }
+      } finally {
+        s3.close();
+        Files.deleteIfExists(local);
+      }
     }
     return written;
   }
+
+  /** The start of a task's error when the executors lack the AWS SDK (Python falls back). */
+  public static final String SDK_MISSING = "metaservice: the AWS SDK is not on the executors' classpath";
 
   /** An S3 client for the vended settings (closed by its user). */
   static S3Client client(Map<String, String> storage) {
     String endpoint = storage.get("s3.endpoint");
     String region = storage.getOrDefault("s3.region", storage.getOrDefault("client.region", "us-east-1"));
+    // path-style on a custom endpoint unless told otherwise (as pyiceberg's FileIO), virtual
+    // hosts on AWS's own
     boolean pathStyle = Boolean.parseBoolean(storage.getOrDefault("s3.path-style-access",
-        String.valueOf(!Boolean.parseBoolean(storage.getOrDefault("s3.force-virtual-addressing", "false")))));
+        String.valueOf(endpoint != null && !endpoint.isEmpty()
+            && !Boolean.parseBoolean(storage.getOrDefault("s3.force-virtual-addressing", "false")))));
     String access = storage.get("s3.access-key-id");
     String secret = storage.get("s3.secret-access-key");
     String token = storage.get("s3.session-token");
