@@ -17,10 +17,9 @@ equivalents.
    for each micro-batch, as it does for the sources), both into Spark's ``noop`` sink, the
    two sources alternating for as many rounds as the sink: ``metaservice_native`` (a JVM
    source whose micro-batches are Spark's own Parquet scans of the barrier's files; goal ≥
-   0.9× Spark's
-   rows/s in the steady state, the barriers after a query's first) and ``metaservice`` (a
-   Python data source: pyiceberg's Arrow scan in Python workers; goal ≥ 0.8×). A query's first
-   barrier is given apart.
+   0.9× Spark's rows/s in the steady state, the barriers after a query's first) and
+   ``metaservice`` (a Python data source: pyiceberg's Arrow scan in Python workers; goal ≥
+   0.8×). A query's first barrier is given apart.
 
 The two sink variants run alternately in one SparkSession after a warm-up query (so Python
 workers are already started), on a MetaService served in-process on SQLite.

@@ -447,8 +447,8 @@ def _jvm_can_write(location: str, storage: Mapping[str, str]) -> bool:
     return (urlsplit(location).scheme in ("s3", "s3a", "s3n")
             and "s3.access-key-id" in storage and "s3.secret-access-key" in storage
             and storage.get("s3.remote-signing-enabled", "false").lower() != "true"
-            and not any(c in text for k, v in storage.items() for text in (k, v)
-                        for c in "\t\n"))
+            and not any("\t" in text or "\n" in text
+                        for text in (*storage.keys(), *storage.values())))
 
 
 class _SdkMissingOnExecutors(Exception):

@@ -109,6 +109,14 @@ def bucket_keys(store: Any, prefix: str) -> set[str]:
     return found
 
 
+def fresh_database(server_url: str) -> tuple[str, Any]:
+    """A new namespace of the built-in catalog, and that catalog (pyiceberg's, the admin's)."""
+    database = f"db_{uuid.uuid4().hex[:8]}"
+    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
+    catalog.create_namespace(database)
+    return database, catalog
+
+
 def current_data_files(client: sp.MetaServiceClient, table: str) -> list[str]:
     return [t.file.file_path for t in ice.load_table(table, client=client).scan().plan_files()]
 
@@ -265,9 +273,7 @@ def test_a_held_table_is_loaded_again_before_its_vended_credentials_end(
         CREDENTIALS_RENEWAL_MARGIN_S,
     )
 
-    database = f"db_{uuid.uuid4().hex[:8]}"
-    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
-    catalog.create_namespace(database)
+    database, catalog = fresh_database(server_url)
     catalog.create_table((database, "events"), schema=Schema(
         *[NestedField(i + 1, n, LongType(), required=False)
           for i, n in enumerate(("id", "amount", "batch"))]))
@@ -364,10 +370,8 @@ def test_writes_and_reads_on_s3_leave_no_s3_client_in_the_jvm(
     drops it with them: after many of them Spark's JVM holds no AWS SDK client (through
     Hadoop's S3A with its cache off, the old route, each write left ~50 such threads running
     and each read ~100). The rows and the files are checked too."""
-    database = f"db_{uuid.uuid4().hex[:8]}"
+    database, catalog = fresh_database(server_url)
     name = f"{CATALOG}.{database}.t"
-    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
-    catalog.create_namespace(database)
     sp.create_table_from_spark_schema(name, spark.createDataFrame([], "id long, note string"),
                                       client=client)
     before = jvm_s3_client_threads(spark)
@@ -425,10 +429,8 @@ def test_the_jvm_writer_uploads_spark_s_parquet_files_and_leaves_none_behind_a_f
     from spark_plugin._jvm import object_store_writer
 
     assert object_store_writer(spark) is not None, "the session lacks the plugin's jars"
-    database = f"db_{uuid.uuid4().hex[:8]}"
+    database, catalog = fresh_database(server_url)
     name = f"{CATALOG}.{database}.t"
-    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
-    catalog.create_namespace(database)
     sp.create_table_from_spark_schema(
         name, spark.createDataFrame([], "id long not null, note string"), client=client,
         properties={"write.target-file-size-bytes": "1"})  # a file per 1,024 rows
@@ -474,10 +476,8 @@ def test_a_cancelled_jvm_write_leaves_no_object(
 
     from pyspark.sql import functions as F
 
-    database = f"db_{uuid.uuid4().hex[:8]}"
+    database, catalog = fresh_database(server_url)
     name = f"{CATALOG}.{database}.t"
-    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
-    catalog.create_namespace(database)
     sp.create_table_from_spark_schema(name, spark.createDataFrame([], "id long, note string"),
                                       client=client)
     data = f"{warehouse}/{database}/t/data/"
@@ -520,9 +520,7 @@ def test_partitioned_and_uncompressed_tables_on_s3_are_written_whole(
         warehouse: str) -> None:
     """A partitioned table on S3 is written by pyiceberg in the tasks (one file per partition
     value, described with it), not by the JVM writer; an uncompressed table by the JVM writer."""
-    database = f"db_{uuid.uuid4().hex[:8]}"
-    catalog = ice.find_catalog(CATALOG, conf={}, url=server_url, token=TOKEN).load()
-    catalog.create_namespace(database)
+    database, catalog = fresh_database(server_url)
     columns = "id long, region string"
     rows = spark.createDataFrame([(i, "eu" if i % 2 else "us") for i in range(10)], columns)
     parted, plain = f"{CATALOG}.{database}.parted", f"{CATALOG}.{database}.plain"

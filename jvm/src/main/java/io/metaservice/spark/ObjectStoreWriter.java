@@ -15,8 +15,6 @@ import java.util.Set;
 import java.util.UUID;
 
 import org.apache.hadoop.conf.Configuration;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import org.apache.parquet.hadoop.ParquetFileWriter;
 import org.apache.parquet.hadoop.ParquetWriter;
 import org.apache.parquet.hadoop.api.WriteSupport;
@@ -38,6 +36,8 @@ import org.apache.spark.sql.execution.SQLExecution$;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetWriteSupport;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import software.amazon.awssdk.auth.credentials.AwsBasicCredentials;
 import software.amazon.awssdk.auth.credentials.AwsCredentials;
@@ -93,14 +93,13 @@ public final class ObjectStoreWriter {
    */
   public static String write(
       Dataset<Row> rows, String directory, String storageLines, String codec, long targetFileBytes) {
-    Map<String, String> storage = settings(storageLines);
-    return String.join("\n", writeFiles(rows, directory, storage, codec, targetFileBytes));
+    return String.join("\n", writeFiles(rows, directory, settings(storageLines), codec, targetFileBytes));
   }
 
   private static List<String> writeFiles(
       Dataset<Row> rows,
       String directory,
-      Map<String, String> storage,
+      HashMap<String, String> storage,
       String codec,
       long targetFileBytes) {
     ObjectLocation target = writeDirectory(directory);
@@ -113,7 +112,6 @@ public final class ObjectStoreWriter {
     parquet.put(
         SQLConf.PARQUET_ANNOTATE_VARIANT_LOGICAL_TYPE().key(),
         rows.sparkSession().conf().get(SQLConf.PARQUET_ANNOTATE_VARIANT_LOGICAL_TYPE().key()));
-    Map<String, String> settings = new HashMap<>(storage);
     CompressionCodecName compression = "none".equalsIgnoreCase(codec)
         ? CompressionCodecName.UNCOMPRESSED : CompressionCodecName.fromConf(codec);
     SparkContext context = rows.sparkSession().sparkContext();
@@ -133,7 +131,7 @@ public final class ObjectStoreWriter {
         answered = SQLExecution$.MODULE$.withNewExecutionId(execution, scala.Option.apply("metaservice write"),
             () -> execution.toRdd().toJavaRDD()
                 .mapPartitions(partition ->
-                    writeTask(partition, target, settings, parquet, compression, targetFileBytes).iterator())
+                    writeTask(partition, target, storage, parquet, compression, targetFileBytes).iterator())
                 .collect());
       } catch (Throwable failed) {
         awaitTasks(context, tag);
@@ -213,8 +211,9 @@ public final class ObjectStoreWriter {
     return keepOnly(writeDirectory(directory), settings(storageLines), Collections.emptyList());
   }
 
-  private static Map<String, String> settings(String storageLines) {
-    Map<String, String> storage = new HashMap<>();
+  /** The settings (serializable: the job's closure carries them to the tasks). */
+  private static HashMap<String, String> settings(String storageLines) {
+    HashMap<String, String> storage = new HashMap<>();
     for (String line : storageLines.split("\n")) {
       int tab = line.indexOf('\t');
       if (tab > 0) {
