@@ -39,6 +39,7 @@ pyspark is imported lazily so that the rest of the plugin works without it.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import logging
@@ -52,6 +53,7 @@ from spark_plugin._errors import UnsupportedSchemaError
 from spark_plugin._executor_tables import io_properties
 from spark_plugin._iceberg import (
     ReadPlan,
+    data_files_from_footers,
     data_files_from_parquet,
     data_location,
     delete_files_quietly,
@@ -367,7 +369,7 @@ def align_to_schema(df: DataFrame, schema: Schema, *, table: str = "") -> DataFr
     """
     from pyspark.sql import functions as F
 
-    by_name = {c: c for c in df.columns}
+    by_name = {f.name: f.dataType for f in df.schema.fields}
     wanted = [f.name for f in schema.fields]
     extra = [c for c in df.columns if c not in wanted]
     if extra:
@@ -377,7 +379,9 @@ def align_to_schema(df: DataFrame, schema: Schema, *, table: str = "") -> DataFr
     for f in schema.fields:
         spark_type = iceberg_type_to_spark(f.field_type, with_ids=True)
         if f.name in by_name:
-            col = F.col(f"`{f.name}`").cast(spark_type)
+            col = F.col(f"`{f.name}`")
+            if by_name[f.name] != spark_type:  # (each cast costs Py4J round trips)
+                col = col.cast(spark_type)
         elif f.required:
             raise UnsupportedSchemaError(f"required column {f.name!r} of {table} is missing")
         else:
@@ -465,27 +469,29 @@ def write_from_jvm(writer: Any, aligned: DataFrame, table: Table,
     """Spark's tasks write the rows with Spark's own Parquet writer and upload each file to the
     table's data location on the object store (``io.metaservice.spark.ObjectStoreWriter``, the
     plugin's jar; no Hadoop filesystem, no committer): the data files they answered, described
-    from their footers. The files go under a fresh directory of the write, which holds exactly
-    the files answered, or nothing when the write fails (here or in the JVM).
+    from the footers the tasks kept (no file is read back). The files go under a fresh
+    directory of the write, which holds exactly the files answered, or nothing when the write
+    fails (here or in the JVM).
 
     Raises:
         _SdkMissingOnExecutors: the executors lack the AWS SDK (nothing was written).
     """
-    properties = table.metadata.properties
-    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
-    target = int(properties.get("write.target-file-size-bytes", 512 * 1024 * 1024))
     directory = f"{data_location(table).rstrip('/')}/ms-{uuid.uuid4().hex}/"
     settings = "\n".join(f"{k}\t{v}" for k, v in storage.items())
+    # the files' layout (codec, row groups, pages, size) as the table's properties say
+    layout = "\n".join(f"{k}\t{v}" for k, v in table.metadata.properties.items()
+                       if k.startswith("write.") and "\n" not in k + v and "\t" not in k)
     try:
-        answered = writer.write(aligned._jdf, directory, settings,
-                                _SPARK_CODECS.get(codec, "zstd"), target)
+        answered = writer.write(aligned._jdf, directory, settings, layout)
     except Exception as error:  # noqa: BLE001 - Py4J's, or pyspark's conversion of a Spark error
         if any(marker in str(error) for marker in _SDK_MISSING):
             raise _SdkMissingOnExecutors(str(error).splitlines()[0][:300]) from error
         _raise_write_error(error, qualified_name(table))
     try:
-        return data_files_from_parquet(table, [line.split("\t")[0]
-                                               for line in str(answered).splitlines()])
+        return data_files_from_footers(table, [
+            (uri, int(size), base64.b64decode(footer))
+            for uri, size, _rows, footer in (line.split("\t")
+                                              for line in str(answered).splitlines())])
     except BaseException:
         try:
             writer.deleteWrite(directory, settings)

@@ -20,6 +20,7 @@ Commits through MetaService's own catalog record their barrier in the catalog's 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -230,10 +231,25 @@ def spark_conf(spark: Any = None) -> dict[str, str]:
         if spark is None:
             return {}
     try:
-        everything = dict(spark.conf.getAll)
+        everything = _all_settings(spark)
     except Exception:  # noqa: BLE001 - a stopped session: no configuration to read
         return {}
     return {k: str(v) for k, v in everything.items() if k.startswith(SPARK_CATALOG_PREFIX)}
+
+
+def _all_settings(spark: Any) -> dict[str, Any]:
+    """Every setting of ``spark``'s session. A session in this process's JVM hands them over as
+    one JSON document (pyspark's ``conf.getAll`` makes a Py4J round trip per setting and ends
+    on a converted Java exception: ~25 ms on each catalog lookup); a Spark Connect session in
+    one call of its own."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:
+        return dict(spark.conf.getAll)
+    from py4j.java_gateway import JavaClass
+
+    mapper = JavaClass("com.fasterxml.jackson.databind.ObjectMapper",
+                       spark.sparkContext._gateway._gateway_client)()
+    return dict(json.loads(mapper.writeValueAsString(jsession.conf().getAllAsJava())))
 
 
 def find_catalog(name: str, *, spark: Any = None, conf: Mapping[str, str] | None = None,

@@ -55,13 +55,58 @@ def data_files_from_parquet(table: Table, paths: Sequence[str]) -> list[DataFile
     (statistics, partition) after checking them against the table's current schema. The
     footers are read in parallel (on an object store, one request each), in pyiceberg's
     worker pool."""
-    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    import pyarrow.parquet as pq
     from pyiceberg.utils.concurrent import ExecutorFactory
 
+    def described(path: str) -> DataFile:
+        found = table.io.new_input(path)
+        with found.open() as stream:
+            footer = pq.read_metadata(stream)
+        return described_data_file(table, path, len(found), footer)
+
     if len(paths) <= 1:
-        return [parquet_file_to_data_file(table.io, table.metadata, p) for p in paths]
-    return list(ExecutorFactory.get_or_create().map(
-        lambda p: parquet_file_to_data_file(table.io, table.metadata, p), paths))
+        return [described(p) for p in paths]
+    return list(ExecutorFactory.get_or_create().map(described, paths))
+
+
+def data_files_from_footers(table: Table,
+                            files: Iterable[tuple[str, int, bytes]]) -> list[DataFile]:
+    """Describe Parquet files written into the table's location from what their writer kept:
+    each file's path, size and end from its metadata on (the Thrift metadata, its length and
+    ``PAR1``), without reading the files back."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return [described_data_file(table, path, size,
+                                pq.read_metadata(pa.BufferReader(b"PAR1" + footer)))
+            for path, size, footer in files]
+
+
+def described_data_file(table: Table, path: str, size: int, footer: Any) -> DataFile:
+    """The data file at ``path`` of ``size`` bytes whose Parquet metadata is ``footer``,
+    checked against the table's current schema (as pyiceberg's ``parquet_file_to_data_file``,
+    from metadata already at hand)."""
+    from pyiceberg.io.pyarrow import (
+        _check_pyarrow_schema_compatible,
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    metadata = table.metadata
+    schema = metadata.schema()
+    _check_pyarrow_schema_compatible(schema, footer.schema.to_arrow_schema(),
+                                     format_version=metadata.format_version)
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=footer,
+        stats_columns=compute_statistics_plan(schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema))
+    return DataFile.from_args(
+        content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
+        partition=statistics.partition(metadata.spec(), schema), file_size_in_bytes=size,
+        sort_order_id=None, spec_id=metadata.default_spec_id, equality_ids=None,
+        key_metadata=None, **statistics.to_serialized_dict())
 
 
 def data_files_from_arrow(table: Table, data: pa.Table) -> list[DataFile]:

@@ -65,6 +65,25 @@ def test_spark_configuration_comes_before_pyiceberg_configuration(monkeypatch):
                         url=URL).origin == "pyiceberg"
 
 
+@pytest.mark.spark
+def test_a_sessions_catalog_settings_are_read_as_the_session_holds_them(spark, monkeypatch):
+    """Set at run time, with characters a hand-made parser would trip on; read in one piece."""
+    from spark_plugin._iceberg.catalogs import spark_conf
+    from spark_plugin._spark_io import scoped_spark_conf
+
+    monkeypatch.delenv("PYICEBERG_CATALOG__PROBE__TYPE", raising=False)
+    odd = 'http://h:1/iceberg?a=1,b=(2)\n"quoted" \u00e9'
+    with scoped_spark_conf(spark, {**rest_conf("probe", odd),
+                                   "spark.sql.catalog.probe.token": "t0k2"}):
+        read = spark_conf(spark)
+        assert read == {k: v for k, v in spark.conf.getAll.items()
+                        if k.startswith("spark.sql.catalog.")}
+        assert read["spark.sql.catalog.probe.uri"] == odd
+        spec = find_catalog("probe", spark=spark, url=URL)
+        assert (spec.origin, spec.props["uri"], spec.props["token"]) == ("spark", odd, "t0k2")
+    assert "spark.sql.catalog.probe.uri" not in spark_conf(spark)
+
+
 def test_an_argument_comes_before_everything(tmp_path: Path):
     table = TableName.parse("house.db.t")
     catalog = SqlCatalog("house", uri=f"sqlite:///{tmp_path / 'c.db'}",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -443,6 +444,12 @@ def test_the_jvm_writer_uploads_spark_s_parquet_files_and_leaves_none_behind_a_f
     pattern = rf"s3://lake/{data}ms-[0-9a-f]{{32}}/part-0000[01]-\d+-00[01]\.zstd\.parquet"
     assert all(re.fullmatch(pattern, f) for f in files), files
     assert bucket_keys(store, data) == {f.removeprefix("s3://lake/") for f in files}
+    # described from the footers the tasks kept: as the files read back describe themselves
+    table = ice.load_table(name, client=client)
+    committed = sorted((t.file for t in table.scan().plan_files()), key=lambda f: f.file_path)
+    assert [describe(f) for f in committed] == [
+        describe(f) for f in ice.data_files_from_parquet(table, [f.file_path for f in committed])]
+    assert sum(f.record_count for f in committed) == 3000
     # the files carry field ids: after a rename, the new snapshot's schema reads them
     with catalog.load_table(f"{database}.t").update_schema() as update:
         update.rename_column("note", "label")
@@ -465,6 +472,13 @@ def test_the_jvm_writer_uploads_spark_s_parquet_files_and_leaves_none_behind_a_f
         sp.append_root(spark, doomed, name, client=client)
     assert bucket_keys(store, data) == {f.removeprefix("s3://lake/") for f in files}
     assert ice.load_table(name, client=client).current_snapshot() == before
+
+
+def describe(data_file: Any) -> tuple:
+    """What a commit says of a data file: path, size, rows and column statistics."""
+    return (data_file.file_path, data_file.file_size_in_bytes, data_file.record_count,
+            data_file.column_sizes, data_file.value_counts, data_file.null_value_counts,
+            data_file.lower_bounds, data_file.upper_bounds, data_file.split_offsets)
 
 
 def test_a_cancelled_jvm_write_leaves_no_object(
@@ -537,3 +551,120 @@ def test_partitioned_and_uncompressed_tables_on_s3_are_written_whole(
     plain_files = current_data_files(client, plain)
     assert plain_files and all(re.search(r"/ms-[0-9a-f]{32}/part-\d{5}-\d+-000\.parquet$", f)
                                for f in plain_files), plain_files
+
+
+FLAT = (("id", "long not null"), ("flag", "boolean"), ("small", "int"), ("big", "long"),
+        ("ratio", "float"), ("amount", "double"), ("note", "string"), ("raw", "binary"),
+        ("day", "date"), ("at", "timestamp"), ("local", "timestamp_ntz"),
+        ("price", "decimal(9,2)"), ("total", "decimal(18,4)"))
+"""Columns the JVM writer writes straight into parquet-mr's column writers."""
+NESTED = (("id", "long not null"), ("huge", "decimal(30,5)"),
+          ("point", "struct<x: double, y: double>"), ("tags", "array<string>"))
+"""Columns it leaves to Spark's own writer (a wide decimal, a struct, a list)."""
+
+
+def _rows_of_every_kind(spark: Any, columns: tuple[tuple[str, str], ...]) -> Any:
+    """3,000 rows of ``columns`` (``FLAT`` or ``NESTED``) with nulls, extremes and repeats, in
+    one partition."""
+    import datetime as dt
+    from decimal import Decimal
+
+    def value(kind: str, i: int) -> Any:
+        if i % 7 == 3 and kind != "id":
+            return None
+        return {
+            "id": i, "flag": i % 3 == 0, "small": (i % 50) - 25, "big": i * 1_000_003 - 2**40,
+            "ratio": [float("nan"), -0.0, 1.5, float(i)][i % 4],
+            "amount": [float("inf"), -1e300, 0.1 * i][i % 3],
+            "note": ["", "é\u00e9\U0001f600", f"n{i}", "same"][i % 4],
+            "raw": bytes([i % 256, 0, 255]), "day": dt.date(1000, 1, 1) + dt.timedelta(days=i * 97),
+            "at": dt.datetime(1900, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i * 86_413.5),
+            "local": dt.datetime(2024, 2, 29) + dt.timedelta(microseconds=i * 7_777_777),
+            "price": Decimal(i % 1000) / 100 - 5, "total": Decimal(i) * Decimal("1.0001"),
+            "huge": Decimal(10**24 + i) / 100_000 * (-1 if i % 2 else 1),
+            "point": (i / 3, -float(i)), "tags": [f"t{i % 5}"] * (i % 3),
+        }[kind]
+
+    return spark.createDataFrame(
+        [tuple(value(name, i) for name, _ in columns) for i in range(3000)],
+        ", ".join(f"{name} {kind}" for name, kind in columns)).coalesce(1)
+
+
+def _parquet_facts(data: bytes) -> dict[str, Any]:
+    """All a reader learns from a Parquet file but where its bytes lie: the schema with field
+    ids, the footer's key-values, every column chunk's layout, encodings and statistics, and
+    the values (NaN spelled out, to compare equal)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def comparable(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: comparable(v) for k, v in value.items()}
+        return "NaN" if isinstance(value, float) and math.isnan(value) else value
+
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    metadata = parquet.metadata
+    chunks = [{k: comparable(v) for k, v in metadata.row_group(g).column(c).to_dict().items()
+               if not k.endswith("_offset")}
+              for g in range(metadata.num_row_groups) for c in range(metadata.num_columns)]
+    return {"schema": str(parquet.schema).split("\n", 1)[1],  # (its first line: an address)
+            "key_values": metadata.metadata, "created_by": metadata.created_by,
+            "rows": metadata.num_rows, "row_groups": metadata.num_row_groups, "chunks": chunks,
+            "size": len(data),
+            "values": {name: [comparable(v) for v in column]
+                       for name, column in parquet.read().to_pydict().items()}}
+
+
+ICEBERG_LAYOUT = {"write.parquet.row-group-size-bytes": 128 * 1024 * 1024,
+                  "write.parquet.page-size-bytes": 1024 * 1024,
+                  "write.parquet.page-row-limit": 20_000,
+                  "write.parquet.dict-size-bytes": 2 * 1024 * 1024}
+"""Iceberg's defaults for a table that sets none."""
+SMALL_LAYOUT = {"write.parquet.row-group-size-bytes": 16 * 1024,
+                "write.parquet.page-size-bytes": 4096, "write.parquet.page-row-limit": 500,
+                "write.parquet.dict-size-bytes": 2048, "write.parquet.compression-level": 19}
+"""Row groups, pages and dictionaries small enough for 3,000 rows to fill several of each, and
+zstd's level 19 instead of 3."""
+SPARK_OPTIONS = {"write.parquet.row-group-size-bytes": "parquet.block.size",
+                 "write.parquet.page-size-bytes": "parquet.page.size",
+                 "write.parquet.page-row-limit": "parquet.page.row.count.limit",
+                 "write.parquet.dict-size-bytes": "parquet.dictionary.page.size",
+                 "write.parquet.compression-level": "parquet.compression.codec.zstd.level"}
+
+
+@pytest.mark.parametrize("layout", [None, SMALL_LAYOUT], ids=["defaults", "small"])
+@pytest.mark.parametrize("columns", [FLAT, NESTED], ids=["flat", "nested"])
+def test_the_jvm_writer_writes_the_files_spark_s_own_writer_writes(
+        spark: Any, server_url: str, client: sp.MetaServiceClient,
+        columns: tuple[tuple[str, str], ...], layout: dict[str, int] | None,
+        tmp_path: Path) -> None:
+    """The JVM writer's file of every column kind (flat columns through parquet-mr's column
+    writers, nested ones through Spark's writer), laid out as the table's properties say (or
+    as Iceberg's defaults), is the file Spark's ``df.write.parquet`` writes of the same rows
+    with the same settings: the same schema and field ids, footer, row groups, column chunks,
+    statistics and size, read back as the same values."""
+    from spark_plugin import _spark_io as sio
+
+    database, _catalog = fresh_database(server_url)
+    name = f"{CATALOG}.{database}.t"
+    rows = _rows_of_every_kind(spark, columns)
+    sp.create_table_from_spark_schema(name, rows, client=client, properties={
+        k: str(v) for k, v in (layout or {}).items()})
+    sp.append_root(spark, rows, name, client=client)
+    table = ice.load_table(name, client=client)
+    [written] = [t.file for t in table.scan().plan_files()]
+    assert re.search(r"/ms-[0-9a-f]{32}/part-00000-\d+-000\.zstd\.parquet$", written.file_path)
+    with table.io.new_input(written.file_path).open() as stream:
+        ours = _parquet_facts(stream.read())
+
+    aligned = sio.align_to_schema(rows, table.schema(), table=name)
+    options = {SPARK_OPTIONS[k]: str(v) for k, v in (layout or ICEBERG_LAYOUT).items()}
+    with sio.scoped_spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+                                       "spark.sql.parquet.fieldId.write.enabled": "true"}):
+        aligned.write.options(compression="zstd", **options).parquet(str(tmp_path / "spark"))
+    [local] = (tmp_path / "spark").glob("*.parquet")
+    spark_s = _parquet_facts(local.read_bytes())
+    assert ours == spark_s
+    assert ours["rows"] == 3000
+    assert all(f"field_id={n}" in ours["schema"] for n in range(1, len(columns) + 1))
+    assert (ours["row_groups"] > 1) == (layout is not None), ours["row_groups"]

@@ -1,10 +1,14 @@
 package io.metaservice.spark;
 
 import java.io.IOException;
+import java.io.RandomAccessFile;
 import java.net.URI;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -87,21 +91,25 @@ public final class ObjectStoreWriter {
   /**
    * Writes {@code rows} (columns already those of the table, carrying field ids) under
    * {@code directory} ({@code s3://bucket/prefix/}) and answers one line per file written:
-   * {@code uri \t bytes \t rows}. Files roll over at about {@code targetFileBytes}. The
-   * storage settings come as lines of {@code key \t value}, and the answer is one string: one
-   * call from Python, where each element of a Java collection would be a round trip.
+   * {@code uri \t bytes \t rows \t footer}, the footer being the file's last bytes from its
+   * Parquet metadata on (the metadata, its length, {@code PAR1}) in Base64, so that the caller
+   * describes the file without reading it back from the store. The files are laid out as the
+   * table's properties say ({@link ParquetLayout}: codec, row groups, pages, dictionaries) and
+   * roll over at about its {@code write.target-file-size-bytes}. The storage settings and the
+   * table's properties come as lines of {@code key \t value}, and the answer is one string:
+   * one call from Python, where each element of a Java collection would be a round trip.
    */
   public static String write(
-      Dataset<Row> rows, String directory, String storageLines, String codec, long targetFileBytes) {
-    return String.join("\n", writeFiles(rows, directory, settings(storageLines), codec, targetFileBytes));
+      Dataset<Row> rows, String directory, String storageLines, String tablePropertyLines) {
+    return String.join("\n", writeFiles(rows, directory, settings(storageLines),
+        ParquetLayout.of(settings(tablePropertyLines))));
   }
 
   private static List<String> writeFiles(
       Dataset<Row> rows,
       String directory,
       HashMap<String, String> storage,
-      String codec,
-      long targetFileBytes) {
+      ParquetLayout layout) {
     ObjectLocation target = writeDirectory(directory);
     StructType schema = rows.schema();
     Map<String, String> parquet = new HashMap<>();
@@ -112,8 +120,9 @@ public final class ObjectStoreWriter {
     parquet.put(
         SQLConf.PARQUET_ANNOTATE_VARIANT_LOGICAL_TYPE().key(),
         rows.sparkSession().conf().get(SQLConf.PARQUET_ANNOTATE_VARIANT_LOGICAL_TYPE().key()));
-    CompressionCodecName compression = "none".equalsIgnoreCase(codec)
-        ? CompressionCodecName.UNCOMPRESSED : CompressionCodecName.fromConf(codec);
+    if (layout.codecLevel != null) {
+      parquet.put(layout.codecLevel[0], layout.codecLevel[1]);
+    }
     SparkContext context = rows.sparkSession().sparkContext();
     // the write's own job tag (beside the caller's group and tags, which still cancel it): its
     // jobs are found again below; a cancelled job interrupts its other tasks, each of which
@@ -131,7 +140,7 @@ public final class ObjectStoreWriter {
         answered = SQLExecution$.MODULE$.withNewExecutionId(execution, scala.Option.apply("metaservice write"),
             () -> execution.toRdd().toJavaRDD()
                 .mapPartitions(partition ->
-                    writeTask(partition, target, storage, parquet, compression, targetFileBytes).iterator())
+                    writeTask(partition, target, storage, parquet, layout).iterator())
                 .collect());
       } catch (Throwable failed) {
         awaitTasks(context, tag);
@@ -284,8 +293,7 @@ public final class ObjectStoreWriter {
       ObjectLocation directory,
       Map<String, String> storage,
       Map<String, String> parquet,
-      CompressionCodecName compression,
-      long targetFileBytes)
+      ParquetLayout layout)
       throws IOException {
     if (!rows.hasNext()) {
       return Collections.emptyList();
@@ -311,27 +319,25 @@ public final class ObjectStoreWriter {
       while (rows.hasNext()) {
         Files.deleteIfExists(local);
         long count = 0;
-        try (ParquetWriter<InternalRow> writer = new RowWriterBuilder(new LocalOutputFile(local))
-            .withConf(conf)
-            .withCompressionCodec(compression)
-            .withWriteMode(ParquetFileWriter.Mode.CREATE)
-            .build()) {
+        try (RowFile writer = openFile(new LocalOutputFile(local), conf, layout)) {
           while (rows.hasNext()) {
             writer.write(rows.next());
             count++;
-            if ((count & 1023) == 0 && writer.getDataSize() >= targetFileBytes) {
+            if ((count & 1023) == 0 && writer.dataSize() >= layout.targetFileBytes) {
               break;
             }
           }
         }
         String key = String.format("%s%s-%03d%s.parquet", directory.key, stem, file++,
-            compression == CompressionCodecName.UNCOMPRESSED ? ""
-                : "." + compression.name().toLowerCase(java.util.Locale.ROOT));
+            layout.codec == CompressionCodecName.UNCOMPRESSED ? ""
+                : "." + layout.codec.name().toLowerCase(java.util.Locale.ROOT));
         long bytes = Files.size(local);
+        String footer = Base64.getEncoder().encodeToString(footer(local, bytes));
         uploaded.add(key);
         s3.putObject(PutObjectRequest.builder().bucket(directory.bucket).key(key).build(),
             RequestBody.fromFile(local));
-        written.add(directory.scheme + "://" + directory.bucket + "/" + key + "\t" + bytes + "\t" + count);
+        written.add(directory.scheme + "://" + directory.bucket + "/" + key + "\t" + bytes + "\t" + count
+            + "\t" + footer);
       }
       done = true;
     } finally {
@@ -359,6 +365,23 @@ public final class ObjectStoreWriter {
       }
     }
     return written;
+  }
+
+  /** The end of a Parquet file from its metadata on: the metadata, its length and the magic. */
+  private static byte[] footer(Path file, long size) throws IOException {
+    try (RandomAccessFile in = new RandomAccessFile(file.toFile(), "r")) {
+      byte[] tail = new byte[8];
+      in.seek(size - tail.length);
+      in.readFully(tail);
+      long length = ByteBuffer.wrap(tail, 0, 4).order(ByteOrder.LITTLE_ENDIAN).getInt() & 0xFFFFFFFFL;
+      if (length + tail.length + 4 > size) {
+        throw new IOException("not a Parquet file: a footer of " + length + " bytes in " + size);
+      }
+      byte[] footer = new byte[(int) length + tail.length];
+      in.seek(size - footer.length);
+      in.readFully(footer);
+      return footer;
+    }
   }
 
   /** The start of a task's error when the executors lack the AWS SDK (Python falls back). */
@@ -423,6 +446,48 @@ public final class ObjectStoreWriter {
   }
 
   /** Spark's Parquet write support behind parquet-mr's writer builder. */
+  /** One Parquet file being written from rows. */
+  interface RowFile extends java.io.Closeable {
+    void write(InternalRow row) throws IOException;
+
+    /** The bytes written so far and buffered for the current row group. */
+    long dataSize();
+  }
+
+  /** The flat writer when the rows are flat and primitive, else Spark's own. */
+  private static RowFile openFile(OutputFile out, Configuration conf, ParquetLayout layout)
+      throws IOException {
+    RowFile flat = FlatParquetWriter.open(out, conf, layout);
+    if (flat != null) {
+      return flat;
+    }
+    ParquetWriter<InternalRow> writer = new RowWriterBuilder(out)
+        .withConf(conf)
+        .withCompressionCodec(layout.codec)
+        .withRowGroupSize(layout.rowGroupBytes)
+        .withPageSize(layout.pageBytes)
+        .withPageRowCountLimit(layout.pageRows)
+        .withDictionaryPageSize(layout.dictionaryBytes)
+        .withWriteMode(ParquetFileWriter.Mode.CREATE)
+        .build();
+    return new RowFile() {
+      @Override
+      public void write(InternalRow row) throws IOException {
+        writer.write(row);
+      }
+
+      @Override
+      public long dataSize() {
+        return writer.getDataSize();
+      }
+
+      @Override
+      public void close() throws IOException {
+        writer.close();
+      }
+    };
+  }
+
   private static final class RowWriterBuilder extends ParquetWriter.Builder<InternalRow, RowWriterBuilder> {
     RowWriterBuilder(OutputFile file) {
       super(file);
