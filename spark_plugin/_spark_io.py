@@ -394,6 +394,11 @@ def align_to_schema(df: DataFrame, schema: Schema, *, table: str = "") -> DataFr
     return df.select(*columns)
 
 
+PROLEPTIC_WRITES = {"spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+                    "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED"}
+"""Iceberg's dates and timestamps are proleptic Gregorian, whatever calendar the session would
+rebase them to (LEGACY) or refuse them for (EXCEPTION)."""
+
 _SPARK_CODECS = {"uncompressed": "none", "none": "none", "zstd": "zstd", "snappy": "snappy",
                  "gzip": "gzip", "lz4": "lz4", "lz4_raw": "lz4_raw", "brotli": "brotli"}
 
@@ -410,7 +415,8 @@ def write_data_files(spark: SparkSession, df: DataFrame, table: Table) -> list[D
     if reason == "object store" and _spark_can_write(table):
         writer = object_store_writer(spark)
         storage = io_properties(table)
-        if writer is not None and _jvm_can_write(data_location(table), storage):
+        if writer is not None and _jvm_can_write(data_location(table), storage,
+                                                 table.metadata.properties):
             logger.info("object_store_write", extra={"table": name})
             try:
                 return write_from_jvm(writer, aligned, table, storage)
@@ -443,12 +449,19 @@ def write_from_tasks(spark: SparkSession, aligned: DataFrame, table: Table) -> l
     return [pickle.loads(row.data_file) for row in answers]  # noqa: S301 - our tasks' answers
 
 
-def _jvm_can_write(location: str, storage: Mapping[str, str]) -> bool:
-    """Whether the JVM writer can write to ``location`` with these FileIO settings: an S3
-    location, and credentials of its own (vended, or configured), not remote signing, which
-    only pyiceberg's FileIO speaks (nor a setting the writer's one-line-per-setting hand-over
-    cannot carry)."""
-    return (urlsplit(location).scheme in ("s3", "s3a", "s3n")
+_JVM_CODECS = frozenset({"zstd", "snappy", "gzip", "lz4", "uncompressed", "none"})
+"""The codecs of parquet-mr in pyspark's jars that need no native library (not Brotli or LZO,
+which pyiceberg's writer takes instead)."""
+
+
+def _jvm_can_write(location: str, storage: Mapping[str, str],
+                   properties: Mapping[str, str] | None = None) -> bool:
+    """Whether the JVM writer can write to ``location`` with these FileIO settings and table
+    ``properties``: an S3 location, credentials of its own (vended, or configured), not
+    remote signing, which only pyiceberg's FileIO speaks (nor a setting the writer's
+    one-line-per-setting hand-over cannot carry), and a codec it has."""
+    codec = (properties or {}).get("write.parquet.compression-codec", "zstd").lower()
+    return (codec in _JVM_CODECS and urlsplit(location).scheme in ("s3", "s3a", "s3n")
             and "s3.access-key-id" in storage and "s3.secret-access-key" in storage
             and storage.get("s3.remote-signing-enabled", "false").lower() != "true"
             and not any("\t" in text or "\n" in text
@@ -480,7 +493,8 @@ def write_from_jvm(writer: Any, aligned: DataFrame, table: Table,
     settings = "\n".join(f"{k}\t{v}" for k, v in storage.items())
     # the files' layout (codec, row groups, pages, size) as the table's properties say
     layout = "\n".join(f"{k}\t{v}" for k, v in table.metadata.properties.items()
-                       if k.startswith("write.") and "\n" not in k + v and "\t" not in k)
+                       if k.startswith(("write.", "parquet.")) and "\n" not in k + v
+                       and "\t" not in k)
     try:
         answered = writer.write(aligned._jdf, directory, settings, layout)
     except Exception as error:  # noqa: BLE001 - Py4J's, or pyspark's conversion of a Spark error
@@ -539,7 +553,8 @@ def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list
     codec = table.metadata.properties.get("write.parquet.compression-codec", "zstd").lower()
     out = f"{data_location(table)}/ms-{uuid.uuid4().hex}"
     with scoped_spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-                                   "spark.sql.parquet.fieldId.write.enabled": "true"}):
+                                   "spark.sql.parquet.fieldId.write.enabled": "true",
+                                   **PROLEPTIC_WRITES}):
         (aligned.write.mode("errorifexists")
          .option("compression", _SPARK_CODECS.get(codec, "zstd"))
          .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")

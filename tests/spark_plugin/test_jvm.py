@@ -40,3 +40,11 @@ def test_a_jar_named_by_the_environment_must_be_there(monkeypatch: pytest.Monkey
 def test_the_jvm_writer_takes_s3_tables_it_has_credentials_for(
         location: str, storage: dict[str, str], jvm: bool) -> None:
     assert _jvm_can_write(location, storage) is jvm
+
+
+@pytest.mark.parametrize(("codec", "jvm"), [
+    ("zstd", True), ("ZSTD", True), ("snappy", True), ("gzip", True), ("lz4", True),
+    ("uncompressed", True), ("brotli", False), ("lzo", False)])
+def test_the_jvm_writer_takes_the_codecs_it_has(codec: str, jvm: bool) -> None:
+    properties = {"write.parquet.compression-codec": codec}
+    assert _jvm_can_write("s3://lake/wh/db/t/data", VENDED, properties) is jvm

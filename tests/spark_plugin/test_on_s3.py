@@ -590,6 +590,21 @@ def _rows_of_every_kind(spark: Any, columns: tuple[tuple[str, str], ...]) -> Any
         ", ".join(f"{name} {kind}" for name, kind in columns)).coalesce(1)
 
 
+def _bloom_filter_columns(data: bytes) -> list[str]:
+    """The columns of a Parquet file that carry a bloom filter (pyarrow does not show them;
+    DuckDB's ``parquet_metadata`` does)."""
+    import tempfile
+
+    import duckdb
+
+    with tempfile.NamedTemporaryFile(suffix=".parquet") as file:
+        file.write(data)
+        file.flush()
+        found = duckdb.sql(f"SELECT DISTINCT path_in_schema FROM parquet_metadata('{file.name}') "
+                           "WHERE bloom_filter_offset IS NOT NULL ORDER BY 1").fetchall()
+    return [row[0] for row in found]
+
+
 def _parquet_facts(data: bytes) -> dict[str, Any]:
     """All a reader learns from a Parquet file but where its bytes lie: the schema with field
     ids, the footer's key-values, every column chunk's layout, encodings and statistics, and
@@ -610,6 +625,8 @@ def _parquet_facts(data: bytes) -> dict[str, Any]:
     return {"schema": str(parquet.schema).split("\n", 1)[1],  # (its first line: an address)
             "key_values": metadata.metadata, "created_by": metadata.created_by,
             "rows": metadata.num_rows, "row_groups": metadata.num_row_groups, "chunks": chunks,
+            "codec": metadata.row_group(0).column(0).compression,
+            "bloom_filters": _bloom_filter_columns(data),
             "size": len(data),
             "values": {name: [comparable(v) for v in column]
                        for name, column in parquet.read().to_pydict().items()}}
@@ -622,21 +639,47 @@ ICEBERG_LAYOUT = {"write.parquet.row-group-size-bytes": 128 * 1024 * 1024,
 """Iceberg's defaults for a table that sets none."""
 SMALL_LAYOUT = {"write.parquet.row-group-size-bytes": 16 * 1024,
                 "write.parquet.page-size-bytes": 4096, "write.parquet.page-row-limit": 500,
-                "write.parquet.dict-size-bytes": 2048, "write.parquet.compression-level": 19}
-"""Row groups, pages and dictionaries small enough for 3,000 rows to fill several of each, and
-zstd's level 19 instead of 3."""
+                "write.parquet.dict-size-bytes": 2048, "write.parquet.compression-level": 19,
+                "write.parquet.row-group-check-min-record-count": 50,
+                "write.parquet.row-group-check-max-record-count": 200,
+                "write.parquet.bloom-filter-enabled.column.id": "true",
+                "write.parquet.bloom-filter-fpp.column.id": 0.2}
+"""Row groups, pages and dictionaries small enough for 3,000 rows to fill several of each,
+their sizes checked more often, a bloom filter, and zstd's level 19 instead of 3."""
+GZIP_LAYOUT = {"write.parquet.compression-codec": "gzip", "write.parquet.compression-level": 9}
+"""gzip at a level as pyiceberg writes it (a number; Hadoop's zlib codec takes a name)."""
 SPARK_OPTIONS = {"write.parquet.row-group-size-bytes": "parquet.block.size",
                  "write.parquet.page-size-bytes": "parquet.page.size",
                  "write.parquet.page-row-limit": "parquet.page.row.count.limit",
                  "write.parquet.dict-size-bytes": "parquet.dictionary.page.size",
-                 "write.parquet.compression-level": "parquet.compression.codec.zstd.level"}
+                 "write.parquet.compression-level": "parquet.compression.codec.zstd.level",
+                 "write.parquet.row-group-check-min-record-count":
+                     "parquet.page.size.row.check.min",
+                 "write.parquet.row-group-check-max-record-count":
+                     "parquet.page.size.row.check.max",
+                 "write.parquet.bloom-filter-enabled.column.id": "parquet.bloom.filter.enabled#id",
+                 "write.parquet.bloom-filter-fpp.column.id": "parquet.bloom.filter.fpp#id"}
+"""Spark's writer options (parquet-mr's settings) for the same layout."""
 
 
-@pytest.mark.parametrize("layout", [None, SMALL_LAYOUT], ids=["defaults", "small"])
+def _spark_writer_options(layout: dict[str, Any] | None) -> dict[str, str]:
+    """The options that make ``df.write.parquet`` lay a file out as a table with ``layout``."""
+    layout = {**ICEBERG_LAYOUT, **(layout or {})}
+    codec = str(layout.pop("write.parquet.compression-codec", "zstd"))
+    options = {"compression": codec}
+    if codec == "gzip":
+        options["zlib.compress.level"] = "BEST_COMPRESSION" if layout.pop(
+            "write.parquet.compression-level", None) == 9 else "DEFAULT_COMPRESSION"
+    options.update({SPARK_OPTIONS[k]: str(v) for k, v in layout.items()})
+    return options
+
+
+@pytest.mark.parametrize("layout", [None, SMALL_LAYOUT, GZIP_LAYOUT],
+                         ids=["defaults", "small", "gzip"])
 @pytest.mark.parametrize("columns", [FLAT, NESTED], ids=["flat", "nested"])
 def test_the_jvm_writer_writes_the_files_spark_s_own_writer_writes(
         spark: Any, server_url: str, client: sp.MetaServiceClient,
-        columns: tuple[tuple[str, str], ...], layout: dict[str, int] | None,
+        columns: tuple[tuple[str, str], ...], layout: dict[str, Any] | None,
         tmp_path: Path) -> None:
     """The JVM writer's file of every column kind (flat columns through parquet-mr's column
     writers, nested ones through Spark's writer), laid out as the table's properties say (or
@@ -653,18 +696,55 @@ def test_the_jvm_writer_writes_the_files_spark_s_own_writer_writes(
     sp.append_root(spark, rows, name, client=client)
     table = ice.load_table(name, client=client)
     [written] = [t.file for t in table.scan().plan_files()]
-    assert re.search(r"/ms-[0-9a-f]{32}/part-00000-\d+-000\.zstd\.parquet$", written.file_path)
+    assert re.search(r"/ms-[0-9a-f]{32}/part-00000-\d+-000\.(zstd|gzip)\.parquet$",
+                     written.file_path)
     with table.io.new_input(written.file_path).open() as stream:
         ours = _parquet_facts(stream.read())
 
     aligned = sio.align_to_schema(rows, table.schema(), table=name)
-    options = {SPARK_OPTIONS[k]: str(v) for k, v in (layout or ICEBERG_LAYOUT).items()}
     with sio.scoped_spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                                        "spark.sql.parquet.fieldId.write.enabled": "true"}):
-        aligned.write.options(compression="zstd", **options).parquet(str(tmp_path / "spark"))
+        aligned.write.options(**_spark_writer_options(layout)).parquet(str(tmp_path / "spark"))
     [local] = (tmp_path / "spark").glob("*.parquet")
     spark_s = _parquet_facts(local.read_bytes())
     assert ours == spark_s
     assert ours["rows"] == 3000
     assert all(f"field_id={n}" in ours["schema"] for n in range(1, len(columns) + 1))
-    assert (ours["row_groups"] > 1) == (layout is not None), ours["row_groups"]
+    assert (ours["row_groups"] > 1) == (layout is SMALL_LAYOUT), ours["row_groups"]
+    assert (ours["codec"], ours["bloom_filters"]) == (
+        "GZIP" if layout is GZIP_LAYOUT else "ZSTD", ["id"] if layout is SMALL_LAYOUT else [])
+
+
+@pytest.mark.parametrize("mode", ["LEGACY", "EXCEPTION"])
+def test_ancient_dates_are_written_proleptic_whatever_the_session_s_rebase_mode(
+        spark: Any, server_url: str, client: sp.MetaServiceClient, mode: str) -> None:
+    """Iceberg's dates and timestamps are proleptic Gregorian: a session that asks Spark to
+    rebase them to the hybrid calendar on write (LEGACY), or to refuse them (EXCEPTION), still
+    gets them written as they are, by both of the JVM writer's routes (a flat table, and one
+    with a nested column), with no legacy marker in the footer."""
+    import datetime as dt
+
+    from spark_plugin import _spark_io as sio
+
+    database, _catalog = fresh_database(server_url)
+    day, at = dt.date(1000, 1, 1), dt.datetime(1200, 3, 1, 12, tzinfo=dt.UTC)
+    frames = {
+        "flat": spark.createDataFrame([(1, day, at)], "id long, day date, at timestamp"),
+        "nested": spark.createDataFrame([(1, day, at, (day,))],
+                                        "id long, day date, at timestamp, s struct<d: date>"),
+    }
+    for kind, rows in frames.items():
+        name = f"{CATALOG}.{database}.{kind}"
+        sp.create_table_from_spark_schema(name, rows, client=client)
+        with sio.scoped_spark_conf(spark, {
+                "spark.sql.parquet.datetimeRebaseModeInWrite": mode,
+                "spark.sql.parquet.int96RebaseModeInWrite": mode}):
+            sp.append_root(spark, rows, name, client=client)
+        table = ice.load_table(name, client=client)
+        [row] = table.scan().to_arrow().to_pylist()
+        assert (row["day"], row["at"]) == (day, at), kind
+        assert row.get("s", {"d": day}) == {"d": day}, kind
+        [written] = [t.file.file_path for t in table.scan().plan_files()]
+        with table.io.new_input(written).open() as stream:
+            footer = _parquet_facts(stream.read())["key_values"]
+        assert not any(k.startswith(b"org.apache.spark.legacy") for k in footer), footer

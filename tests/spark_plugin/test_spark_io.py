@@ -183,3 +183,21 @@ def test_tasks_write_the_same_instants_whatever_the_sessions_time_zone(
     assert row["utc_ts"] == dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + \
         dt.timedelta(microseconds=instant)
     assert row["local_ts"] == dt.datetime(2024, 3, 10, 7, 30)
+
+
+@pytest.mark.parametrize("mode", ["LEGACY", "EXCEPTION"])
+def test_ancient_dates_are_written_proleptic_whatever_the_session_s_rebase_mode(
+        spark, catalog, database, mode) -> None:
+    """Spark's own Parquet writer (a table on a filesystem) writes Iceberg's proleptic dates
+    and timestamps as they are, where the session would rebase (LEGACY) or refuse (EXCEPTION)
+    them."""
+    day, at = dt.date(1000, 1, 1), dt.datetime(1200, 3, 1, 12, tzinfo=dt.UTC)
+    frame = spark.createDataFrame([(1, day, at)], "id long, day date, at timestamp")
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", frame, catalog=catalog)
+    assert sio.executor_write_reason(table) is None  # Spark's writer, not pyiceberg's
+    with sio.scoped_spark_conf(spark, {"spark.sql.parquet.datetimeRebaseModeInWrite": mode,
+                                       "spark.sql.parquet.int96RebaseModeInWrite": mode}):
+        commit(table, spark, frame, 1)
+    table.refresh()
+    [row] = table.scan().to_arrow().to_pylist()
+    assert (row["day"], row["at"]) == (day, at)

@@ -253,14 +253,15 @@ final class FlatParquetWriter implements ObjectStoreWriter.RowFile {
     if (rows < nextSizeCheck) {
       return;
     }
+    // parquet-mr's arithmetic to the letter, a row of under a byte (0 here) included
     long buffered = columns.getBufferedSize();
-    long rowBytes = Math.max(1, buffered / rows);
-    if (buffered > nextRowGroupBytes - 2 * rowBytes) {
+    long rowBytes = buffered / rows;
+    if (buffered > (nextRowGroupBytes - 2 * rowBytes)) {
       flushRowGroup();
     } else {
       nextSizeCheck = Math.min(
           Math.max(properties.getMinRowCountForPageSizeCheck(),
-              (rows + (long) (nextRowGroupBytes / (float) rowBytes)) / 2),
+              (rows + (long) (nextRowGroupBytes / ((float) rowBytes))) / 2),
           rows + properties.getMaxRowCountForPageSizeCheck());
     }
   }

@@ -299,6 +299,10 @@ public final class ObjectStoreWriter {
       return Collections.emptyList();
     }
     TaskContext task = TaskContext.get();
+    // Iceberg's dates and timestamps are proleptic Gregorian whatever the session's rebase
+    // modes say (Spark's writer reads them from the task's SQL settings): never rebased
+    task.getLocalProperties().setProperty(SQLConf.PARQUET_REBASE_MODE_IN_WRITE().key(), "CORRECTED");
+    task.getLocalProperties().setProperty(SQLConf.PARQUET_INT96_REBASE_MODE_IN_WRITE().key(), "CORRECTED");
     String stem = String.format("part-%05d-%d", task.partitionId(), task.taskAttemptId());
     Configuration conf = new Configuration(false);
     parquet.forEach(conf::set);
@@ -461,13 +465,8 @@ public final class ObjectStoreWriter {
     if (flat != null) {
       return flat;
     }
-    ParquetWriter<InternalRow> writer = new RowWriterBuilder(out)
+    ParquetWriter<InternalRow> writer = layout.applyTo(new RowWriterBuilder(out))
         .withConf(conf)
-        .withCompressionCodec(layout.codec)
-        .withRowGroupSize(layout.rowGroupBytes)
-        .withPageSize(layout.pageBytes)
-        .withPageRowCountLimit(layout.pageRows)
-        .withDictionaryPageSize(layout.dictionaryBytes)
         .withWriteMode(ParquetFileWriter.Mode.CREATE)
         .build();
     return new RowFile() {

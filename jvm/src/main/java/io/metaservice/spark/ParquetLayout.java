@@ -1,16 +1,19 @@
 package io.metaservice.spark;
 
+import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
 
 import org.apache.parquet.column.ParquetProperties;
+import org.apache.parquet.hadoop.ParquetWriter;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
 
 /**
  * How a table's data files are laid out, from its Iceberg properties and with Iceberg's
  * defaults (Iceberg's {@code TableProperties}, as its own Parquet writer reads them): codec and
- * level, row-group, page and dictionary sizes, rows per page, and the size at which a file
- * rolls over. Serializable: the write's closure carries it to the tasks.
+ * level, row-group, page and dictionary sizes, rows per page, how often a row group's size is
+ * checked, dictionaries, bloom filters, and the size at which a file rolls over. Serializable:
+ * the write's closure carries it to the tasks.
  */
 final class ParquetLayout implements java.io.Serializable {
   private static final long serialVersionUID = 1L;
@@ -22,6 +25,13 @@ final class ParquetLayout implements java.io.Serializable {
   final int pageBytes;
   final int pageRows;
   final int dictionaryBytes;
+  final boolean dictionaries;
+  final int sizeCheckMinRows;
+  final int sizeCheckMaxRows;
+  final int bloomFilterMaxBytes;
+  /** Bloom filters by column path ({@code a.b}): enabled or not, and their false-positive rates. */
+  final Map<String, Boolean> bloomFilters = new HashMap<>();
+  final Map<String, Double> bloomFilterFpp = new HashMap<>();
   final long targetFileBytes;
 
   private ParquetLayout(Map<String, String> table) {
@@ -35,12 +45,54 @@ final class ParquetLayout implements java.io.Serializable {
       case BROTLI -> "compression.brotli.quality";
       default -> null;
     };
+    if (level != null && codec == CompressionCodecName.GZIP) {
+      level = zlibLevel(level.trim());
+    }
     this.codecLevel = level == null || levelKey == null ? null : new String[] {levelKey, level};
     this.rowGroupBytes = positive(table, "write.parquet.row-group-size-bytes", 128L * 1024 * 1024);
     this.pageBytes = (int) positive(table, "write.parquet.page-size-bytes", 1024 * 1024);
     this.pageRows = (int) positive(table, "write.parquet.page-row-limit", 20_000);
     this.dictionaryBytes = (int) positive(table, "write.parquet.dict-size-bytes", 2 * 1024 * 1024);
+    this.dictionaries = Boolean.parseBoolean(table.getOrDefault("parquet.enable.dictionary", "true"));
+    this.sizeCheckMinRows = (int) positive(table, "write.parquet.row-group-check-min-record-count", 100);
+    this.sizeCheckMaxRows = (int) positive(table, "write.parquet.row-group-check-max-record-count", 10_000);
+    if (sizeCheckMaxRows < sizeCheckMinRows) {
+      throw new IllegalArgumentException("table property write.parquet.row-group-check-max-record-count"
+          + " must be at least write.parquet.row-group-check-min-record-count");
+    }
+    this.bloomFilterMaxBytes = (int) positive(table, "write.parquet.bloom-filter-max-bytes", 1024 * 1024);
+    table.forEach((key, value) -> {
+      if (key.startsWith(BLOOM_ENABLED)) {
+        bloomFilters.put(key.substring(BLOOM_ENABLED.length()), Boolean.parseBoolean(value));
+      } else if (key.startsWith(BLOOM_FPP)) {
+        bloomFilterFpp.put(key.substring(BLOOM_FPP.length()), Double.parseDouble(value));
+      }
+    });
     this.targetFileBytes = positive(table, "write.target-file-size-bytes", 512L * 1024 * 1024);
+  }
+
+  private static final String BLOOM_ENABLED = "write.parquet.bloom-filter-enabled.column.";
+  private static final String BLOOM_FPP = "write.parquet.bloom-filter-fpp.column.";
+
+  /**
+   * A gzip level as Hadoop's zlib codec reads it (the names of {@code
+   * ZlibCompressor.CompressionLevel}): numbers (0–9, -1), which pyiceberg writes, become names.
+   */
+  private static String zlibLevel(String level) {
+    return switch (level) {
+      case "-1" -> "DEFAULT_COMPRESSION";
+      case "0" -> "NO_COMPRESSION";
+      case "1" -> "BEST_SPEED";
+      case "2" -> "TWO";
+      case "3" -> "THREE";
+      case "4" -> "FOUR";
+      case "5" -> "FIVE";
+      case "6" -> "SIX";
+      case "7" -> "SEVEN";
+      case "8" -> "EIGHT";
+      case "9" -> "BEST_COMPRESSION";
+      default -> level;
+    };
   }
 
   /** The layout of a table with these properties. */
@@ -60,10 +112,32 @@ final class ParquetLayout implements java.io.Serializable {
 
   /** parquet-mr's encoding settings of this layout (the rest are parquet-mr's defaults). */
   ParquetProperties properties() {
-    return ParquetProperties.builder()
+    ParquetProperties.Builder builder = ParquetProperties.builder()
         .withPageSize(pageBytes)
         .withPageRowCountLimit(pageRows)
+        .withDictionaryEncoding(dictionaries)
         .withDictionaryPageSize(dictionaryBytes)
-        .build();
+        .withMinRowCountForPageSizeCheck(sizeCheckMinRows)
+        .withMaxRowCountForPageSizeCheck(sizeCheckMaxRows)
+        .withMaxBloomFilterBytes(bloomFilterMaxBytes);
+    bloomFilters.forEach(builder::withBloomFilterEnabled);
+    bloomFilterFpp.forEach(builder::withBloomFilterFPP);
+    return builder.build();
+  }
+
+  /** The same settings on a {@link ParquetWriter}'s builder. */
+  <B extends ParquetWriter.Builder<?, B>> B applyTo(B builder) {
+    builder.withCompressionCodec(codec)
+        .withRowGroupSize(rowGroupBytes)
+        .withPageSize(pageBytes)
+        .withPageRowCountLimit(pageRows)
+        .withDictionaryEncoding(dictionaries)
+        .withDictionaryPageSize(dictionaryBytes)
+        .withMinRowCountForPageSizeCheck(sizeCheckMinRows)
+        .withMaxRowCountForPageSizeCheck(sizeCheckMaxRows)
+        .withMaxBloomFilterBytes(bloomFilterMaxBytes);
+    bloomFilters.forEach(builder::withBloomFilterEnabled);
+    bloomFilterFpp.forEach(builder::withBloomFilterFPP);
+    return builder;
   }
 }
