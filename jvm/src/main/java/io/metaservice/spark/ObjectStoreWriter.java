@@ -19,12 +19,8 @@ import java.util.Set;
 import java.util.UUID;
 
 import org.apache.hadoop.conf.Configuration;
-import org.apache.parquet.hadoop.ParquetFileWriter;
-import org.apache.parquet.hadoop.ParquetWriter;
-import org.apache.parquet.hadoop.api.WriteSupport;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
 import org.apache.parquet.io.LocalOutputFile;
-import org.apache.parquet.io.OutputFile;
 import org.apache.spark.JobExecutionStatus;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
@@ -63,8 +59,10 @@ import software.amazon.awssdk.services.s3.model.S3Object;
 
 /**
  * A DataFrame's rows written as Parquet data files straight into an object store (S3), by
- * Spark's tasks in the JVM: Spark's own Parquet writer ({@link ParquetWriteSupport}, field ids
- * from the columns' {@code parquet.field.id} metadata) into a local file of the task, then one
+ * Spark's tasks in the JVM: the file Spark's own Parquet writer writes ({@link
+ * ParquetRowWriter}: {@link ParquetWriteSupport}'s schema, field ids from the columns' {@code
+ * parquet.field.id} metadata) into a local file of the task, laid out as the table's properties
+ * say ({@link ParquetLayout}), then one
  * PUT of that file to the store with the credentials the catalog vended for the table. No
  * Hadoop filesystem and no output committer: the files of one write are named under one fresh
  * directory of the table's data location, and what the tasks answer is exactly what the caller
@@ -323,7 +321,7 @@ public final class ObjectStoreWriter {
       while (rows.hasNext()) {
         Files.deleteIfExists(local);
         long count = 0;
-        try (RowFile writer = openFile(new LocalOutputFile(local), conf, layout)) {
+        try (ParquetRowWriter writer = new ParquetRowWriter(new LocalOutputFile(local), conf, layout)) {
           while (rows.hasNext()) {
             writer.write(rows.next());
             count++;
@@ -446,60 +444,6 @@ public final class ObjectStoreWriter {
         throw new IllegalArgumentException("no bucket in " + uri);
       }
       return new ObjectLocation(uri.substring(0, colon), rest.substring(0, slash), rest.substring(slash + 1));
-    }
-  }
-
-  /** Spark's Parquet write support behind parquet-mr's writer builder. */
-  /** One Parquet file being written from rows. */
-  interface RowFile extends java.io.Closeable {
-    void write(InternalRow row) throws IOException;
-
-    /** The bytes written so far and buffered for the current row group. */
-    long dataSize();
-  }
-
-  /** The flat writer when the rows are flat and primitive, else Spark's own. */
-  private static RowFile openFile(OutputFile out, Configuration conf, ParquetLayout layout)
-      throws IOException {
-    RowFile flat = FlatParquetWriter.open(out, conf, layout);
-    if (flat != null) {
-      return flat;
-    }
-    ParquetWriter<InternalRow> writer = layout.applyTo(new RowWriterBuilder(out))
-        .withConf(conf)
-        .withWriteMode(ParquetFileWriter.Mode.CREATE)
-        .build();
-    return new RowFile() {
-      @Override
-      public void write(InternalRow row) throws IOException {
-        writer.write(row);
-      }
-
-      @Override
-      public long dataSize() {
-        return writer.getDataSize();
-      }
-
-      @Override
-      public void close() throws IOException {
-        writer.close();
-      }
-    };
-  }
-
-  private static final class RowWriterBuilder extends ParquetWriter.Builder<InternalRow, RowWriterBuilder> {
-    RowWriterBuilder(OutputFile file) {
-      super(file);
-    }
-
-    @Override
-    protected RowWriterBuilder self() {
-      return this;
-    }
-
-    @Override
-    protected WriteSupport<InternalRow> getWriteSupport(Configuration conf) {
-      return new ParquetWriteSupport();
     }
   }
 }

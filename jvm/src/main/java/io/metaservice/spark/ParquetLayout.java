@@ -5,7 +5,6 @@ import java.util.Locale;
 import java.util.Map;
 
 import org.apache.parquet.column.ParquetProperties;
-import org.apache.parquet.hadoop.ParquetWriter;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
 
 /**
@@ -123,21 +122,5 @@ final class ParquetLayout implements java.io.Serializable {
     bloomFilters.forEach(builder::withBloomFilterEnabled);
     bloomFilterFpp.forEach(builder::withBloomFilterFPP);
     return builder.build();
-  }
-
-  /** The same settings on a {@link ParquetWriter}'s builder. */
-  <B extends ParquetWriter.Builder<?, B>> B applyTo(B builder) {
-    builder.withCompressionCodec(codec)
-        .withRowGroupSize(rowGroupBytes)
-        .withPageSize(pageBytes)
-        .withPageRowCountLimit(pageRows)
-        .withDictionaryEncoding(dictionaries)
-        .withDictionaryPageSize(dictionaryBytes)
-        .withMinRowCountForPageSizeCheck(sizeCheckMinRows)
-        .withMaxRowCountForPageSizeCheck(sizeCheckMaxRows)
-        .withMaxBloomFilterBytes(bloomFilterMaxBytes);
-    bloomFilters.forEach(builder::withBloomFilterEnabled);
-    bloomFilterFpp.forEach(builder::withBloomFilterFPP);
-    return builder;
   }
 }

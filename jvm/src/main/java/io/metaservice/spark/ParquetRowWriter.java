@@ -16,8 +16,10 @@ import org.apache.parquet.hadoop.ColumnChunkPageWriteStore;
 import org.apache.parquet.hadoop.ParquetFileWriter;
 import org.apache.parquet.hadoop.ParquetWriter;
 import org.apache.parquet.hadoop.api.WriteSupport;
+import org.apache.parquet.io.ColumnIOFactory;
 import org.apache.parquet.io.OutputFile;
 import org.apache.parquet.io.api.Binary;
+import org.apache.parquet.io.api.RecordConsumer;
 import org.apache.parquet.schema.MessageType;
 import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 import org.apache.parquet.schema.Type;
@@ -41,17 +43,19 @@ import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
 
 /**
- * Rows of a flat schema (top-level columns of primitive types only) written as one Parquet
- * file straight into parquet-mr's column writers: the file Spark's {@link ParquetWriteSupport}
- * behind a {@link ParquetWriter} writes with the same {@link ParquetLayout} (its schema, field
- * ids, footer metadata, pages, row groups, dictionaries, codec), without the record-consumer layer between a row and its
- * columns, where that writer spends about a third of its time on a narrow row. Mirrors
- * parquet-mr's {@code InternalParquetRecordWriter}; the values are written as Spark writes
- * them with {@code spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS}, no legacy format and
- * no calendar rebase (Iceberg's dates and timestamps are proleptic Gregorian). A schema it
- * cannot write ({@link #kinds} answers null) goes through Spark's writer.
+ * Spark's rows written as one Parquet file laid out as a {@link ParquetLayout} says: the file
+ * Spark's {@link ParquetWriteSupport} behind a {@link ParquetWriter} writes with those settings
+ * (its schema, field ids, footer metadata, pages, row groups, dictionaries, bloom filters,
+ * codec). Mirrors parquet-mr's {@code InternalParquetRecordWriter}, with two ways from a row to
+ * its columns. Rows of a flat schema (top-level columns of primitive types only, {@link
+ * #kinds}) go straight into parquet-mr's column writers, without the record consumer between a
+ * row and its columns where Spark's writer spends about a third of its time on a narrow row;
+ * their values are written as Spark writes them with {@code
+ * spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS}, no legacy format and no calendar
+ * rebase (Iceberg's dates and timestamps are proleptic Gregorian). Other rows go through
+ * {@link ParquetWriteSupport} and that record consumer, as in Spark's writer.
  */
-final class FlatParquetWriter implements ObjectStoreWriter.RowFile {
+final class ParquetRowWriter implements java.io.Closeable {
   private static final int BOOLEAN = 0;
   private static final int BYTE = 1;
   private static final int SHORT = 2;
@@ -64,6 +68,7 @@ final class FlatParquetWriter implements ObjectStoreWriter.RowFile {
   private static final int DECIMAL_INT = 9;
   private static final int DECIMAL_LONG = 10;
 
+  private final ParquetWriteSupport support;
   private final ParquetFileWriter file;
   private final MessageType schema;
   private final Map<String, String> footerMetadata;
@@ -78,6 +83,7 @@ final class FlatParquetWriter implements ObjectStoreWriter.RowFile {
   private ColumnChunkPageWriteStore pages;
   private ColumnWriteStore columns;
   private ColumnWriter[] writers;
+  private RecordConsumer consumer;
   private int rowGroupOrdinal;
   private long rows;
   private long nextSizeCheck;
@@ -146,33 +152,28 @@ final class FlatParquetWriter implements ObjectStoreWriter.RowFile {
   }
 
   /**
-   * The writer of {@code out}, or null when the rows' schema (Spark's {@link ParquetWriteSupport}
-   * reads it from {@code conf}) is not flat and primitive.
+   * The writer of {@code out}, for rows of the schema Spark's {@link ParquetWriteSupport} reads
+   * from {@code conf} (with the rest of its settings).
    */
-  static FlatParquetWriter open(OutputFile out, Configuration conf, ParquetLayout layout)
-      throws IOException {
-    WriteSupport.WriteContext context = new ParquetWriteSupport().init(conf);
+  ParquetRowWriter(OutputFile out, Configuration conf, ParquetLayout layout) throws IOException {
+    this.support = new ParquetWriteSupport();
+    WriteSupport.WriteContext context = support.init(conf);
     StructType spark = (StructType) DataType.fromJson(conf.get(ParquetWriteSupport.SPARK_ROW_SCHEMA()));
-    int[] kinds = kinds(spark, context.getSchema());
-    return kinds == null ? null : new FlatParquetWriter(out, conf, layout, context, spark, kinds);
-  }
-
-  private FlatParquetWriter(OutputFile out, Configuration conf, ParquetLayout layout,
-      WriteSupport.WriteContext context, StructType spark, int[] kinds) throws IOException {
     this.schema = context.getSchema();
+    this.kinds = kinds(spark, schema);
     this.footerMetadata = new HashMap<>(context.getExtraMetaData());
-    String model = new ParquetWriteSupport().getName();
+    String model = support.getName();
     if (model != null) {
       this.footerMetadata.put(ParquetWriter.OBJECT_MODEL_NAME_PROP, model);
     }
     this.properties = layout.properties();
     this.rowGroupBytes = layout.rowGroupBytes;
-    this.kinds = kinds;
+    int columnCount = schema.getColumns().size();
     List<ColumnDescriptor> descriptors = schema.getColumns();
-    this.maxDefinition = new int[kinds.length];
-    this.precision = new int[kinds.length];
-    this.scale = new int[kinds.length];
-    for (int i = 0; i < kinds.length; i++) {
+    this.maxDefinition = new int[columnCount];
+    this.precision = new int[columnCount];
+    this.scale = new int[columnCount];
+    for (int i = 0; kinds != null && i < kinds.length; i++) {
       maxDefinition[i] = descriptors.get(i).getMaxDefinitionLevel();
       if (spark.fields()[i].dataType() instanceof DecimalType decimal) {
         precision[i] = decimal.precision();
@@ -193,19 +194,27 @@ final class FlatParquetWriter implements ObjectStoreWriter.RowFile {
         properties.getColumnIndexTruncateLength(), properties.getPageWriteChecksumEnabled(),
         null, rowGroupOrdinal);
     columns = properties.newColumnWriteStore(schema, pages, pages);
-    writers = new ColumnWriter[kinds.length];
-    List<ColumnDescriptor> descriptors = schema.getColumns();
-    for (int i = 0; i < writers.length; i++) {
-      writers[i] = columns.getColumnWriter(descriptors.get(i));
+    if (kinds == null) {
+      consumer = new ColumnIOFactory(false).getColumnIO(schema).getRecordWriter(columns);
+      support.prepareForWrite(consumer);
+    } else {
+      writers = new ColumnWriter[kinds.length];
+      List<ColumnDescriptor> descriptors = schema.getColumns();
+      for (int i = 0; i < writers.length; i++) {
+        writers[i] = columns.getColumnWriter(descriptors.get(i));
+      }
     }
     nextSizeCheck = properties.getMinRowCountForPageSizeCheck();
   }
 
-  @Override
-  public void write(InternalRow row) throws IOException {
+  void write(InternalRow row) throws IOException {
     try {
-      writeColumns(row);
-      columns.endRecord();
+      if (kinds == null) {
+        support.write(row);  // its record consumer ends the record in the column store
+      } else {
+        writeColumns(row);
+        columns.endRecord();
+      }
       rows++;
       checkRowGroupSize();
     } catch (Throwable failed) {
@@ -268,6 +277,9 @@ final class FlatParquetWriter implements ObjectStoreWriter.RowFile {
 
   private void flushRowGroup() throws IOException {
     try {
+      if (consumer != null) {
+        consumer.flush();
+      }
       if (rows > 0) {
         rowGroupOrdinal++;
         file.startBlock(rows);
@@ -287,8 +299,8 @@ final class FlatParquetWriter implements ObjectStoreWriter.RowFile {
     }
   }
 
-  @Override
-  public long dataSize() {
+  /** The bytes written so far and buffered for the current row group. */
+  long dataSize() {
     return lastRowGroupEnd + columns.getBufferedSize();
   }
 
@@ -305,7 +317,9 @@ final class FlatParquetWriter implements ObjectStoreWriter.RowFile {
         file.abort();
       } else {
         flushRowGroup();
-        file.end(footerMetadata);
+        Map<String, String> metadata = new HashMap<>(footerMetadata);
+        metadata.putAll(support.finalizeWrite().getExtraMetaData());
+        file.end(metadata);
       }
     } finally {
       codecs.release();
