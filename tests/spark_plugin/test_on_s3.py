@@ -136,9 +136,10 @@ def without_aws(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not k.startswith("AWS_")}
 
 
-def test_a_batch_job_on_the_cluster_writes_and_reads_its_tables_on_s3(
-        cluster: StandaloneCluster, server_url: str, client: sp.MetaServiceClient,
-        store: Any, warehouse: str, tmp_path: Path) -> None:
+def _batch_job_on_the_cluster(cluster: StandaloneCluster, server_url: str, tmp_path: Path,
+                              jars: list[str]) -> tuple[str, dict[str, Any], Any]:
+    """The README's batch job submitted to the cluster with the spark-submit options ``jars``
+    (no AWS variable anywhere): its tables' prefix, the driver's result and its run."""
     database = f"db_{uuid.uuid4().hex[:8]}"
     prefix = f"{CATALOG}.{database}"
     result_file = tmp_path / "result.json"
@@ -148,19 +149,27 @@ def test_a_batch_job_on_the_cluster_writes_and_reads_its_tables_on_s3(
     env = {**without_aws(driver_env(server_url)), "PYTHONPATH": str(ROOT)}
     command = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url,
                "--conf", f"spark.pyspark.python={sys.executable}",
-               "--conf", f"spark.executorEnv.PYTHONPATH={ROOT}",
-               # the plugin's JVM writer, shipped to the executors by Spark
-               "--jars", sp.plugin_jars(),
+               "--conf", f"spark.executorEnv.PYTHONPATH={ROOT}", *jars,
                str(DRIVER), "batch", cluster.master_url, prefix, str(result_file)]
     run = subprocess.run(command, env=env, cwd=tmp_path / "driver", capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[
         run.stderr.rfind("Traceback"):][-6000:]
     result = json.loads(result_file.read_text())
-    evidence = result["evidence"]
-    check_ran_on_the_cluster(evidence, cluster)
-    for task in evidence["tasks"]:
+    check_ran_on_the_cluster(result["evidence"], cluster)
+    for task in result["evidence"]["tasks"]:
         assert [k for k in task["jvm_env"] + task["python_env"] if k.startswith("AWS_")] == []
+    return prefix, result, run
+
+
+def test_a_batch_job_on_the_cluster_writes_and_reads_its_tables_on_s3(
+        cluster: StandaloneCluster, server_url: str, client: sp.MetaServiceClient,
+        store: Any, warehouse: str, tmp_path: Path) -> None:
+    # the plugin's JVM writer, shipped to the executors by Spark
+    prefix, result, run = _batch_job_on_the_cluster(cluster, server_url, tmp_path,
+                                                    ["--jars", sp.plugin_jars()])
+    database = prefix.split(".")[1]
+    evidence = result["evidence"]
 
     source, sink = f"{prefix}.orders", f"{prefix}.orders_enriched"
     rows = ice.load_table(sink, client=client).scan().to_arrow().sort_by("order_id").to_pylist()
@@ -196,6 +205,32 @@ def test_a_batch_job_on_the_cluster_writes_and_reads_its_tables_on_s3(
         if p.is_file() and p.suffix != ".jar" and p.stat().st_size < 20_000_000]
     assert len(logs) > 4
     assert not [s for s in secrets if any(s in text for text in logs)]
+
+
+def test_executors_without_the_aws_sdk_write_through_pyiceberg(
+        cluster: StandaloneCluster, server_url: str, client: sp.MetaServiceClient,
+        store: Any, warehouse: str, tmp_path: Path) -> None:
+    """The AWS SDK on the driver only (its class path), the plugin's jar shipped to the
+    executors without it: the JVM writer's tasks fail for the missing SDK, and the plugin
+    writes the tables through pyiceberg in the Python workers instead. The job's result is the
+    same, and the bucket holds the committed files only."""
+    [plugin, bundle] = sp.plugin_jars().split(",")
+    prefix, result, run = _batch_job_on_the_cluster(
+        cluster, server_url, tmp_path, ["--jars", plugin, "--driver-class-path", bundle])
+    assert run.stdout.count("object_store_write_fallback") == 2, run.stdout[-3000:]  # both writes
+    sink = f"{prefix}.orders_enriched"
+    rows = ice.load_table(sink, client=client).scan().to_arrow().sort_by("order_id").to_pylist()
+    assert [(r["order_id"], r["vip"]) for r in rows] == [(1, False), (2, True), (3, True),
+                                                        (4, True)]
+    database = prefix.split(".")[1]
+    objects = bucket_keys(store, f"{warehouse}/{database}/")
+    for table, name in ((f"{prefix}.orders", "orders"), (sink, "orders_enriched")):
+        files = current_data_files(client, table)
+        data = f"s3://lake/{warehouse}/{database}/{name}/data/"
+        assert files and not any("/ms-" in f for f in files), files  # pyiceberg's names
+        assert ({o for o in objects if o.startswith(data.removeprefix("s3://lake/"))}
+                == {f.removeprefix("s3://lake/") for f in files})
+    assert not any(result["records_written"].values())
 
 
 @pytest.mark.parametrize("source_format", ["metaservice", "metaservice_native"])
