@@ -7,13 +7,15 @@ Writing (``write_data_files``):
     Spark type of its Iceberg column and carries the Iceberg field id (``parquet.field.id``),
     timestamps are written as INT64 microseconds (``TimestampType`` for Iceberg
     ``timestamptz``, ``TimestampNTZType`` for ``timestamp``; never INT96), required columns are
-    written as required and fail the job on a null. Unpartitioned tables on an object store
-    (``s3://``) are written by the same Spark Parquet writer in the JVM when the session has the
-    plugin's jars (:func:`spark_plugin.plugin_jars`): each task writes its files locally and
-    uploads each with one PUT, with the credentials the catalog vended for the table's prefix
-    (``write_from_jvm``, ``jvm/.../ObjectStoreWriter.java``). Partitioned tables, tables with
-    required fields inside nested columns, and object-store tables in a session without the
-    jars (or with remote signing instead of credentials) are written in Spark's tasks by
+    written as required and fail the job on a null; dates and timestamps are never rebased to
+    another calendar. Unpartitioned tables on an object store (``s3://``) are written in the
+    JVM when the session has the plugin's jars (:func:`spark_plugin.plugin_jars`): each task
+    writes the files that Spark's Parquet writer would, laid out as the table's properties say,
+    locally, and uploads each with one PUT, with the credentials the catalog vended for the
+    table's prefix (``write_from_jvm``, ``jvm/.../ObjectStoreWriter.java``). Partitioned
+    tables, tables with required fields inside nested columns or a codec the JVM lacks (Brotli,
+    LZO), and object-store tables in a session without the jars (or with remote signing
+    instead of credentials) are written in Spark's tasks by
     pyiceberg's writer in the Python workers (``write_from_tasks``): each task opens the table
     from its metadata file with the table's FileIO properties and answers the data files it
     wrote. Nothing is committed here: the result is a list of data files.

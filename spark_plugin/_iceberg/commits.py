@@ -62,7 +62,7 @@ def data_files_from_parquet(table: Table, paths: Sequence[str]) -> list[DataFile
         found = table.io.new_input(path)
         with found.open() as stream:
             footer = pq.read_metadata(stream)
-        return described_data_file(table, path, len(found), footer)
+        return _described_data_file(table, path, len(found), footer)
 
     if len(paths) <= 1:
         return [described(p) for p in paths]
@@ -77,12 +77,12 @@ def data_files_from_footers(table: Table,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return [described_data_file(table, path, size,
+    return [_described_data_file(table, path, size,
                                 pq.read_metadata(pa.BufferReader(b"PAR1" + footer)))
             for path, size, footer in files]
 
 
-def described_data_file(table: Table, path: str, size: int, footer: Any) -> DataFile:
+def _described_data_file(table: Table, path: str, size: int, footer: Any) -> DataFile:
     """The data file at ``path`` of ``size`` bytes whose Parquet metadata is ``footer``,
     checked against the table's current schema (as pyiceberg's ``parquet_file_to_data_file``,
     from metadata already at hand)."""
