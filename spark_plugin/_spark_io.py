@@ -519,10 +519,14 @@ def write_from_jvm(writer: Any, aligned: DataFrame, table: Table,
 
 def _raise_write_error(error: Exception, table: str) -> NoReturn:
     """The JVM write's failure as the plugin's error when the rows broke the table's schema
-    (a null in a required column), else as it came."""
+    (a null in a required column), as ``ValueError`` (pyiceberg's writer's error) when a
+    table property of the files' layout is not a valid value, else as it came."""
     found = re.search(rf"null in required column '[^']*' of {re.escape(table)}", str(error))
     if found:
         raise UnsupportedSchemaError(found.group(0)) from error
+    bad = re.search(r"table property \S+ must be [^\n]*", str(error))
+    if bad:
+        raise ValueError(f"{table}: {bad.group(0)}") from error
     raise error
 
 

@@ -783,3 +783,22 @@ def test_ancient_dates_are_written_proleptic_whatever_the_session_s_rebase_mode(
         with table.io.new_input(written).open() as stream:
             footer = _parquet_facts(stream.read())["key_values"]
         assert not any(k.startswith(b"org.apache.spark.legacy") for k in footer), footer
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("write.parquet.page-size-bytes", "abc"), ("write.parquet.row-group-size-bytes", "0"),
+    ("write.parquet.bloom-filter-fpp.column.id", "2")])
+def test_a_bad_layout_property_is_a_clear_error_and_writes_nothing(
+        spark: Any, server_url: str, client: sp.MetaServiceClient, store: Any, warehouse: str,
+        key: str, value: str) -> None:
+    """A table property of the files' layout that is no valid value fails the write before
+    anything is uploaded, naming the property (``ValueError``, as pyiceberg's writer)."""
+    database, _catalog = fresh_database(server_url)
+    name = f"{CATALOG}.{database}.t"
+    rows = spark.createDataFrame([(1, "a")], "id long, note string")
+    sp.create_table_from_spark_schema(name, rows, client=client, properties={key: value})
+    with pytest.raises(ValueError, match=rf"{re.escape(name)}: table property {re.escape(key)} "
+                                         rf"must be .*: {re.escape(value)}$"):
+        sp.append_root(spark, rows, name, client=client)
+    assert ice.load_table(name, client=client).current_snapshot() is None
+    assert bucket_keys(store, f"{warehouse}/{database}/t/data/") == set()

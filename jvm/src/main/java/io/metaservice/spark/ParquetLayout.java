@@ -64,7 +64,7 @@ final class ParquetLayout implements java.io.Serializable {
       if (key.startsWith(BLOOM_ENABLED)) {
         bloomFilters.put(key.substring(BLOOM_ENABLED.length()), Boolean.parseBoolean(value));
       } else if (key.startsWith(BLOOM_FPP)) {
-        bloomFilterFpp.put(key.substring(BLOOM_FPP.length()), Double.parseDouble(value));
+        bloomFilterFpp.put(key.substring(BLOOM_FPP.length()), rate(key, value));
       }
     });
     this.targetFileBytes = positive(table, "write.target-file-size-bytes", 512L * 1024 * 1024);
@@ -101,10 +101,28 @@ final class ParquetLayout implements java.io.Serializable {
 
   private static long positive(Map<String, String> table, String key, long fallback) {
     String value = table.get(key);
-    long parsed = value == null ? fallback : Long.parseLong(value.trim());
+    long parsed;
+    try {
+      parsed = value == null ? fallback : Long.parseLong(value.trim());
+    } catch (NumberFormatException notANumber) {
+      parsed = -1;
+    }
     if (parsed <= 0 || (!key.endsWith("row-group-size-bytes") && !key.startsWith("write.target")
         && parsed > Integer.MAX_VALUE)) {
       throw new IllegalArgumentException("table property " + key + " must be a positive size: " + value);
+    }
+    return parsed;
+  }
+
+  private static double rate(String key, String value) {
+    double parsed;
+    try {
+      parsed = Double.parseDouble(value.trim());
+    } catch (NumberFormatException notANumber) {
+      parsed = Double.NaN;
+    }
+    if (!(parsed > 0 && parsed < 1)) {
+      throw new IllegalArgumentException("table property " + key + " must be a rate between 0 and 1: " + value);
     }
     return parsed;
   }
