@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fetches the jars of the routes named (profiles of engines/pom.xml, which declares every JVM
 # dependency of the project, pinned) with Maven into its local repository (~/.m2, or
-# MAVEN_REPO_LOCAL), and copies each profile's jars into .cache/jars/<profile>/, where that
-# route's Spark or JUnit finds them. Nothing is built. Idempotent: a profile whose jars were
-# copied from the same engines/pom.xml is left alone without starting Maven. Maven 3.8 does not
+# MAVEN_REPO_LOCAL), and links each profile's jars into .cache/jars/<profile>/, where that
+# route's Spark or JUnit finds them: hard links to the local repository's files (copies where it is
+# on another filesystem), so a checkout adds no second copy of the 1.6 GB. Nothing is built. Idempotent: a profile whose jars were
+# linked from the same engines/pom.xml is left alone without starting Maven. Maven 3.8 does not
 # lock its local repository, and two Maven processes writing one at once can leave a broken
 # artifact in it: when a profile needs Maven, the script runs again holding a lock in that
 # repository (engines/locked.sh), so fetches started together (engines/install.sh runs its
@@ -56,8 +57,12 @@ for profile in "$@"; do
     rm -rf "$target"
     mkdir -p "$target"
     start=$SECONDS
-    "${MAVEN[@]}" -P "$profile" dependency:copy-dependencies \
-        -DincludeScope=runtime -DoutputDirectory="$PWD/$target"
+    "${MAVEN[@]}" -P "$profile" dependency:build-classpath \
+        -DincludeScope=runtime -Dmdep.outputFile="$PWD/$target/.classpath"
+    tr ":" "\n" < "$target/.classpath" | while read -r jar || [ -n "$jar" ]; do
+        ln -f "$jar" "$target/" 2>/dev/null || cp "$jar" "$target/"
+    done
+    rm "$target/.classpath"
     echo "$DIGEST" > "$stamp"
     echo "fetch-jars: $profile: $(ls "$target"/*.jar | wc -l) jars in $target" \
          "($((SECONDS - start)) s)"

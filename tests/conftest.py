@@ -23,6 +23,7 @@ import asyncio
 import fcntl
 import gc
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -97,11 +98,24 @@ def pytest_configure(config: pytest.Config) -> None:
             lambda name, **_: name == "slow")
     if not hasattr(config, "workerinput"):  # the run's own process, not a pytest-xdist worker
         _provide_postgres(config)
+        _provide_spark_scratch(config)
         if hasattr(config.option, "loadscopereorder"):  # files in COSTLIEST_FILES's order
             config.option.loadscopereorder = False
 
 
 _STARTED_POSTGRES = pytest.StashKey["object"]()
+_SPARK_SCRATCH = pytest.StashKey[str]()
+
+
+def _provide_spark_scratch(config: pytest.Config) -> None:
+    """Spark's scratch space (``SPARK_LOCAL_DIRS``: the driver's ``spark-*`` directories, with
+    the jars it serves, block managers, shuffle files) for the whole run, its workers and the
+    drivers and clusters they start, removed at its end. A driver that a test kills leaves its
+    directories behind, tens of megabytes each; under /tmp they piled up run after run."""
+    if "SPARK_LOCAL_DIRS" in os.environ:
+        return
+    scratch = tempfile.mkdtemp(prefix="metaservice-tests-spark-")
+    os.environ["SPARK_LOCAL_DIRS"] = config.stash[_SPARK_SCRATCH] = scratch
 
 
 def _provide_postgres(config: pytest.Config) -> None:
@@ -145,8 +159,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """A whole run ends holding gigabytes of objects (Spark's and pyiceberg's among them): the
     interpreter's collection at exit walked them for over a minute and a half. None of them
     needs collecting now; frozen, the process exits at once with the run's status. A private
-    PostgreSQL the run started is removed."""
+    PostgreSQL the run started is removed, and so is Spark's scratch space."""
     gc.freeze()
+    scratch = config.stash.get(_SPARK_SCRATCH, None)
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
     started = config.stash.get(_STARTED_POSTGRES, None)
     if started is not None:
         del config.stash[_STARTED_POSTGRES]

@@ -66,3 +66,19 @@ def test_the_readme_test_command_installs_every_engine() -> None:
     run = (ROOT / ".ci" / "run").read_text()
     for required in ("SPARK_JVM", "S3", "KAFKA", "PYICEBERG_SUITE"):
         assert f"METASERVICE_REQUIRE_{required}=1" in run
+
+
+def test_a_disk_without_room_for_the_run_fails_it_at_once_saying_so(tmp_path: Path) -> None:
+    """A full disk fails the run before any install, with the room it needs, not as pip's
+    "No space left on device" minutes in. (The script runs from a copy holding nothing else, so
+    a check that let it through would only fail to install.)"""
+    import subprocess
+
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
+    run = subprocess.run(["bash", ".ci/run"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env={"PATH": "/usr/bin:/bin",
+                                           "CI_NEEDED_DISK_GB": str(10**9)})
+    assert run.returncode == 1
+    assert "a run needs about 1000000000 GB (CI_NEEDED_DISK_GB)" in run.stderr
+    assert not (tmp_path / ".venv").exists()
