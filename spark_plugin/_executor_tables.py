@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.expressions import BooleanExpression
     from pyiceberg.manifest import DataFile
     from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
@@ -76,15 +77,18 @@ def arrow_schema_for_spark(spark_schema_json: str) -> pa.Schema:
 
 
 def read_tasks(handle: TableHandle, schema_json: str, tasks: Iterable[FileScanTask],
-               target: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Rows of planned scan tasks as Arrow batches of the ``target`` schema."""
+               target: pa.Schema,
+               row_filter: BooleanExpression | None = None) -> Iterator[pa.RecordBatch]:
+    """Rows of planned scan tasks as Arrow batches of the ``target`` schema; with
+    ``row_filter``, the rows it keeps (row groups its bounds rule out are not read)."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.schema import Schema
 
     table = handle.open()
     projected = Schema.model_validate_json(schema_json)
-    scan = ArrowScan(table.metadata, table.io, projected, AlwaysTrue())
+    scan = ArrowScan(table.metadata, table.io, projected,
+                     AlwaysTrue() if row_filter is None else row_filter)
     for batch in scan.to_record_batches(list(tasks)):
         if batch.num_rows:
             yield conform(batch, target)

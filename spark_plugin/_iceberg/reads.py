@@ -27,6 +27,7 @@ from spark_plugin._iceberg.markers import ancestors
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.expressions import BooleanExpression
     from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
@@ -92,14 +93,18 @@ def _require_snapshot(table: Table, snapshot_id: int) -> None:
                 "away, or a different table)")
 
 
-def plan_snapshot_read(table: Table, snapshot_id: int, *, allow_native: bool = True) -> ReadPlan:
-    """Plan reading the full content of ``snapshot_id``.
+def plan_snapshot_read(table: Table, snapshot_id: int, *, allow_native: bool = True,
+                       row_filter: BooleanExpression | None = None) -> ReadPlan:
+    """Plan reading the full content of ``snapshot_id``; with ``row_filter``, only the files
+    whose partition values and column bounds may hold rows it keeps.
 
     Raises:
         SnapshotNotFoundError: the snapshot is not in the table.
     """
     _require_snapshot(table, snapshot_id)
-    tasks = tuple(table.scan(snapshot_id=snapshot_id).plan_files())
+    scan = (table.scan(snapshot_id=snapshot_id) if row_filter is None
+            else table.scan(snapshot_id=snapshot_id, row_filter=row_filter))
+    tasks = tuple(scan.plan_files())
     return _plan(table, snapshot_id, None, tasks, allow_native)
 
 

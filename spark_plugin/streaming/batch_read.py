@@ -17,15 +17,17 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from spark_plugin._errors import InvalidRequestError
 from spark_plugin._iceberg import load_table, plan_snapshot_read, snapshot_schema
 from spark_plugin.streaming.connections import client_for
 from spark_plugin.streaming.options import BatchReadOptions
+from spark_plugin.streaming.pushdown import row_filter
 from spark_plugin.streaming.source import partitions_of, read_partition
 
 logger = logging.getLogger(__name__)
@@ -82,15 +84,40 @@ class ConsistentBatchReader(DataSourceReader):
         self.options = options
         self.version = version
         self.spark_schema_json = spark_schema_json
+        self.filters: list[Filter] = []
 
     def partitions(self) -> list[InputPartition]:
+        from pyiceberg.schema import Schema
+
         table = load_table(self.options.table, self.options.catalog)
         if table.metadata.snapshot_by_id(self.version.snapshot_id) is None:
             table.refresh()
-        plan = plan_snapshot_read(table, self.version.snapshot_id, allow_native=False)
+        expression, pushed = row_filter(self.filters, Schema.model_validate_json(
+            self.version.schema_json), table.metadata.schema())
+        plan = plan_snapshot_read(table, self.version.snapshot_id, allow_native=False,
+                                  row_filter=expression if pushed else None)
+        logger.info("batch_read_planned", extra={
+            "table": self.options.table, "snapshot_id": self.version.snapshot_id,
+            "files": len(plan.file_paths), "filters": [repr(f) for f in self.filters],
+            "pushed": [repr(f) for f in pushed]})
         return list(partitions_of(self.options.table, table, plan, self.version.schema_json,
-                                  self.spark_schema_json, self.options.max_partition_bytes))
+                                  self.spark_schema_json, self.options.max_partition_bytes,
+                                  expression if pushed else None))
 
     def read(self, partition: InputPartition) -> Any:
         # Spark hands back a partition partitions() made (ours); pyspark types the base class
         return read_partition(partition)  # type: ignore[arg-type]
+
+
+class PruningBatchReader(ConsistentBatchReader):
+    """A :class:`ConsistentBatchReader` given the query's filters (on a Spark that keeps a
+    pushdown with its scan, which then needs ``spark.sql.python.filterPushdown.enabled``:
+    pyspark refuses a reader with ``pushFilters`` without it). Those pyiceberg applies as Spark
+    would (``spark_plugin/streaming/pushdown.py``) prune the files planned, the row groups read
+    and the rows handed to Spark, which applies every filter again."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - pyspark's
+        """Keeps the query's filters for :meth:`partitions`; all of them are Spark's to
+        evaluate after the scan as well: none is dropped."""
+        self.filters = list(filters)
+        return filters

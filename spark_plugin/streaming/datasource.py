@@ -47,10 +47,14 @@ class MetaServiceDataSource(DataSource):
 
     ``catalog_conf`` holds the ``spark.sql.catalog.*`` settings of the session the format was
     registered with (:func:`with_catalog_conf`): the data source runs in Spark's Python workers,
-    which have no session to read them from.
+    which have no session to read them from. ``prunes_by_filters`` says whether that session's
+    Spark keeps a filter pushdown with the one scan it was made for
+    (:func:`spark_plugin.streaming.pushdown.pushdown_is_scoped_to_its_scan`): only then does a
+    batch read prune by the filters Spark pushes.
     """
 
     catalog_conf: tuple[tuple[str, str], ...] = ()
+    prunes_by_filters: bool = False
 
     @classmethod
     def name(cls) -> str:
@@ -101,7 +105,11 @@ class MetaServiceDataSource(DataSource):
         return BarrierStreamReader(o, self._schema_or_load(o), schema.json())
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from spark_plugin.streaming.batch_read import ConsistentBatchReader, resolve_version
+        from spark_plugin.streaming.batch_read import (
+            ConsistentBatchReader,
+            PruningBatchReader,
+            resolve_version,
+        )
 
         if self._is_stream_source():
             raise OptionError("option 'job' marks a streaming source: use spark.readStream, or "
@@ -109,7 +117,8 @@ class MetaServiceDataSource(DataSource):
         o = BatchReadOptions.parse(self.options, self._conf())
         if self._version is None:
             self._version = resolve_version(o)
-        return ConsistentBatchReader(o, self._version, schema.json())
+        reader = PruningBatchReader if self.prunes_by_filters else ConsistentBatchReader
+        return reader(o, self._version, schema.json())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Called when Spark plans a micro-batch (and again to commit it): the sink registers
@@ -130,13 +139,16 @@ class MetaServiceDataSource(DataSource):
                           "spark_plugin.BarrierJob (a job) or spark_plugin.append_root (ingestion)")
 
 
-def with_catalog_conf(catalog_conf: Mapping[str, str]) -> type[MetaServiceDataSource]:
+def with_catalog_conf(catalog_conf: Mapping[str, str], *,
+                      prunes_by_filters: bool = False) -> type[MetaServiceDataSource]:
     """The data source class to register for a session whose catalog settings are
-    ``catalog_conf``: a subclass carrying them, which Spark ships to its Python workers by
+    ``catalog_conf`` (and whose Spark scopes filter pushdown to a scan, when
+    ``prunes_by_filters``): a subclass carrying them, which Spark ships to its Python workers by
     value (it is not importable by name)."""
-    if not catalog_conf:
+    if not catalog_conf and not prunes_by_filters:
         return MetaServiceDataSource
     return type("MetaServiceDataSource", (MetaServiceDataSource,), {
         "__module__": __name__, "__qualname__": "MetaServiceDataSource.with_catalog_conf",
         "__doc__": MetaServiceDataSource.__doc__,
-        "catalog_conf": tuple(sorted((str(k), str(v)) for k, v in catalog_conf.items()))})
+        "catalog_conf": tuple(sorted((str(k), str(v)) for k, v in catalog_conf.items())),
+        "prunes_by_filters": prunes_by_filters})

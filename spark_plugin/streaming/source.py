@@ -87,15 +87,17 @@ _MAX_REASKS = 5
 
 class BarrierFilesPartition(InputPartition):
     """Data files of one table to read on an executor (plain, picklable values and pyiceberg
-    ``FileScanTask``s)."""
+    ``FileScanTask``s), and the row filter the read applies (a batch read's pushed filters;
+    ``None``: every row)."""
 
     def __init__(self, handle: TableHandle, schema_json: str, spark_schema_json: str,
-                 tasks: list[Any]) -> None:
+                 tasks: list[Any], row_filter: Any = None) -> None:
         super().__init__(None)
         self.handle = handle
         self.schema_json = schema_json
         self.spark_schema_json = spark_schema_json
         self.tasks = tasks
+        self.row_filter = row_filter
 
     def __repr__(self) -> str:
         return f"BarrierFilesPartition({self.handle.name}, files={len(self.tasks)})"
@@ -104,16 +106,18 @@ class BarrierFilesPartition(InputPartition):
 def read_partition(partition: BarrierFilesPartition) -> Any:
     """The executor side of a read (shared by the streaming and the batch reader)."""
     target = arrow_schema_for_spark(partition.spark_schema_json)
-    yield from read_tasks(partition.handle, partition.schema_json, partition.tasks, target)
+    yield from read_tasks(partition.handle, partition.schema_json, partition.tasks, target,
+                          partition.row_filter)
 
 
 def partitions_of(name: str, table: Any, plan: ReadPlan, schema_json: str,
-                  spark_schema_json: str, target_bytes: int) -> list[BarrierFilesPartition]:
+                  spark_schema_json: str, target_bytes: int,
+                  row_filter: Any = None) -> list[BarrierFilesPartition]:
     """Partitions reading the files of ``plan`` of ``table`` (named ``name``) in Python
     workers with pyiceberg's Arrow scan, about ``target_bytes`` each, their rows in the columns
-    of ``spark_schema_json``."""
+    of ``spark_schema_json`` (those ``row_filter`` keeps, when given)."""
     handle = TableHandle.of(name, table)
-    return [BarrierFilesPartition(handle, schema_json, spark_schema_json, group)
+    return [BarrierFilesPartition(handle, schema_json, spark_schema_json, group, row_filter)
             for group in pack_tasks(list(plan._tasks), target_bytes)]
 
 

@@ -7,6 +7,8 @@ import pytest
 
 import spark_plugin as sp
 from spark_plugin import _iceberg as ice
+from spark_plugin._iceberg.catalogs import spark_conf
+from spark_plugin._spark_io import scoped_spark_conf
 from spark_plugin.streaming import register_data_source
 from tests.spark_plugin.streaming_support import ingest, wait_until
 
@@ -241,6 +243,60 @@ def test_batch_read_reads_the_strong_version(spark, catalog, database, client, f
              .option("table", events).option("barrier", "1000").option("leaseSeconds", "0")
              .load())
     assert sorted(r.id for r in exact.collect()) == [1, 2]
+
+
+def _three_files(spark, catalog, database, client) -> str:
+    events, = make_tables(spark, catalog, database, "id long, name string", "events")
+    for k in range(3):
+        ingest(client, catalog, events, {"id": [10 * k, 10 * k + 1],
+                                         "name": [f"{'abc'[k]}0", f"{'abc'[k]}1"]}, 1_000 * (k + 1))
+    return events
+
+
+def test_a_batch_read_s_pushed_filters_prune_its_files(spark, catalog, database, client,
+                                                      live_server_url):
+    """Where Spark keeps a pushdown with its scan, the filters it pushes prune the files planned
+    (one Spark partition for one file, two for three); the answer is Spark's
+    (tests/spark_plugin/test_batch_read_pushdown.py has the property). This Spark (4.2.0) shares
+    a pushdown among a DataFrame's queries, so each query here reads a DataFrame of its own."""
+    from spark_plugin.streaming.datasource import with_catalog_conf
+    from spark_plugin.streaming.pushdown import PUSHDOWN_CONF
+
+    events = _three_files(spark, catalog, database, client)
+    register_data_source(spark, url=live_server_url)
+    spark.dataSource.register(with_catalog_conf(spark_conf(spark), prunes_by_filters=True))
+
+    def load():
+        return (spark.read.format("metaservice").option("metaservice.url", live_server_url)
+                .option("table", events).load())
+    try:
+        with scoped_spark_conf(spark, {PUSHDOWN_CONF: "true"}):
+            assert load().rdd.getNumPartitions() == 2
+            one = load().filter("id > 10 and name like 'b%'")
+            assert one.rdd.getNumPartitions() == 1
+            assert [tuple(r) for r in one.collect()] == [(11, "b1")]
+            assert sorted(r.id for r in load().filter("name like '%1' or id = 0").collect()) \
+                == [0, 1, 11, 21]
+    finally:
+        register_data_source(spark, url=live_server_url)
+
+
+def test_a_batch_read_on_a_spark_that_shares_pushdowns_prunes_nothing(spark, catalog, database,
+                                                                       client, fmt):
+    """Spark 4.2.0 keeps a pushed reader with the DataFrame, for its later queries too: were the
+    filters of the first query here pruned by, the second would answer [11]."""
+    from spark_plugin.streaming.pushdown import PUSHDOWN_CONF, pushdown_is_scoped_to_its_scan
+
+    assert not pushdown_is_scoped_to_its_scan(spark)
+    events = _three_files(spark, catalog, database, client)
+    df = (spark.read.format("metaservice").option("metaservice.url", fmt)
+          .option("table", events).load())
+    with scoped_spark_conf(spark, {PUSHDOWN_CONF: "true"}):
+        assert [tuple(r) for r in df.filter("id > 10 and name like 'b%'").collect()] == \
+            [(11, "b1")]
+        assert sorted(r.id for r in df.filter("name like '%1' or id = 0").collect()) == \
+            [0, 1, 11, 21]
+        assert df.count() == 6
 
 
 def test_a_query_without_metaservice_sources_runs_a_job_without_sources(
