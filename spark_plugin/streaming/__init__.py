@@ -51,7 +51,7 @@ def register_data_source(spark: Any, *, url: str | None = None,
     data source's filter pushdown with its scan, turns that pushdown on
     (``spark.sql.python.filterPushdown.enabled``) unless the session turned it off: a batch read
     then plans only the files a query's filters may need (``spark_plugin/streaming/pushdown.py``,
-    which says why not on Spark 4.1 and 4.2.0).
+    which says why not on Spark 4.1.1 and 4.2.0).
 
     Args:
         spark: the SparkSession.

@@ -21,11 +21,11 @@ Columns are referred to by the read's snapshot schema and resolved by field id t
 current schema, which pyiceberg binds against: a column renamed since the snapshot is still the
 same column, and one dropped since is not pushed.
 
-**Only on a Spark that keeps a pushdown with its scan.** Spark 4.1 and 4.2.0 store the reader a
-pushdown made (its partitions and read function) on the data source of the DataFrame, shared by
-every query of that DataFrame, and a later query whose filters Spark does not push reads with
-it: ``df.filter("id > 10").count()`` then ``df.count()`` would count the first query's rows.
-Newer Spark keeps it with the scan (``PythonScanBuilder.readInfo``).
+**Only on a Spark that keeps a pushdown with its scan.** Spark 4.1.1 and 4.2.0 store the
+reader a pushdown made (its partitions and read function) on the data source of the DataFrame,
+shared by every query of that DataFrame, and a later query whose filters Spark does not push
+reads with it: ``df.filter("id > 10").count()`` then ``df.count()`` would count the first
+query's rows. Spark's main branch keeps it with the scan (``PythonScanBuilder.readInfo``).
 :func:`spark_plugin.register_data_source` asks the session's Spark
 (:func:`pushdown_is_scoped_to_its_scan`). On one that shares it, the format's reader takes no
 filters (it has no ``pushFilters``), so what Spark shares holds none and is harmless, whatever
@@ -52,7 +52,7 @@ _SCAN_BUILDER = "org.apache.spark.sql.execution.datasources.v2.python.PythonScan
 def pushdown_is_scoped_to_its_scan(spark: Any) -> bool:
     """Whether ``spark``'s JVM keeps a Python data source's pushed reader with the one scan it
     was made for (its ``PythonScanBuilder`` holds a ``readInfo``). False when it cannot be told
-    (Spark Connect: no JVM here), as on Spark 4.1 and 4.2.0."""
+    (Spark Connect: no JVM here), as on Spark 4.1.1 and 4.2.0."""
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
         return False
