@@ -2,11 +2,12 @@
 jars are, and whether a session's JVM has them.
 
 Two jars: the plugin's own (``metaservice-spark-plugin.jar``: the ``metaservice_native``
-streaming source, the writer of tables on an object store) and, beside it, Apache Iceberg's AWS
+streaming source, the writer of tables on an object store, the files' layout as a table's
+properties say) and, beside it, Apache Iceberg's AWS
 bundle (the AWS SDK v2 the writer uploads with). A session names both in ``spark.jars``
 (:func:`plugin_jars`); Spark ships them to executors. Without them everything still works: the
-native source is not registered and object-store tables are written by pyiceberg in Spark's
-Python workers.
+native source is not registered, object-store tables are written by pyiceberg in Spark's
+Python workers, and Spark's writer of tables on a filesystem takes only the table's codec.
 """
 
 from __future__ import annotations
@@ -78,3 +79,23 @@ def _find_writer(jvm: Any) -> Any | None:
     except Py4JJavaError:
         return None
     return writer
+
+
+def parquet_layout_settings(spark: Any, table_properties: str) -> dict[str, str] | None:
+    """parquet-mr's Hadoop settings that lay files out as a table with these properties
+    (lines of ``key \t value``) says (``io.metaservice.spark.ParquetLayout.hadoopSettings``),
+    or ``None`` when ``spark``'s driver has no JVM of its own or no plugin jar.
+
+    Raises:
+        py4j.protocol.Py4JJavaError: a property is not a valid value (its message names it).
+    """
+    from py4j.java_gateway import JavaClass
+
+    context = getattr(spark, "_sc", None)
+    if context is None or getattr(spark, "_jsparkSession", None) is None:
+        return None
+    layout = context._jvm.io.metaservice.spark.ParquetLayout
+    if not isinstance(layout, JavaClass):
+        return None
+    lines = str(layout.hadoopSettings(table_properties)).splitlines()
+    return dict(line.split("\t", 1) for line in lines if "\t" in line)

@@ -8,8 +8,12 @@ Writing (``write_data_files``):
     timestamps are written as INT64 microseconds (``TimestampType`` for Iceberg
     ``timestamptz``, ``TimestampNTZType`` for ``timestamp``; never INT96), required columns are
     written as required and fail the job on a null; dates and timestamps are never rebased to
-    another calendar. Unpartitioned tables on an object store (``s3://``) are written in the
-    JVM when the session has the plugin's jars (:func:`spark_plugin.plugin_jars`): each task
+    another calendar; files are laid out as the table's properties say, with Iceberg's defaults
+    (row groups, pages, dictionaries, bloom filters, the codec and its level; given to Spark's
+    writer as parquet-mr's settings by the plugin's JVM part, ``ParquetLayout``; a session
+    without the plugin's jar gets the codec only). Unpartitioned tables on an object store
+    (``s3://``) are written in the JVM when the session has the plugin's jars
+    (:func:`spark_plugin.plugin_jars`): each task
     writes the files that Spark's Parquet writer would, laid out as the table's properties say,
     locally, and uploads each with one PUT, with the credentials the catalog vended for the
     table's prefix (``write_from_jvm``, ``jvm/.../ObjectStoreWriter.java``). Partitioned
@@ -65,7 +69,7 @@ from spark_plugin._iceberg import (
     scan_tasks,
     unsupported_columns,
 )
-from spark_plugin._jvm import object_store_writer
+from spark_plugin._jvm import object_store_writer, parquet_layout_settings
 from spark_plugin._names import TableName
 
 if TYPE_CHECKING:
@@ -493,12 +497,8 @@ def write_from_jvm(writer: Any, aligned: DataFrame, table: Table,
     """
     directory = f"{data_location(table).rstrip('/')}/ms-{uuid.uuid4().hex}/"
     settings = "\n".join(f"{k}\t{v}" for k, v in storage.items())
-    # the files' layout (codec, row groups, pages, size) as the table's properties say
-    layout = "\n".join(f"{k}\t{v}" for k, v in table.metadata.properties.items()
-                       if k.startswith(("write.", "parquet.")) and "\n" not in k + v
-                       and "\t" not in k)
     try:
-        answered = writer.write(aligned._jdf, directory, settings, layout)
+        answered = writer.write(aligned._jdf, directory, settings, _layout_lines(table))
     except Exception as error:  # noqa: BLE001 - Py4J's, or pyspark's conversion of a Spark error
         if any(marker in str(error) for marker in _SDK_MISSING):
             raise _SdkMissingOnExecutors(str(error).splitlines()[0][:300]) from error
@@ -515,6 +515,15 @@ def write_from_jvm(writer: Any, aligned: DataFrame, table: Table,
             logger.warning("object_store_write_cleanup_failed", extra={
                 "table": qualified_name(table), "directory": directory, "error": str(cleanup)})
         raise
+
+
+def _layout_lines(table: Table) -> str:
+    """The table's properties that lay its files out (codec, row groups, pages, dictionaries,
+    bloom filters, size: ``write.*`` and ``parquet.*``) as lines of ``key \t value``, for the
+    plugin's JVM part."""
+    return "\n".join(f"{k}\t{v}" for k, v in table.metadata.properties.items()
+                     if k.startswith(("write.", "parquet.")) and "\n" not in k + v
+                     and "\t" not in k)
 
 
 def _raise_write_error(error: Exception, table: str) -> NoReturn:
@@ -558,10 +567,15 @@ def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list
     written, spelled as the table spells its location."""
     codec = table.metadata.properties.get("write.parquet.compression-codec", "zstd").lower()
     out = f"{data_location(table)}/ms-{uuid.uuid4().hex}"
+    try:
+        layout = parquet_layout_settings(spark, _layout_lines(table)) or {}
+    except Exception as error:  # noqa: BLE001 - Py4J's; a bad property says which
+        _raise_write_error(error, qualified_name(table))
     with scoped_spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                                    "spark.sql.parquet.fieldId.write.enabled": "true",
                                    **PROLEPTIC_WRITES}):
         (aligned.write.mode("errorifexists")
+         .options(**layout)
          .option("compression", _SPARK_CODECS.get(codec, "zstd"))
          .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
          .parquet(out))

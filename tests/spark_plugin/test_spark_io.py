@@ -12,6 +12,14 @@ import pytest
 import spark_plugin as sp
 from spark_plugin import _iceberg as ice
 from spark_plugin import _spark_io as sio
+from tests.spark_plugin.parquet_files import (
+    FLAT,
+    GZIP_LAYOUT,
+    SMALL_LAYOUT,
+    parquet_facts,
+    rows_of_every_kind,
+    spark_writer_options,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -201,3 +209,39 @@ def test_ancient_dates_are_written_proleptic_whatever_the_session_s_rebase_mode(
     table.refresh()
     [row] = table.scan().to_arrow().to_pylist()
     assert (row["day"], row["at"]) == (day, at)
+
+
+@pytest.mark.parametrize("layout", [None, SMALL_LAYOUT, GZIP_LAYOUT],
+                         ids=["defaults", "small", "gzip"])
+def test_a_filesystem_table_s_files_are_laid_out_as_its_properties_say(
+        spark, catalog, database, layout, tmp_path) -> None:
+    """Spark's writer of tables on a filesystem lays files out as the table's properties say
+    (the JVM part's ``ParquetLayout``, as for tables on S3), with Iceberg's defaults (a 2 MiB
+    dictionary, where Spark's is 1 MiB): the file is the one Spark's ``df.write.parquet``
+    writes of the same rows given the same settings by hand."""
+    rows = rows_of_every_kind(spark, FLAT)
+    table = sp.create_table_from_spark_schema(
+        f"lake.{database}.t", rows, catalog=catalog,
+        properties={k: str(v) for k, v in (layout or {}).items()})
+    [written] = sio.write_data_files(spark, rows, table)
+    with table.io.new_input(written.file_path).open() as stream:
+        ours = parquet_facts(stream.read())
+    aligned = sio.align_to_schema(rows, table.schema(), table=table.name()[-1])
+    with sio.scoped_spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+                                       "spark.sql.parquet.fieldId.write.enabled": "true"}):
+        aligned.write.options(**spark_writer_options(layout)).parquet(str(tmp_path / "spark"))
+    [local] = (tmp_path / "spark").glob("*.parquet")
+    assert ours == parquet_facts(local.read_bytes())
+    assert (ours["row_groups"] > 1) == (layout is SMALL_LAYOUT), ours["row_groups"]
+    assert (ours["codec"], ours["bloom_filters"]) == (
+        "GZIP" if layout is GZIP_LAYOUT else "ZSTD", ["id"] if layout is SMALL_LAYOUT else [])
+
+
+@pytest.mark.parametrize(("key", "value"), [("write.parquet.page-size-bytes", "abc"),
+                                            ("write.parquet.compression-codec", "bogus")])
+def test_a_bad_layout_property_of_a_filesystem_table_is_a_clear_error(
+        spark, catalog, database, source_df, key, value) -> None:
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog,
+                                              properties={key: value})
+    with pytest.raises(ValueError, match=f"table property {key} must be .*: {value}"):
+        sio.write_data_files(spark, source_df, table)

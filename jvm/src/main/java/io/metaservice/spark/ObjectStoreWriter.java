@@ -220,14 +220,7 @@ public final class ObjectStoreWriter {
 
   /** The settings (serializable: the job's closure carries them to the tasks). */
   private static HashMap<String, String> settings(String storageLines) {
-    HashMap<String, String> storage = new HashMap<>();
-    for (String line : storageLines.split("\n")) {
-      int tab = line.indexOf('\t');
-      if (tab > 0) {
-        storage.put(line.substring(0, tab), line.substring(tab + 1));
-      }
-    }
-    return storage;
+    return KeyValueLines.parse(storageLines);
   }
 
   /** A write's own directory, refused unless it is one: cleaning it deletes all it holds. */

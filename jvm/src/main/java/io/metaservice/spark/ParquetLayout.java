@@ -3,8 +3,10 @@ package io.metaservice.spark;
 import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
 
 import org.apache.parquet.column.ParquetProperties;
+import org.apache.parquet.hadoop.ParquetOutputFormat;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
 
 /**
@@ -14,7 +16,7 @@ import org.apache.parquet.hadoop.metadata.CompressionCodecName;
  * checked, dictionaries, bloom filters, and the size at which a file rolls over. Serializable:
  * the write's closure carries it to the tasks.
  */
-final class ParquetLayout implements java.io.Serializable {
+public final class ParquetLayout implements java.io.Serializable {
   private static final long serialVersionUID = 1L;
 
   final CompressionCodecName codec;
@@ -34,9 +36,7 @@ final class ParquetLayout implements java.io.Serializable {
   final long targetFileBytes;
 
   private ParquetLayout(Map<String, String> table) {
-    String codecName = table.getOrDefault("write.parquet.compression-codec", "zstd");
-    this.codec = "none".equalsIgnoreCase(codecName) ? CompressionCodecName.UNCOMPRESSED
-        : CompressionCodecName.valueOf(codecName.toUpperCase(Locale.ROOT));
+    this.codec = codec(table.getOrDefault("write.parquet.compression-codec", "zstd"));
     String level = table.get("write.parquet.compression-level");
     String levelKey = switch (codec) {
       case ZSTD -> "parquet.compression.codec.zstd.level";
@@ -70,6 +70,18 @@ final class ParquetLayout implements java.io.Serializable {
     this.targetFileBytes = positive(table, "write.target-file-size-bytes", 512L * 1024 * 1024);
   }
 
+  private static CompressionCodecName codec(String name) {
+    if ("none".equalsIgnoreCase(name.trim())) {
+      return CompressionCodecName.UNCOMPRESSED;
+    }
+    try {
+      return CompressionCodecName.valueOf(name.trim().toUpperCase(Locale.ROOT));
+    } catch (IllegalArgumentException unknown) {
+      throw new IllegalArgumentException("table property write.parquet.compression-codec must be"
+          + " a Parquet codec (zstd, snappy, gzip, lz4, brotli, uncompressed...): " + name);
+    }
+  }
+
   private static final String BLOOM_ENABLED = "write.parquet.bloom-filter-enabled.column.";
   private static final String BLOOM_FPP = "write.parquet.bloom-filter-fpp.column.";
 
@@ -97,6 +109,39 @@ final class ParquetLayout implements java.io.Serializable {
   /** The layout of a table with these properties. */
   static ParquetLayout of(Map<String, String> tableProperties) {
     return new ParquetLayout(tableProperties);
+  }
+
+  /**
+   * The layout of a table with these properties (lines of {@code key \t value}) as parquet-mr's
+   * Hadoop settings, in the same lines: what a writer that takes its layout from a Hadoop
+   * configuration needs (Spark's {@code df.write.parquet}, given them as options) to lay files
+   * out as {@link #properties()} and the codec's level do. The codec itself is the writer's
+   * option, and the target file size has no such setting.
+   *
+   * @throws IllegalArgumentException a property is not a valid value (the message names it)
+   */
+  public static String hadoopSettings(String tablePropertyLines) {
+    return KeyValueLines.format(of(KeyValueLines.parse(tablePropertyLines)).hadoopSettings());
+  }
+
+  private Map<String, String> hadoopSettings() {
+    Map<String, String> settings = new TreeMap<>();
+    settings.put(ParquetOutputFormat.BLOCK_SIZE, Long.toString(rowGroupBytes));
+    settings.put(ParquetOutputFormat.PAGE_SIZE, Integer.toString(pageBytes));
+    settings.put(ParquetOutputFormat.PAGE_ROW_COUNT_LIMIT, Integer.toString(pageRows));
+    settings.put(ParquetOutputFormat.DICTIONARY_PAGE_SIZE, Integer.toString(dictionaryBytes));
+    settings.put(ParquetOutputFormat.ENABLE_DICTIONARY, Boolean.toString(dictionaries));
+    settings.put(ParquetOutputFormat.MIN_ROW_COUNT_FOR_PAGE_SIZE_CHECK, Integer.toString(sizeCheckMinRows));
+    settings.put(ParquetOutputFormat.MAX_ROW_COUNT_FOR_PAGE_SIZE_CHECK, Integer.toString(sizeCheckMaxRows));
+    settings.put(ParquetOutputFormat.BLOOM_FILTER_MAX_BYTES, Integer.toString(bloomFilterMaxBytes));
+    bloomFilters.forEach((column, enabled) ->
+        settings.put(ParquetOutputFormat.BLOOM_FILTER_ENABLED + "#" + column, enabled.toString()));
+    bloomFilterFpp.forEach((column, fpp) ->
+        settings.put(ParquetOutputFormat.BLOOM_FILTER_FPP + "#" + column, fpp.toString()));
+    if (codecLevel != null) {
+      settings.put(codecLevel[0], codecLevel[1]);
+    }
+    return settings;
   }
 
   private static long positive(Map<String, String> table, String key, long fallback) {
