@@ -90,6 +90,7 @@ def parquet_layout_settings(spark: Any, table_properties: str) -> dict[str, str]
         py4j.protocol.Py4JJavaError: a property is not a valid value (its message names it).
     """
     from py4j.java_gateway import JavaClass
+    from py4j.protocol import Py4JError, Py4JJavaError
 
     context = getattr(spark, "_sc", None)
     if context is None or getattr(spark, "_jsparkSession", None) is None:
@@ -97,5 +98,10 @@ def parquet_layout_settings(spark: Any, table_properties: str) -> dict[str, str]
     layout = context._jvm.io.metaservice.spark.ParquetLayout
     if not isinstance(layout, JavaClass):
         return None
-    lines = str(layout.hadoopSettings(table_properties)).splitlines()
-    return dict(line.split("\t", 1) for line in lines if "\t" in line)
+    try:
+        answer = layout.hadoopSettings(table_properties)
+    except Py4JJavaError:
+        raise
+    except Py4JError:  # a jar older than the method: as without the jar
+        return None
+    return dict(line.split("\t", 1) for line in str(answer).splitlines() if "\t" in line)

@@ -466,7 +466,7 @@ def _jvm_can_write(location: str, storage: Mapping[str, str],
     ``properties``: an S3 location, credentials of its own (vended, or configured), not
     remote signing, which only pyiceberg's FileIO speaks (nor a setting the writer's
     one-line-per-setting hand-over cannot carry), and a codec it has."""
-    codec = (properties or {}).get("write.parquet.compression-codec", "zstd").lower()
+    codec = (properties or {}).get("write.parquet.compression-codec", "zstd").strip().lower()
     return (codec in _JVM_CODECS and urlsplit(location).scheme in ("s3", "s3a", "s3n")
             and "s3.access-key-id" in storage and "s3.secret-access-key" in storage
             and storage.get("s3.remote-signing-enabled", "false").lower() != "true"
@@ -565,7 +565,7 @@ def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list
     """Spark's Parquet writer into a fresh directory under the table's data location (a
     filesystem, not an object store: see the module docstring); the paths of the files
     written, spelled as the table spells its location."""
-    codec = table.metadata.properties.get("write.parquet.compression-codec", "zstd").lower()
+    codec = table.metadata.properties.get("write.parquet.compression-codec", "zstd").strip().lower()
     out = f"{data_location(table)}/ms-{uuid.uuid4().hex}"
     try:
         layout = parquet_layout_settings(spark, _layout_lines(table)) or {}

@@ -98,15 +98,40 @@ def _described_data_file(table: Table, path: str, size: int, footer: Any) -> Dat
     schema = metadata.schema()
     _check_pyarrow_schema_compatible(schema, footer.schema.to_arrow_schema(),
                                      format_version=metadata.format_version)
+    columns = parquet_path_to_id_mapping(schema)
     statistics = data_file_statistics_from_parquet_metadata(
         parquet_metadata=footer,
         stats_columns=compute_statistics_plan(schema, metadata.properties),
-        parquet_column_mapping=parquet_path_to_id_mapping(schema))
+        parquet_column_mapping=columns)
+    described = statistics.to_serialized_dict()
+    for field_id in _columns_without_bounds(footer, columns):
+        described["lower_bounds"].pop(field_id, None)
+        described["upper_bounds"].pop(field_id, None)
     return DataFile.from_args(
         content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
         partition=statistics.partition(metadata.spec(), schema), file_size_in_bytes=size,
         sort_order_id=None, spec_id=metadata.default_spec_id, equality_ids=None,
-        key_metadata=None, **statistics.to_serialized_dict())
+        key_metadata=None, **described)
+
+
+def _columns_without_bounds(footer: Any, columns: dict[str, int]) -> set[int]:
+    """The field ids of the columns that hold values in a row group whose statistics have no
+    min and max. A Parquet writer leaves them out for values over 4 KiB (parquet-mr and Arrow
+    alike), and pyiceberg (0.12) then takes the file's bounds from the other row groups alone:
+    bounds that rule out rows the file holds, and an engine that prunes by them loses those
+    rows. Such a column gets no bounds, as Iceberg's own writers do (apache/iceberg#8559)."""
+    unbounded: set[int] = set()
+    for group in range(footer.num_row_groups):
+        for index in range(footer.num_columns):
+            chunk = footer.row_group(group).column(index)
+            stats = chunk.statistics if chunk.is_stats_set else None
+            if stats is not None and stats.has_min_max:
+                continue
+            if stats is not None and stats.has_null_count and stats.null_count >= chunk.num_values:
+                continue  # nulls only: nothing to bound
+            if chunk.path_in_schema in columns:
+                unbounded.add(columns[chunk.path_in_schema])
+    return unbounded
 
 
 def data_files_from_arrow(table: Table, data: pa.Table) -> list[DataFile]:

@@ -73,7 +73,7 @@ def register_data_source(spark: Any, *, url: str | None = None,
 
     require_plugin_on_workers(spark)
     prunes = (pushdown_is_scoped_to_its_scan(spark)
-              and spark.conf.get(PUSHDOWN_CONF, None) in (None, "true"))
+              and str(spark.conf.get(PUSHDOWN_CONF, None) or "true").strip().lower() == "true")
     if prunes:
         spark.conf.set(PUSHDOWN_CONF, "true")
     catalog_conf = spark_conf(spark)

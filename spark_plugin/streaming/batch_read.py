@@ -92,17 +92,23 @@ class ConsistentBatchReader(DataSourceReader):
         table = load_table(self.options.table, self.options.catalog)
         if table.metadata.snapshot_by_id(self.version.snapshot_id) is None:
             table.refresh()
-        expression, pushed = row_filter(self.filters, Schema.model_validate_json(
-            self.version.schema_json), table.metadata.schema())
-        plan = plan_snapshot_read(table, self.version.snapshot_id, allow_native=False,
-                                  row_filter=expression if pushed else None)
+        pushed = row_filter(self.filters, Schema.model_validate_json(self.version.schema_json),
+                            table.metadata.schema())
+        try:
+            plan = plan_snapshot_read(table, self.version.snapshot_id, allow_native=False,
+                                      row_filter=pushed.planning if pushed.pushed else None)
+        except Exception:  # noqa: BLE001 - a filter pyiceberg cannot plan with: plan without
+            # (pyiceberg 0.12 overflows projecting DATE '9999-12-31' onto a year partition)
+            logger.warning("batch_read_planned_unpruned", exc_info=True, extra={
+                "table": self.options.table, "pushed": [repr(f) for f in pushed.pushed]})
+            plan = plan_snapshot_read(table, self.version.snapshot_id, allow_native=False)
         logger.info("batch_read_planned", extra={
             "table": self.options.table, "snapshot_id": self.version.snapshot_id,
             "files": len(plan.file_paths), "filters": [repr(f) for f in self.filters],
-            "pushed": [repr(f) for f in pushed]})
+            "pushed": [repr(f) for f in pushed.pushed]})
         return list(partitions_of(self.options.table, table, plan, self.version.schema_json,
                                   self.spark_schema_json, self.options.max_partition_bytes,
-                                  expression if pushed else None))
+                                  pushed.scan if pushed.pushed else None))
 
     def read(self, partition: InputPartition) -> Any:
         # Spark hands back a partition partitions() made (ours); pyspark types the base class

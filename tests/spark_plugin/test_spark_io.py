@@ -238,10 +238,39 @@ def test_a_filesystem_table_s_files_are_laid_out_as_its_properties_say(
 
 
 @pytest.mark.parametrize(("key", "value"), [("write.parquet.page-size-bytes", "abc"),
-                                            ("write.parquet.compression-codec", "bogus")])
+                                            ("write.parquet.compression-codec", "bogus"),
+                                            ("write.parquet.compression-level", "abc"),
+                                            ("write.parquet.compression-level", "23")])
 def test_a_bad_layout_property_of_a_filesystem_table_is_a_clear_error(
         spark, catalog, database, source_df, key, value) -> None:
     table = sp.create_table_from_spark_schema(f"lake.{database}.t", source_df, catalog=catalog,
                                               properties={key: value})
     with pytest.raises(ValueError, match=f"table property {key} must be .*: {value}"):
         sio.write_data_files(spark, source_df, table)
+
+
+def test_a_column_with_values_past_the_statistics_limit_gets_no_bounds(
+        spark, catalog, database) -> None:
+    """Parquet writers keep no min or max for a row group holding a value over 4 KiB, and
+    pyiceberg took the file's bounds from the other row groups: the file was said to end below
+    its own long strings, so any engine pruning by bounds lost them. Such a column gets no
+    bounds; the others keep theirs."""
+    from pyiceberg.expressions import EqualTo, GreaterThan
+
+    huge = "\u00ff" * 2_500
+    rows = spark.createDataFrame([(i, f"a{i:05d}" if i < 1_000 else huge) for i in range(1_005)],
+                                 "id long, s string").coalesce(1)
+    table = sp.create_table_from_spark_schema(f"lake.{database}.t", rows, catalog=catalog,
+                                              properties={
+        "write.parquet.row-group-size-bytes": "4096", "parquet.enable.dictionary": "false",
+        "write.parquet.row-group-check-min-record-count": "10",
+        "write.parquet.row-group-check-max-record-count": "10"})
+    [written] = sio.write_data_files(spark, rows, table)
+    footer = pq.read_metadata(written.file_path.removeprefix("file://"))
+    groups = [footer.row_group(g).column(1).statistics for g in range(footer.num_row_groups)]
+    assert any(s.has_min_max for s in groups) and not all(s.has_min_max for s in groups)
+    assert 2 not in written.lower_bounds and 2 not in written.upper_bounds
+    assert written.upper_bounds[1] and written.lower_bounds[1]
+    ice.commit_sink(table, job="test", barrier=1, data_files=[written])
+    assert table.refresh().scan(row_filter=EqualTo("s", huge)).to_arrow().num_rows == 5
+    assert table.scan(row_filter=GreaterThan("s", "b")).to_arrow().num_rows == 5

@@ -44,8 +44,8 @@ public final class ParquetLayout implements java.io.Serializable {
       case BROTLI -> "compression.brotli.quality";
       default -> null;
     };
-    if (level != null && codec == CompressionCodecName.GZIP) {
-      level = zlibLevel(level.trim());
+    if (level != null && levelKey != null) {
+      level = level(codec, level.trim());
     }
     this.codecLevel = level == null || levelKey == null ? null : new String[] {levelKey, level};
     this.rowGroupBytes = positive(table, "write.parquet.row-group-size-bytes", 128L * 1024 * 1024);
@@ -86,9 +86,38 @@ public final class ParquetLayout implements java.io.Serializable {
   private static final String BLOOM_FPP = "write.parquet.bloom-filter-fpp.column.";
 
   /**
-   * A gzip level as Hadoop's zlib codec reads it (the names of {@code
-   * ZlibCompressor.CompressionLevel}): numbers (0–9, -1), which pyiceberg writes, become names.
+   * The codec's level as its parquet-mr codec reads it, checked: zstd's and brotli's are whole
+   * numbers in their ranges, gzip's a number of zlib's (0–9, -1, as pyiceberg writes them) or a
+   * name of Hadoop's {@code ZlibCompressor.CompressionLevel}, which numbers become.
    */
+  private static String level(CompressionCodecName codec, String level) {
+    String key = "table property write.parquet.compression-level";
+    if (codec == CompressionCodecName.GZIP) {
+      String name = zlibLevel(level).toUpperCase(Locale.ROOT);
+      if (!ZLIB_LEVELS.contains(name)) {
+        throw new IllegalArgumentException(key + " must be a gzip level (0 to 9, or -1): " + level);
+      }
+      return name;
+    }
+    int lowest = codec == CompressionCodecName.ZSTD ? -131072 : 0;
+    int highest = codec == CompressionCodecName.ZSTD ? 22 : 11;
+    int parsed;
+    try {
+      parsed = Integer.parseInt(level);
+    } catch (NumberFormatException notANumber) {
+      parsed = Integer.MIN_VALUE;
+    }
+    if (parsed < lowest || parsed > highest) {
+      throw new IllegalArgumentException(key + " must be a " + codec.name().toLowerCase(Locale.ROOT)
+          + " level (" + lowest + " to " + highest + "): " + level);
+    }
+    return Integer.toString(parsed);
+  }
+
+  private static final java.util.Set<String> ZLIB_LEVELS = java.util.Set.of(
+      "NO_COMPRESSION", "BEST_SPEED", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT",
+      "BEST_COMPRESSION", "DEFAULT_COMPRESSION");
+
   private static String zlibLevel(String level) {
     return switch (level) {
       case "-1" -> "DEFAULT_COMPRESSION";
