@@ -325,6 +325,9 @@ def executor_write_reason(table: Table) -> str | None:
     store, the plugin's JVM writer may take them instead (see :func:`write_data_files`)."""
     if is_object_store(data_location(table)):
         return "object store"
+    codec = table.metadata.properties.get("write.parquet.compression-codec", "").strip().lower()
+    if codec in _PYICEBERG_CODECS:
+        return f"codec {codec}"
     if not _spark_can_write(table):
         return "partitioned table" if table.spec().fields else (
             "required fields inside nested columns")
@@ -454,6 +457,10 @@ def write_from_tasks(spark: SparkSession, aligned: DataFrame, table: Table) -> l
                                  "data_file binary").collect()
     return [pickle.loads(row.data_file) for row in answers]  # noqa: S301 - our tasks' answers
 
+
+_PYICEBERG_CODECS = frozenset({"brotli", "lzo"})
+"""Codecs Spark's jars have no codec for (parquet-mr's need native libraries): a table of one is
+written by pyiceberg's writer, which has Brotli (Arrow has no LZO: pyiceberg refuses it)."""
 
 _JVM_CODECS = frozenset({"zstd", "snappy", "gzip", "lz4", "uncompressed", "none"})
 """The codecs of parquet-mr in pyspark's jars that need no native library (not Brotli or LZO,

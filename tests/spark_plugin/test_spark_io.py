@@ -274,3 +274,19 @@ def test_a_column_with_values_past_the_statistics_limit_gets_no_bounds(
     ice.commit_sink(table, job="test", barrier=1, data_files=[written])
     assert table.refresh().scan(row_filter=EqualTo("s", huge)).to_arrow().num_rows == 5
     assert table.scan(row_filter=GreaterThan("s", "b")).to_arrow().num_rows == 5
+
+
+def test_a_brotli_table_on_a_filesystem_is_written_by_pyiceberg(spark, catalog, database,
+                                                                source_df) -> None:
+    """Spark's jars have no Brotli codec (parquet-mr's needs a native library): the table's
+    files are written by pyiceberg's writer in the tasks, in Brotli, not refused by Spark."""
+    table = sp.create_table_from_spark_schema(
+        f"lake.{database}.t", source_df, catalog=catalog,
+        properties={"write.parquet.compression-codec": "brotli"})
+    assert sio.executor_write_reason(table) == "codec brotli"
+    commit(table, spark, source_df, 1)
+    files = [t.file.file_path for t in table.refresh().scan().plan_files()]
+    assert files and all(
+        pq.read_metadata(f.removeprefix("file://")).row_group(0).column(0).compression
+        == "BROTLI" for f in files)
+    assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == [1, 2, 3]
