@@ -207,9 +207,15 @@ class ServerThread:
     def __init__(self, app: Any) -> None:
         import uvicorn
 
+        from metaservice.settings import Settings
+
         self.port = free_port()
+        # Idle connections are kept as long as ``metaservice serve`` keeps them: with uvicorn's
+        # 5 s, a client whose pooled connection idles that long while a loaded machine runs
+        # other threads may send on it as the server closes it ('connection reset by peer').
+        keep_alive = Settings.model_fields["keep_alive_seconds"].default
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="off", access_log=False)
+                                lifespan="off", access_log=False, timeout_keep_alive=keep_alive)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -3,7 +3,9 @@ block at a time, prose is kept; the load generator counts what it is told to che
 
 from __future__ import annotations
 
+import http.client
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,24 @@ def test_the_load_generator_counts_checked_answers(app) -> None:  # type: ignore
                            make=lambda _c, _n: ("GET", "/no/such/path", b""))
         assert missing.ok == 0 and missing.statuses.get(404, 0) == missing.failed > 0
         assert missing.first_error is not None and missing.first_error.startswith("404")
+
+
+def test_the_loopback_server_keeps_an_idle_connection_past_uvicorn_s_five_seconds(
+        app) -> None:  # type: ignore[no-untyped-def]
+    """As ``metaservice serve`` does (``keep_alive_seconds``): a test client whose connection
+    idled while a loaded machine ran other threads was reset as it sent its request."""
+    with ServerThread(app) as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            for pause in (0.0, 6.0):
+                time.sleep(pause)
+                connection.request("GET", "/healthz")
+                answer = connection.getresponse()
+                answer.read()
+                assert answer.status == 200
+                assert connection.sock is not None  # the same connection, not a new one
+        finally:
+            connection.close()
 
 
 def test_fan_out_pipelines_expect_the_greatest_barrier_every_table_completed() -> None:
