@@ -573,6 +573,10 @@ def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list
     filesystem, not an object store: see the module docstring); the paths of the files
     written, spelled as the table spells its location."""
     codec = table.metadata.properties.get("write.parquet.compression-codec", "zstd").strip().lower()
+    if codec not in _SPARK_CODECS:  # as the plugin jar says (a session without one: Spark Connect)
+        raise ValueError(f"{qualified_name(table)}: table property write.parquet.compression-codec"
+                         " must be a Parquet codec (zstd, snappy, gzip, lz4, brotli,"
+                         f" uncompressed...): {codec}")
     out = f"{data_location(table)}/ms-{uuid.uuid4().hex}"
     try:
         layout = parquet_layout_settings(spark, _layout_lines(table)) or {}
@@ -583,7 +587,7 @@ def write_parquet(spark: SparkSession, aligned: DataFrame, table: Table) -> list
                                    **PROLEPTIC_WRITES}):
         (aligned.write.mode("errorifexists")
          .options(**layout)
-         .option("compression", _SPARK_CODECS.get(codec, "zstd"))
+         .option("compression", _SPARK_CODECS[codec])
          .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
          .parquet(out))
     return sorted(table_path(p, out) for p in _files_written(spark, aligned, out))

@@ -118,6 +118,12 @@ def _provide_spark_scratch(config: pytest.Config) -> None:
     os.environ["SPARK_LOCAL_DIRS"] = config.stash[_SPARK_SCRATCH] = scratch
 
 
+def run_scratch() -> str:
+    """A directory for the run's leftovers, removed at its end: Spark's scratch space (the
+    first of ``SPARK_LOCAL_DIRS``'s list, whoever set it), else the temporary directory."""
+    return os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or tempfile.gettempdir()
+
+
 def _provide_postgres(config: pytest.Config) -> None:
     """The run's PostgreSQL: the one at ``POSTGRES_URL`` when it answers, else a private cluster
     started now and removed at the run's end; its URL (or why there is none) goes into the
@@ -277,7 +283,7 @@ def one_spark_cluster_at_a_time() -> Iterator[None]:
     if run is None:
         yield
         return
-    with (Path(tempfile.gettempdir()) / f"metaservice-spark-cluster-{run}.lock").open("w") as lock:
+    with (Path(run_scratch()) / f"metaservice-spark-cluster-{run}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -23,7 +23,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-WAREHOUSE = Path(tempfile.mkdtemp(prefix="spark_plugin_warehouse_"))
+from tests.conftest import run_scratch
+
+# In the run's scratch space (tests/conftest.py), removed at its end also by a worker whose tests
+# never asked for the ``warehouse`` fixture.
+WAREHOUSE = Path(tempfile.mkdtemp(prefix="spark_plugin_warehouse_", dir=run_scratch()))
 CATALOG_PROPERTIES = {"uri": f"sqlite:///{WAREHOUSE / 'catalog.db'}",
                       "warehouse": f"file://{WAREHOUSE}"}
 os.environ["PYICEBERG_CATALOG__LAKE__TYPE"] = "sql"

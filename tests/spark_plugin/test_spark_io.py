@@ -249,6 +249,18 @@ def test_a_bad_layout_property_of_a_filesystem_table_is_a_clear_error(
         sio.write_data_files(spark, source_df, table)
 
 
+def test_an_unknown_codec_is_a_clear_error_also_for_a_session_without_the_plugin_jar(
+        catalog, database, source_df) -> None:
+    """A session with no JVM of its own (Spark Connect) has no plugin jar to check the table's
+    properties: its writes were zstd, silently."""
+    table = sp.create_table_from_spark_schema(
+        f"lake.{database}.t", source_df, catalog=catalog,
+        properties={"write.parquet.compression-codec": "Bogus"})
+    without_jvm = object()  # no _sc, no _jsparkSession: nothing is asked of it
+    with pytest.raises(ValueError, match="compression-codec must be a Parquet codec .*: bogus"):
+        sio.write_parquet(without_jvm, source_df, table)  # type: ignore[arg-type]
+
+
 def test_a_column_with_values_past_the_statistics_limit_gets_no_bounds(
         spark, catalog, database) -> None:
     """Parquet writers keep no min or max for a row group holding a value over 4 KiB, and
