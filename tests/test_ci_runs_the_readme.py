@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,4 +84,33 @@ def test_a_disk_without_room_for_the_run_fails_it_at_once_saying_so(tmp_path: Pa
                                            "CI_NEEDED_DISK_GB": str(10**9)})
     assert run.returncode == 1
     assert "a run needs about 1000000000 GB (CI_NEEDED_DISK_GB)" in run.stderr
+    assert not (tmp_path / ".venv").exists()
+
+
+def test_a_temporary_directory_without_room_for_the_run_fails_it_at_once_saying_so(
+        tmp_path: Path) -> None:
+    """Spark's and the tests' scratch goes to the temporary directory, which may be another
+    filesystem than the checkout's (a tmpfs): it is checked too, and named."""
+    import shutil
+    import subprocess
+
+    checkout_free = shutil.disk_usage(tmp_path).free
+    others = [where for where in ("/dev/shm", "/run", "/run/user") if Path(where).is_dir()
+              and os.stat(where).st_dev != os.stat(tmp_path).st_dev
+              and os.access(where, os.W_OK)
+              and shutil.disk_usage(where).free < checkout_free - 2 * 1024**3]
+    if not others:
+        pytest.skip("no writable filesystem with less room than the checkout's to point to")
+    smaller = others[0]
+    between_gb = (shutil.disk_usage(smaller).free // 1024**3) + 1  # its room falls short
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
+    run = subprocess.run(["bash", ".ci/run"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env={"PATH": "/usr/bin:/bin", "TMPDIR": smaller,
+                                           "CI_NEEDED_DISK_GB": str(between_gb)})
+    assert run.returncode == 1, run.stderr
+    mount = subprocess.run(["df", "-P", smaller], capture_output=True, text=True,
+                           check=True).stdout.splitlines()[1].split()[-1]
+    assert f"MB free on {mount};" in run.stderr
+    assert f"a run needs about {between_gb} GB (CI_NEEDED_DISK_GB)" in run.stderr
     assert not (tmp_path / ".venv").exists()
